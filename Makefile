@@ -1,0 +1,39 @@
+# gangkeeper — every target installs what it needs first. `make help` lists them.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+PYTEST_ARGS ?=
+
+.DEFAULT_GOAL := help
+
+.PHONY: help install test test-fast lint demo bench render clean
+
+help: ## list the targets
+	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+$(STAMP): setup.cfg pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --disable-pip-version-check --upgrade pip
+	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[test]'
+	touch $(STAMP)
+
+install: $(STAMP) ## create .venv/ with gangkeeper (editable), its test tools and kubectl
+	@$(BIN)/gangkeeper --version
+
+test: $(STAMP) ## run every test (unit, HTTP, end-to-end) and the architecture and lint checks
+	$(BIN)/lint-imports --no-cache
+	$(BIN)/pytest $(PYTEST_ARGS)
+
+demo: $(STAMP) ## run the main scenario on the built-in cluster emulation
+	$(BIN)/gangkeeper demo
+
+bench: $(STAMP) ## run the benchmarks and write bench/RESULTS.md
+	$(BIN)/gangkeeper bench all --results bench/RESULTS.md
+
+render: $(STAMP) ## print the rendered deploy/default manifests
+	$(BIN)/kubectl kustomize deploy/default
+
+clean: ## remove the virtualenv and caches
+	rm -rf $(VENV) .pytest_cache .hypothesis build *.egg-info

@@ -1,0 +1,100 @@
+"""Every label, annotation, gate and API name gangkeeper reads or writes.
+
+Nothing else in the code base spells these strings: import them from here. Keys that belong to
+other projects (Kubeflow, JobSet, Kueue, Volcano, scheduler-plugins) are listed with where
+they come from, so that a change upstream is a one-line change here.
+"""
+
+DOMAIN = "gangkeeper.io"
+
+# --- ours (see DESIGN.md, "Names") ---------------------------------------------------------
+ENFORCE_LABEL = f"{DOMAIN}/enforce"
+ENFORCE_VALUE = "true"
+GROUP_LABEL = f"{DOMAIN}/group"
+GROUP_SOURCE_ANNOTATION = f"{DOMAIN}/group-source"
+MIN_COUNT_ANNOTATION = f"{DOMAIN}/min-count"
+SCHEDULE_TIMEOUT_ANNOTATION = f"{DOMAIN}/schedule-timeout-seconds"
+SCHEDULING_GATE = f"{DOMAIN}/gang"
+RESERVED_NODE_ANNOTATION = f"{DOMAIN}/reserved-node"
+
+GANG_GROUP = DOMAIN
+GANG_VERSION = "v1alpha1"
+GANG_KIND = "Gang"
+GANG_PLURAL = "gangs"
+
+DEFAULT_NAMESPACE = "gangkeeper"
+DEFAULT_CONTROLLER_USERNAME = f"system:serviceaccount:{DEFAULT_NAMESPACE}:gangkeeper-controller"
+NEVER_ENFORCED_NAMESPACES = frozenset({"kube-system"})
+
+MIN_COUNT_RANGE = (1, 100_000)
+
+# The pin: required node affinity on the node's name, added to every existing term.
+PIN_FIELD = "metadata.name"
+
+# --- how a group was found: the value of GROUP_SOURCE_ANNOTATION ---------------------------
+SOURCE_EXPLICIT = "explicit"
+SOURCE_NATIVE_POD_GROUP = "native-podgroup"
+SOURCE_PLUGINS_POD_GROUP = "scheduler-plugins-podgroup"
+SOURCE_VOLCANO_POD_GROUP = "volcano-podgroup"
+SOURCE_PYTORCHJOB = "pytorchjob"
+SOURCE_JOBSET = "jobset"
+SOURCE_JOB = "job"
+SOURCE_ACCELERATOR_POD = "accelerator-pod"
+
+# --- Kubernetes ----------------------------------------------------------------------------
+# Label the 1.37 guides put on members of a native gang (we only read it).
+NATIVE_POD_GROUP_LABEL = "scheduling.k8s.io/pod-group"
+NATIVE_POD_GROUP_API = ("scheduling.k8s.io", "v1beta1", "podgroups")
+# batch/v1 Job pods: kubernetes/pkg/controller/job (labels set since 1.27 with the prefix).
+JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
+JOB_CONTROLLER_UID_LABEL = "batch.kubernetes.io/controller-uid"
+JOB_COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
+
+# --- scheduler-plugins coscheduling and Volcano --------------------------------------------
+# sigs.k8s.io/scheduler-plugins apis/scheduling/v1alpha1: PodGroupLabel.
+PLUGINS_POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
+PLUGINS_POD_GROUP_API = ("scheduling.x-k8s.io", "v1alpha1", "podgroups")
+# volcano.sh/apis pkg/apis/scheduling/v1beta1: KubeGroupNameAnnotationKey.
+VOLCANO_GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
+VOLCANO_POD_GROUP_API = ("scheduling.volcano.sh", "v1beta1", "podgroups")
+
+# --- Kubeflow training operator (kubeflow/training-operator v1) ----------------------------
+# pkg/apis/kubeflow.org/v1/common_types.go: JobNameLabel, ReplicaTypeLabel, ReplicaIndexLabel,
+# JobRoleLabel, OperatorNameLabel. Pods are owned (controller: true) by the PyTorchJob.
+KUBEFLOW_JOB_NAME_LABEL = "training.kubeflow.org/job-name"
+KUBEFLOW_REPLICA_TYPE_LABEL = "training.kubeflow.org/replica-type"
+KUBEFLOW_REPLICA_INDEX_LABEL = "training.kubeflow.org/replica-index"
+KUBEFLOW_JOB_ROLE_LABEL = "training.kubeflow.org/job-role"
+KUBEFLOW_OPERATOR_NAME_LABEL = "training.kubeflow.org/operator-name"
+PYTORCHJOB_API = ("kubeflow.org", "v1", "pytorchjobs")
+PYTORCHJOB_KIND = "PyTorchJob"
+
+# --- JobSet (kubernetes-sigs/jobset, api/jobset/v1alpha2/jobset_types.go) -------------------
+# JobSet copies these onto its Jobs and their pods as labels and annotations.
+JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
+JOBSET_UID_LABEL = "jobset.sigs.k8s.io/jobset-uid"
+JOBSET_RESTART_ATTEMPT_LABEL = "jobset.sigs.k8s.io/restart-attempt"
+JOBSET_REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
+JOBSET_REPLICATED_JOB_REPLICAS_LABEL = "jobset.sigs.k8s.io/replicatedjob-replicas"
+JOBSET_JOB_INDEX_LABEL = "jobset.sigs.k8s.io/job-index"
+JOBSET_GLOBAL_REPLICAS_LABEL = "jobset.sigs.k8s.io/global-replicas"
+JOBSET_JOB_GLOBAL_INDEX_LABEL = "jobset.sigs.k8s.io/job-global-index"
+JOBSET_JOB_KEY_LABEL = "jobset.sigs.k8s.io/job-key"
+JOBSET_API = ("jobset.x-k8s.io", "v1alpha2", "jobsets")
+JOBSET_KIND = "JobSet"
+
+# --- Kueue (kubernetes-sigs/kueue, pkg/controller/constants) -------------------------------
+KUEUE_MANAGED_LABEL = "kueue.x-k8s.io/managed"
+KUEUE_QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
+KUEUE_PREFIX = "kueue.x-k8s.io/"
+
+# --- accelerators: extended resources that make a pod a training pod ----------------------
+# A trailing "*" matches any name with that prefix.
+DEFAULT_ACCELERATORS = (
+    "nvidia.com/gpu",
+    "amd.com/gpu",
+    "gpu.intel.com/*",
+    "habana.ai/gaudi",
+    "aws.amazon.com/neuron*",
+    "google.com/tpu",
+)

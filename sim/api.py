@@ -1,0 +1,80 @@
+"""The in-process face of the emulated API server.
+
+The emulated kube-scheduler, kubelet and workload operators are clients of the API server like
+any other: they read and write through this protocol, and every write goes through the same
+pipeline as an HTTP request (defaulting, admission webhooks, the API's validation rules,
+resourceVersion bumps, watch events). Only the transport is skipped.
+"""
+
+from dataclasses import dataclass, field
+from typing import Callable, Protocol
+
+
+@dataclass(frozen=True)
+class User:
+    """Who makes a request; the admission chain sends it as `userInfo`."""
+
+    username: str
+    groups: tuple[str, ...] = ("system:authenticated",)
+    uid: str = ""
+
+
+SCHEDULER = User("system:kube-scheduler")
+KUBELET = User("system:node", ("system:nodes", "system:authenticated"))
+JOB_CONTROLLER = User("system:serviceaccount:kube-system:job-controller",
+                      ("system:serviceaccounts", "system:serviceaccounts:kube-system", "system:authenticated"))
+TRAINING_OPERATOR = User("system:serviceaccount:kubeflow:training-operator",
+                         ("system:serviceaccounts", "system:serviceaccounts:kubeflow", "system:authenticated"))
+JOBSET_CONTROLLER = User("system:serviceaccount:jobset-system:jobset-controller-manager",
+                         ("system:serviceaccounts", "system:serviceaccounts:jobset-system", "system:authenticated"))
+ADMIN = User("kubernetes-admin", ("system:masters", "system:authenticated"))
+
+
+@dataclass(frozen=True)
+class WatchEvent:
+    type: str  # ADDED, MODIFIED, DELETED
+    resource: str  # plural, e.g. "pods"
+    object: dict = field(repr=False)
+
+
+class APIError(Exception):
+    """A refused request, carrying the Status body the real API server would send."""
+
+    def __init__(self, status: dict):
+        super().__init__(status.get("message", ""))
+        self.status = status
+
+    @property
+    def code(self) -> int:
+        return int(self.status.get("code", 500))
+
+    @property
+    def reason(self) -> str:
+        return self.status.get("reason", "")
+
+
+class ClusterAPI(Protocol):
+    """Resources are named by plural (`pods`, `nodes`, `jobs`, `pytorchjobs`, `jobsets`, ...).
+
+    Every method raises APIError with the real Status body when the real server would refuse.
+    Objects passed in and returned are plain dicts (JSON shapes); returned objects are copies.
+    """
+
+    def create(self, resource: str, obj: dict, *, namespace: str | None = None, user: User = ADMIN) -> dict: ...
+
+    def get(self, resource: str, name: str, *, namespace: str | None = None) -> dict: ...
+
+    def list(self, resource: str, *, namespace: str | None = None, label_selector: str = "",
+             field_selector: str = "") -> list[dict]: ...
+
+    def patch(self, resource: str, name: str, patch: dict | list, *, namespace: str | None = None,
+              patch_type: str = "application/merge-patch+json", subresource: str = "",
+              user: User = ADMIN) -> dict: ...
+
+    def delete(self, resource: str, name: str, *, namespace: str | None = None, user: User = ADMIN) -> None: ...
+
+    def bind(self, namespace: str, name: str, node: str, *, user: User = SCHEDULER) -> None: ...
+
+    def subscribe(self, callback: Callable[[WatchEvent], None]) -> Callable[[], None]:
+        """Call `callback` after every committed change, in commit order; returns an unsubscribe function."""
+        ...
