@@ -1,14 +1,31 @@
-"""The `gangkeeper` command: one entry point, a subcommand per component."""
+"""The `gangkeeper` command: one entry point, a subcommand per component.
+
+Each component module exposes `add_parser(subparsers)`, which registers its subcommand and sets
+`run` (a function of the parsed arguments returning an exit code) on it. Flags take their
+defaults from `GANGKEEPER_*` environment variables (see `gangkeeper.config.env_default`).
+"""
 
 import argparse
+import importlib
 import sys
 from importlib.metadata import version
 
+# Imported lazily so that `gangkeeper certs` does not pay for Flask, nor `webhook` for the client.
+SUBCOMMANDS = (
+    "webhook.cli",
+    "certs.cli",
+)
+
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="gangkeeper", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="gangkeeper",
+        description="Gang scheduling for GPU training jobs on the stock kube-scheduler.",
+    )
     parser.add_argument("--version", action="version", version=f"gangkeeper {version('gangkeeper')}")
-    parser.add_subparsers(dest="command", metavar="COMMAND")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for module in SUBCOMMANDS:
+        importlib.import_module(module).add_parser(subparsers)
     return parser
 
 

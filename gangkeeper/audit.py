@@ -1,0 +1,144 @@
+"""The audit log: one JSON object per line for every decision of either component.
+
+Fields (DESIGN.md, "Audit log"): `ts`, `component`, `event`, `namespace`, `group`, `pod`, `uid`,
+`user`, `decision`, `reason`, `details`. Callers pass only these small facts — never env
+values, secrets or whole pod specs — and `details` is limited to short scalars so that a
+careless caller cannot leak a spec into the log either.
+
+Several processes write one log (gunicorn workers, a restarted controller): each record is one
+`write` of one line, and the rotating file sink rotates under an `flock` so that two processes
+never rotate the same file twice.
+"""
+
+import fcntl
+import json
+import os
+import sys
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import IO, Protocol
+
+MAX_DETAIL_CHARS = 256
+MAX_DETAILS = 16
+
+
+class Sink(Protocol):
+    def write_line(self, line: str) -> None: ...
+
+
+class StreamSink:
+    """Lines to a stream (stdout by default), one write and flush per record."""
+
+    def __init__(self, stream: IO[str] | None = None):
+        self._stream = stream
+        self._lock = threading.Lock()
+
+    def write_line(self, line: str) -> None:
+        stream = self._stream or sys.stdout
+        with self._lock:
+            stream.write(line + "\n")
+            stream.flush()
+
+
+class RotatingFileSink:
+    """Lines appended to `path`; when it passes `max_bytes` it becomes `path.1` (… `path.N`).
+
+    Safe across processes: size check, rotation and write happen under an exclusive lock on
+    `path.lock`, and a process notices that another one rotated (the inode changed) and reopens.
+    """
+
+    def __init__(self, path: str, max_bytes: int = 50 * 2**20, backups: int = 5):
+        if max_bytes < 1 or backups < 1:
+            raise ValueError(f"audit rotation needs max_bytes ≥ 1 and backups ≥ 1, got {max_bytes} and {backups}")
+        self.path, self.max_bytes, self.backups = path, max_bytes, backups
+        self._lock = threading.Lock()
+        self._file: IO[bytes] | None = None
+        self._inode: int | None = None
+        directory = os.path.dirname(os.path.abspath(path))
+        os.makedirs(directory, exist_ok=True)
+        self._lock_path = path + ".lock"
+
+    def write_line(self, line: str) -> None:
+        data = (line + "\n").encode()
+        with self._lock, open(self._lock_path, "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                self._rotate_if_full(len(data))
+                handle = self._open()
+                handle.write(data)
+                handle.flush()
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+
+    def _open(self) -> IO[bytes]:
+        try:
+            inode = os.stat(self.path).st_ino
+        except FileNotFoundError:
+            inode = None
+        if self._file is None or inode != self._inode:
+            if self._file is not None:
+                self._file.close()
+            self._file = open(self.path, "ab")
+            self._inode = os.fstat(self._file.fileno()).st_ino
+        return self._file
+
+    def _rotate_if_full(self, incoming: int) -> None:
+        try:
+            size = os.stat(self.path).st_size
+        except FileNotFoundError:
+            return
+        if size == 0 or size + incoming <= self.max_bytes:
+            return
+        for index in range(self.backups - 1, 0, -1):
+            older = f"{self.path}.{index}"
+            if os.path.exists(older):
+                os.replace(older, f"{self.path}.{index + 1}")
+        os.replace(self.path, f"{self.path}.1")
+
+
+@dataclass
+class AuditLog:
+    component: str
+    sink: Sink
+
+    def record(self, event: str, *, decision: str, reason: str = "", namespace: str = "", group: str = "",
+               pod: str = "", uid: str = "", user: str = "", details: Mapping[str, object] | None = None) -> dict:
+        entry = {
+            "ts": datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+            "component": self.component,
+            "event": event,
+            "namespace": namespace,
+            "group": group,
+            "pod": pod,
+            "uid": uid,
+            "user": user,
+            "decision": decision,
+            "reason": reason,
+            "details": _small(details or {}),
+        }
+        self.sink.write_line(json.dumps(entry, separators=(",", ":"), ensure_ascii=False))
+        return entry
+
+
+def _small(details: Mapping[str, object]) -> dict:
+    """Scalars and short lists of scalars only, strings cut to MAX_DETAIL_CHARS; a mapping or
+    other object is replaced by its type name, so no nested structure (a spec) gets through."""
+    small: dict[str, object] = {}
+    for key, value in list(details.items())[:MAX_DETAILS]:
+        if isinstance(value, (bool, int, float)) or value is None:
+            small[str(key)] = value
+        elif isinstance(value, str):
+            small[str(key)] = value[:MAX_DETAIL_CHARS]
+        elif isinstance(value, (list, tuple)) and all(isinstance(v, (str, int, float, bool)) for v in value):
+            small[str(key)] = [str(v)[:MAX_DETAIL_CHARS] for v in value[:MAX_DETAILS]]
+        else:
+            small[str(key)] = f"<{type(value).__name__} omitted>"
+    return small
+
+
+def open_audit_log(component: str, path: str = "", max_bytes: int = 50 * 2**20, backups: int = 5) -> AuditLog:
+    """stdout when `path` is empty, else a rotating file."""
+    sink: Sink = RotatingFileSink(path, max_bytes, backups) if path else StreamSink()
+    return AuditLog(component, sink)
