@@ -23,6 +23,11 @@ GANG_KIND = "Gang"
 GANG_PLURAL = "gangs"
 
 DEFAULT_NAMESPACE = "gangkeeper"
+# The objects deploy/base creates; flags default to them so that bare commands work in-cluster.
+WEBHOOK_SERVICE = "gangkeeper-webhook"
+WEBHOOK_TLS_SECRET = "gangkeeper-webhook-tls"
+WEBHOOK_CONFIGURATION = "gangkeeper"
+CONTROLLER_LEASE = "gangkeeper-controller"
 DEFAULT_CONTROLLER_USERNAME = f"system:serviceaccount:{DEFAULT_NAMESPACE}:gangkeeper-controller"
 NEVER_ENFORCED_NAMESPACES = frozenset({"kube-system"})
 

@@ -1,0 +1,142 @@
+"""`gangkeeper certs issue|install`: flags, their environment defaults, and their validation.
+
+Every flag defaults from a GANGKEEPER_CERTS_* variable so that the same image runs as a Job or
+an init container configured by `env:` alone; `--help` lists each variable beside its flag.
+"""
+
+import argparse
+import datetime
+import ipaddress
+import os
+import re
+import sys
+from pathlib import Path
+
+from certs.files import write_certs
+from certs.install import ClusterError, Target, install
+from certs.issue import DAYS_RANGE, issue
+from certs.renewal import DEFAULT_RENEW_BEFORE_FRACTION
+from gangkeeper import names
+from gangkeeper.config import add_flag, int_in_range
+
+ENV_PREFIX = "GANGKEEPER_CERTS_"
+DEFAULT_DAYS = 365
+
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    """Register `certs` with its two subcommands on the `gangkeeper` command."""
+    parser = subparsers.add_parser("certs", help="issue and install the webhook's TLS certificates",
+                                   description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    commands = parser.add_subparsers(dest="certs_command", metavar="COMMAND", required=True)
+
+    issue_parser = commands.add_parser("issue", help="write a new CA, serving certificate and key to a directory")
+    _flag(issue_parser, "--out", "directory to write ca.crt, tls.crt and tls.key (mode 0600) to", type=Path,
+          default=None, required=True)
+    _flag(issue_parser, "--service", "name of the webhook's Service", type=dns_label, default=names.WEBHOOK_SERVICE)
+    _flag(issue_parser, "--namespace", "namespace of the Service", type=dns_label, default=names.DEFAULT_NAMESPACE)
+    _flag(issue_parser, "--dns", "extra DNS names for the certificate, comma-separated; repeatable",
+          type=dns_names, default=None, action="extend")
+    _flag(issue_parser, "--ip", "IP addresses for the certificate, comma-separated; repeatable",
+          type=ip_addresses, default=None, action="extend")
+    _flag(issue_parser, "--days", "validity in days", type=days, default=DEFAULT_DAYS)
+    issue_parser.set_defaults(run=run_issue)
+
+    install_parser = commands.add_parser(
+        "install", help="issue when missing or due, then patch both caBundles and write the TLS Secret")
+    _flag(install_parser, "--dir", "directory that receives the installed files; read when the Secret "
+          "holds none, so that certificates made by `certs issue` can be installed", type=Path,
+          default=None, required=True)
+    _flag(install_parser, "--namespace", "namespace of the Secret and the Service", type=dns_label,
+          default=names.DEFAULT_NAMESPACE)
+    _flag(install_parser, "--secret", "name of the kubernetes.io/tls Secret", type=dns_subdomain, default=names.WEBHOOK_TLS_SECRET)
+    _flag(install_parser, "--service", "name of the webhook's Service, which the certificate must name",
+          type=dns_label, default=names.WEBHOOK_SERVICE)
+    _flag(install_parser, "--mutating", "name of the MutatingWebhookConfiguration", type=dns_subdomain,
+          default=names.WEBHOOK_CONFIGURATION)
+    _flag(install_parser, "--validating", "name of the ValidatingWebhookConfiguration", type=dns_subdomain,
+          default=names.WEBHOOK_CONFIGURATION)
+    _flag(install_parser, "--kubeconfig", "kubeconfig file; when unset: the pod's service account, "
+          "else ~/.kube/config", default=None)
+    _flag(install_parser, "--renew-before-fraction", "renew once less than this fraction of the lifetime is left",
+          type=fraction, default=DEFAULT_RENEW_BEFORE_FRACTION)
+    _flag(install_parser, "--days", "validity of newly issued certificates in days", type=days, default=DEFAULT_DAYS)
+    install_parser.set_defaults(run=run_install)
+
+
+def run_issue(args: argparse.Namespace) -> int:
+    now = datetime.datetime.now(datetime.timezone.utc)
+    issued = issue(args.service, args.namespace, now, args.days, tuple(args.dns or ()), tuple(args.ip or ()))
+    write_certs(args.out, issued)
+    print(f"wrote {args.out}/ca.crt, tls.crt, tls.key for {args.service}.{args.namespace}.svc")
+    return 0
+
+
+def run_install(args: argparse.Namespace) -> int:
+    from certs.cluster import kubernetes_cluster  # the client is loaded only by the one command that needs it
+
+    target = Target(namespace=args.namespace, secret=args.secret, service=args.service, mutating=args.mutating,
+                    validating=args.validating, days=args.days, renew_before_fraction=args.renew_before_fraction)
+    try:
+        report = install(kubernetes_cluster(args.kubeconfig), target, args.dir,
+                         datetime.datetime.now(datetime.timezone.utc))
+    except ClusterError as err:
+        print(f"gangkeeper certs install: {err}", file=sys.stderr)
+        return 1
+    print("\n".join(report))
+    return 0
+
+
+def _flag(parser: argparse.ArgumentParser, flag: str, text: str, *, required: bool = False, **kwargs) -> None:
+    """`config.add_flag` under the GANGKEEPER_CERTS_ prefix; a required flag is optional once its variable is set."""
+    variable = ENV_PREFIX + flag.lstrip("-").replace("-", "_").upper()
+    add_flag(parser, flag, help=text, env=variable, required=required and variable not in os.environ, **kwargs)
+
+
+def dns_label(value: str) -> str:
+    """A Service or namespace name: an RFC 1123 label."""
+    if not _DNS_LABEL.match(value):
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is not a DNS label: use at most 63 lowercase letters, digits and '-', "
+            f"starting and ending with a letter or digit")
+    return value
+
+
+def dns_subdomain(value: str) -> str:
+    """An object name or an extra host name: an RFC 1123 subdomain."""
+    if len(value) > 253 or not all(_DNS_LABEL.match(label) for label in value.split(".")):
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is not a DNS name: use dot-separated labels of lowercase letters, digits and '-', "
+            f"at most 253 characters in all")
+    return value
+
+
+def dns_names(value: str) -> list[str]:
+    """Comma-separated DNS names, so that one environment variable can hold several."""
+    return [dns_subdomain(name.strip()) for name in value.split(",") if name.strip()]
+
+
+def ip_addresses(value: str) -> list[ipaddress.IPv4Address | ipaddress.IPv6Address]:
+    """Comma-separated IPv4 or IPv6 addresses."""
+    addresses = []
+    for text in filter(None, (part.strip() for part in value.split(","))):
+        try:
+            addresses.append(ipaddress.ip_address(text))
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"{text!r} is not an IP address: write one like 10.96.0.10 or fd00::10") from None
+    return addresses
+
+
+days = int_in_range(*DAYS_RANGE, "a validity in days")
+
+
+def fraction(value: str) -> float:
+    try:
+        number = float(value)
+    except ValueError:
+        number = -1.0
+    if not 0 < number < 1:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a fraction strictly between 0 and 1, such as 0.33")
+    return number
