@@ -1,3 +1,4 @@
+# syntax=docker/dockerfile:1
 # gangkeeper: one image for every component (`gangkeeper webhook`, `gangkeeper controller`,
 # `gangkeeper certs install`); deploy/ picks the subcommand with the container's args.
 
@@ -16,9 +17,9 @@ FROM python:3.11.14-slim-bookworm
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1
-COPY --from=builder /wheels /wheels
-RUN pip install --no-cache-dir --no-index --find-links=/wheels /wheels/gangkeeper-*.whl \
-    && rm -rf /wheels
+# The wheels are bind-mounted from the builder (BuildKit), so they never become a layer.
+RUN --mount=type=bind,from=builder,source=/wheels,target=/wheels \
+    pip install --no-cache-dir --no-index --find-links=/wheels /wheels/gangkeeper-*.whl
 USER 65532:65532
 EXPOSE 9443
 ENTRYPOINT ["gangkeeper"]
