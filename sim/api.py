@@ -6,6 +6,8 @@ pipeline as an HTTP request (defaulting, admission webhooks, the API's validatio
 resourceVersion bumps, watch events). Only the transport is skipped.
 """
 
+from __future__ import annotations
+
 from dataclasses import dataclass, field
 from typing import Callable, Protocol
 

@@ -1,0 +1,238 @@
+"""Admission webhooks, called as the real API server calls them.
+
+The configurations are ordinary stored objects. For each request the matching webhooks get an
+AdmissionReview v1 over HTTPS (verified against the caBundle), shaped like the recorded ones in
+the fixtures. Mutating webhooks run first, one after another, their JSON Patches applied in turn;
+validating webhooks then see the final object. There is no cluster DNS, so a service reference is
+resolved through a map, while the certificate is still checked against `NAME.NAMESPACE.svc`.
+"""
+
+import base64
+import gzip
+import http.client
+import json
+import logging
+import socket
+import ssl
+import urllib.parse
+import uuid
+from dataclasses import dataclass, field
+from typing import Callable
+
+from sim.api import APIError, User
+from sim.kinds import Kind
+from sim.patching import apply_json_patch
+from sim.selectors import Requirement, matches
+from sim.status import status
+
+log = logging.getLogger(__name__)
+
+_HEADERS = {"User-Agent": "kube-apiserver-admission", "Accept": "application/json, */*",
+            "Content-Type": "application/json", "Accept-Encoding": "gzip"}
+_OPTIONS_KIND = {"CREATE": "CreateOptions", "UPDATE": "UpdateOptions", "DELETE": "DeleteOptions",
+                 "CONNECT": "ConnectOptions"}
+
+
+@dataclass
+class Attributes:
+    """What one API request is about, as admission sees it."""
+
+    kind: Kind
+    operation: str  # CREATE, UPDATE, DELETE
+    name: str
+    namespace: str
+    user: User
+    subresource: str = ""
+    old: dict | None = None
+    dry_run: bool = False
+    options: dict = field(default_factory=dict)  # fieldManager, fieldValidation, propagationPolicy, ...
+    request_kind: dict | None = None  # the Binding kind for pods/binding
+
+    def review(self, obj: dict | None) -> dict:
+        request = {"uid": str(uuid.uuid4()), "kind": self.request_kind or self.kind.group_version_kind(),
+                   "resource": self.kind.group_version_resource()}
+        if self.subresource:
+            request["subResource"] = self.subresource
+        request["requestKind"] = request["kind"]
+        request["requestResource"] = request["resource"]
+        if self.subresource:
+            request["requestSubResource"] = self.subresource
+        if self.name:
+            request["name"] = self.name
+        if self.namespace:
+            request["namespace"] = self.namespace
+        user_info = {"username": self.user.username}
+        if self.user.uid:
+            user_info["uid"] = self.user.uid
+        user_info["groups"] = list(self.user.groups)
+        request.update(operation=self.operation, userInfo=user_info, object=obj, oldObject=self.old,
+                       dryRun=self.dry_run,
+                       options={"kind": _OPTIONS_KIND[self.operation], "apiVersion": "meta.k8s.io/v1", **self.options})
+        return {"kind": "AdmissionReview", "apiVersion": "admission.k8s.io/v1", "request": request}
+
+
+def rule_matches(rule: dict, attrs: Attributes) -> bool:
+    resource = attrs.kind.plural + (f"/{attrs.subresource}" if attrs.subresource else "")
+    scope = rule.get("scope", "*")
+
+    def listed(values, wanted):
+        return "*" in (values or []) or wanted in (values or [])
+
+    resources = rule.get("resources") or []
+    resource_ok = resource in resources or "*/*" in resources or \
+        ("*" in resources and not attrs.subresource) or \
+        (attrs.subresource and f"{attrs.kind.plural}/*" in resources) or \
+        (attrs.subresource and f"*/{attrs.subresource}" in resources)
+    scope_ok = scope == "*" or (scope == "Namespaced") == attrs.kind.namespaced
+    return (listed(rule.get("operations"), attrs.operation) and listed(rule.get("apiGroups"), attrs.kind.group)
+            and listed(rule.get("apiVersions"), attrs.kind.version) and bool(resource_ok) and scope_ok)
+
+
+def selector_requirements(selector: dict | None) -> list[Requirement] | None:
+    """A metav1.LabelSelector as requirements; None for the empty selector, which matches everything."""
+    if not selector:
+        return None
+    out = [Requirement(k, "=", (v,)) for k, v in (selector.get("matchLabels") or {}).items()]
+    operators = {"In": "in", "NotIn": "notin", "Exists": "exists", "DoesNotExist": "!"}
+    for expression in selector.get("matchExpressions") or []:
+        out.append(Requirement(expression["key"], operators[expression["operator"]],
+                               tuple(expression.get("values") or ())))
+    return out
+
+
+class Admission:
+    """The webhook chain of one API server."""
+
+    def __init__(self, configurations: Callable[[str], list[dict]], namespace_labels: Callable[[str], dict | None],
+                 services: dict[str, str] | None = None):
+        """`configurations(plural)` lists the stored webhook configurations of that kind;
+        `services` maps `NAME.NAMESPACE.svc[:PORT]` to the `HOST:PORT` that really serves it."""
+        self._configurations = configurations
+        self._namespace_labels = namespace_labels
+        self.services = dict(services or {})
+
+    def mutate(self, attrs: Attributes, obj: dict) -> tuple[dict, list[str]]:
+        warnings: list[str] = []
+        for webhook in self._webhooks("mutatingwebhookconfigurations", attrs, obj):
+            response = self._call(webhook, attrs, obj)
+            if response is None:
+                continue
+            warnings += response.get("warnings") or []
+            _raise_if_denied(webhook, response)
+            if response.get("patch"):
+                obj = _patched(webhook, obj, response["patch"])
+        return obj, warnings
+
+    def validate(self, attrs: Attributes, obj: dict | None) -> list[str]:
+        warnings: list[str] = []
+        for webhook in self._webhooks("validatingwebhookconfigurations", attrs, obj):
+            response = self._call(webhook, attrs, obj)
+            if response is None:
+                continue
+            warnings += response.get("warnings") or []
+            _raise_if_denied(webhook, response)
+        return warnings
+
+    def _webhooks(self, plural: str, attrs: Attributes, obj: dict | None) -> list[dict]:
+        configurations = sorted(self._configurations(plural), key=lambda c: c["metadata"]["name"])
+        return [w for c in configurations for w in c.get("webhooks") or [] if self._matches(w, attrs, obj)]
+
+    def _matches(self, webhook: dict, attrs: Attributes, obj: dict | None) -> bool:
+        if not any(rule_matches(rule, attrs) for rule in webhook.get("rules") or []):
+            return False
+        namespace_selector = selector_requirements(webhook.get("namespaceSelector"))
+        if namespace_selector is not None and (attrs.namespace or attrs.kind.plural == "namespaces"):
+            labels = self._namespace_labels(attrs.namespace or attrs.name)
+            if labels is None and attrs.kind.plural == "namespaces":
+                labels = ((obj or attrs.old or {}).get("metadata") or {}).get("labels") or {}
+            if not matches(namespace_selector, labels):
+                return False
+        object_selector = selector_requirements(webhook.get("objectSelector"))
+        if object_selector is None:
+            return True
+        return any(matches(object_selector, (o.get("metadata") or {}).get("labels"))
+                   for o in (obj, attrs.old) if o is not None)
+
+    def _call(self, webhook: dict, attrs: Attributes, obj: dict | None) -> dict | None:
+        """The webhook's `response`, or None when it failed and its failurePolicy is Ignore."""
+        name, timeout = webhook["name"], int(webhook.get("timeoutSeconds") or 10)
+        review = attrs.review(obj)
+        url = self._url(webhook.get("clientConfig") or {}, timeout)
+        try:
+            answer = self._post(webhook.get("clientConfig") or {}, url, review, timeout)
+            response = answer.get("response") or {}
+            if response.get("uid") != review["request"]["uid"]:
+                raise ValueError(f"expected response.uid={review['request']['uid']!r}, got {response.get('uid')!r}")
+            return response
+        except (OSError, ValueError, http.client.HTTPException) as e:
+            if webhook.get("failurePolicy", "Fail") == "Ignore":
+                log.warning("failed calling webhook %r, ignored: %s", name, e)
+                return None
+            message = f'failed calling webhook "{name}": failed to call webhook: Post "{url}": {e}'
+            raise APIError(status(500, "InternalError", f"Internal error occurred: {message}",
+                                  {"causes": [{"message": message}]})) from None
+
+    @staticmethod
+    def _url(client_config: dict, timeout: int) -> str:
+        if client_config.get("url"):
+            base = client_config["url"]
+        else:
+            service = client_config.get("service") or {}
+            port = service.get("port", 443)
+            base = f"https://{service.get('name')}.{service.get('namespace')}.svc:{port}{service.get('path', '')}"
+        separator = "&" if "?" in base else "?"
+        return f"{base}{separator}timeout={timeout}s"
+
+    def _post(self, client_config: dict, url: str, review: dict, timeout: int) -> dict:
+        parsed = urllib.parse.urlsplit(url)
+        address = self.services.get(parsed.netloc) or self.services.get(parsed.hostname or "") or parsed.netloc
+        host, _, port = address.rpartition(":")
+        context = _tls_context(client_config.get("caBundle"))
+        path = parsed.path + (f"?{parsed.query}" if parsed.query else "")
+        with socket.create_connection((host, int(port)), timeout=timeout) as raw:
+            with context.wrap_socket(raw, server_hostname=parsed.hostname) as tls:
+                connection = http.client.HTTPConnection(parsed.hostname, timeout=timeout)
+                connection.sock = tls
+                connection.request("POST", path, json.dumps(review), headers=_HEADERS)
+                reply = connection.getresponse()
+                body = reply.read()
+        if reply.status != 200:
+            raise ValueError(f"expected webhook response of 200, got {reply.status}")
+        if reply.getheader("Content-Encoding") == "gzip":
+            body = gzip.decompress(body)
+        return json.loads(body)
+
+
+def _tls_context(ca_bundle: str | None) -> ssl.SSLContext:
+    if ca_bundle:
+        return ssl.create_default_context(cadata=base64.b64decode(ca_bundle).decode())
+    return ssl.create_default_context()
+
+
+def _patched(webhook: dict, obj: dict, patch: str) -> dict:
+    """The object with the webhook's JSON Patch applied; a patch that does not apply is the webhook's fault (500)."""
+    try:
+        return apply_json_patch(obj, json.loads(base64.b64decode(patch)))
+    except (APIError, ValueError):
+        message = f'JSON patch of webhook "{webhook["name"]}" does not apply to the object'
+        raise APIError(status(500, "InternalError", f"Internal error occurred: {message}",
+                              {"causes": [{"message": message}]})) from None
+
+
+def _raise_if_denied(webhook: dict, response: dict) -> None:
+    """A denial becomes the webhook's own Status, its message prefixed as the real server does."""
+    if response.get("allowed"):
+        return
+    result = dict(response.get("status") or {})
+    denied_by = f'admission webhook "{webhook["name"]}" denied the request'
+    if result.get("message"):
+        message = f"{denied_by}: {result['message']}"
+    elif result.get("reason"):
+        message = f"{denied_by}: {result['reason']}"
+    else:
+        message = f"{denied_by} without explanation"
+    code = int(result.get("code") or 0)
+    body = status(code if code >= 400 else 400, result.get("reason", ""), message, result.get("details"))
+    if not body["reason"]:
+        del body["reason"]
+    raise APIError(body)

@@ -1,0 +1,136 @@
+"""What the real server fills in, in the two places it does so.
+
+`apply_defaults` runs before admission: scheme defaults and the built-in admission plugins
+(ServiceAccount, DefaultTolerationSeconds, Priority), so webhooks see what the fixtures show.
+`prepare_for_create` runs after mutating admission: name generation, uid, timestamps, the
+initial status. Webhooks therefore see no uid or generated name on CREATE, exactly as recorded.
+"""
+
+import random
+import uuid
+from datetime import datetime, timezone
+
+from gangkeeper.quantity import parse_quantity
+
+_NOT_READY_TOLERATIONS = (
+    {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300},
+    {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300},
+)
+_GATED = {"type": "PodScheduled", "status": "False", "lastProbeTime": None, "reason": "SchedulingGated",
+          "message": "Scheduling is blocked due to non-empty scheduling gates"}
+_SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # the real server's: no vowels, no look-alikes
+
+
+def rfc3339(epoch_seconds: float) -> str:
+    """A timestamp as the API writes it: UTC, whole seconds."""
+    return datetime.fromtimestamp(epoch_seconds, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def random_suffix(length: int = 5) -> str:
+    return "".join(random.choices(_SUFFIX_ALPHABET, k=length))
+
+
+def apply_defaults(resource: str, obj: dict, creating: bool) -> None:
+    """Scheme defaults (every write) and, on create, the defaulting admission plugins that run before webhooks."""
+    if resource == "pods":
+        _default_pod_spec(obj.setdefault("spec", {}))
+        if creating:
+            _admit_pod_spec(obj["spec"])
+    elif resource == "namespaces":
+        obj.setdefault("spec", {}).setdefault("finalizers", ["kubernetes"])
+    elif resource == "jobs":
+        _default_job_spec(obj.setdefault("spec", {}))
+
+
+def _default_pod_spec(spec: dict) -> None:
+    for key, value in (("restartPolicy", "Always"), ("terminationGracePeriodSeconds", 30),
+                       ("dnsPolicy", "ClusterFirst"), ("securityContext", {}),
+                       ("schedulerName", "default-scheduler"), ("enableServiceLinks", True)):
+        spec.setdefault(key, value)
+    for container in spec.get("initContainers") or []:
+        _default_container(container)
+    for container in spec.get("containers") or []:
+        _default_container(container)
+
+
+def _admit_pod_spec(spec: dict) -> None:
+    """The ServiceAccount, Priority and DefaultTolerationSeconds admission plugins, which act on create only."""
+    spec.setdefault("serviceAccountName", "default")
+    spec.setdefault("serviceAccount", spec["serviceAccountName"])
+    spec.setdefault("priority", 0)
+    spec.setdefault("preemptionPolicy", "PreemptLowerPriority")
+    _add_missing_tolerations(spec)
+
+
+def _default_container(container: dict) -> None:
+    image = container.get("image", "")
+    tagged = ":" in image.rsplit("/", 1)[-1] and not image.endswith(":latest")
+    container.setdefault("terminationMessagePath", "/dev/termination-log")
+    container.setdefault("terminationMessagePolicy", "File")
+    container.setdefault("imagePullPolicy", "IfNotPresent" if tagged or "@" in image else "Always")
+    for port in container.get("ports") or []:
+        port.setdefault("protocol", "TCP")
+    resources = container.setdefault("resources", {})
+    if resources.get("limits"):
+        requests = resources.setdefault("requests", {})
+        for name, value in resources["limits"].items():
+            requests.setdefault(name, value)
+
+
+def _add_missing_tolerations(spec: dict) -> None:
+    tolerations = spec.get("tolerations") or []
+    for default in _NOT_READY_TOLERATIONS:
+        if not any(t.get("key") == default["key"] and t.get("effect") in (None, "", "NoExecute")
+                   for t in tolerations):
+            tolerations.append(dict(default))
+    spec["tolerations"] = tolerations
+
+
+def _default_job_spec(spec: dict) -> None:
+    if "completions" not in spec and "parallelism" not in spec:
+        spec["completions"] = 1
+    spec.setdefault("parallelism", 1)
+    spec.setdefault("backoffLimit", 6)
+    spec.setdefault("completionMode", "NonIndexed")
+    spec.setdefault("suspend", False)
+
+
+def prepare_for_create(resource: str, obj: dict, timestamp: str) -> None:
+    """Identity and initial status, given after mutating admission and before validation."""
+    meta = obj.setdefault("metadata", {})
+    if not meta.get("name") and meta.get("generateName"):
+        meta["name"] = meta["generateName"] + random_suffix()
+    meta["uid"] = str(uuid.uuid4())
+    meta["creationTimestamp"] = timestamp
+    meta.pop("deletionTimestamp", None)
+    meta.pop("resourceVersion", None)
+    if "spec" in obj and resource != "namespaces":
+        meta["generation"] = 1
+    if resource == "pods":
+        obj["status"] = initial_pod_status(obj, timestamp)
+    elif resource == "namespaces":
+        obj["status"] = {"phase": "Active"}
+
+
+def initial_pod_status(pod: dict, timestamp: str) -> dict:
+    status = {"phase": "Pending"}
+    if pod["spec"].get("schedulingGates"):
+        status["conditions"] = [dict(_GATED, lastTransitionTime=timestamp)]
+    status["qosClass"] = qos_class(pod)
+    return status
+
+
+def qos_class(pod: dict) -> str:
+    """Guaranteed, Burstable or BestEffort, counting cpu and memory only, as the kubelet does."""
+    containers = (pod["spec"].get("initContainers") or []) + (pod["spec"].get("containers") or [])
+    seen, guaranteed = False, True
+    for container in containers:
+        resources = container.get("resources") or {}
+        requests, limits = resources.get("requests") or {}, resources.get("limits") or {}
+        for name in ("cpu", "memory"):
+            seen = seen or name in requests or name in limits
+            if name not in limits or parse_quantity(requests.get(name, limits[name])) != parse_quantity(limits[name]):
+                guaranteed = False
+    if not seen:
+        return "BestEffort"
+    return "Guaranteed" if guaranteed else "Burstable"

@@ -1,0 +1,98 @@
+"""The resources the emulated API server serves, described once.
+
+Every path, discovery document, error message and admission request is derived from this
+registry, so a resource is added in one place and served everywhere the same way.
+"""
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Kind:
+    group: str
+    version: str
+    kind: str
+    plural: str
+    namespaced: bool
+    subresources: tuple[str, ...] = ()
+    short_names: tuple[str, ...] = ()
+    strategic_merge: bool = False  # built-in types accept strategic merge patches; custom resources don't
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    @property
+    def singular(self) -> str:
+        return self.kind.lower()
+
+    @property
+    def qualified_resource(self) -> str:
+        """How the real server names the resource in messages: `pods`, `jobs.batch`."""
+        return f"{self.plural}.{self.group}" if self.group else self.plural
+
+    @property
+    def qualified_kind(self) -> str:
+        """How the real server names the kind in validation messages: `Pod`, `Job.batch`."""
+        return f"{self.kind}.{self.group}" if self.group else self.kind
+
+    def group_version_kind(self) -> dict:
+        return {"group": self.group, "version": self.version, "kind": self.kind}
+
+    def group_version_resource(self) -> dict:
+        return {"group": self.group, "version": self.version, "resource": self.plural}
+
+
+_CORE = [
+    Kind("", "v1", "Namespace", "namespaces", False, ("status",), ("ns",), True),
+    Kind("", "v1", "Node", "nodes", False, ("status",), ("no",), True),
+    Kind("", "v1", "Pod", "pods", True, ("status", "binding"), ("po",), True),
+    Kind("", "v1", "Event", "events", True, (), ("ev",), True),
+    Kind("", "v1", "Binding", "bindings", True, (), (), True),  # create-only: binds the pod of the same name
+    Kind("coordination.k8s.io", "v1", "Lease", "leases", True, (), (), True),
+    Kind("admissionregistration.k8s.io", "v1", "MutatingWebhookConfiguration",
+         "mutatingwebhookconfigurations", False, (), (), True),
+    Kind("admissionregistration.k8s.io", "v1", "ValidatingWebhookConfiguration",
+         "validatingwebhookconfigurations", False, (), (), True),
+    Kind("batch", "v1", "Job", "jobs", True, ("status",), (), True),
+    Kind("kubeflow.org", "v1", "PyTorchJob", "pytorchjobs", True, ("status",)),
+    Kind("jobset.x-k8s.io", "v1alpha2", "JobSet", "jobsets", True, ("status",)),
+    Kind("gangkeeper.io", "v1alpha1", "Gang", "gangs", True, ("status",), ("gang",)),
+    Kind("scheduling.x-k8s.io", "v1alpha1", "PodGroup", "podgroups", True, ("status",), ("pg",)),
+]
+NATIVE_POD_GROUP = Kind("scheduling.k8s.io", "v1beta1", "PodGroup", "podgroups", True, ("status",), (), True)
+
+
+class Registry:
+    """Look kinds up by path (group, version, plural) or, in process, by plural alone.
+
+    Two groups serve `podgroups` when the native API is switched on; in-process callers then name
+    the native one `podgroups.scheduling.k8s.io` and the plain plural keeps meaning the
+    scheduler-plugins one, which every cluster in the emulation serves.
+    """
+
+    def __init__(self, native_pod_groups: bool = False):
+        self.kinds = list(_CORE) + ([NATIVE_POD_GROUP] if native_pod_groups else [])
+        self._by_path = {(k.group, k.version, k.plural): k for k in self.kinds}
+        self._by_name: dict[str, Kind] = {}
+        for k in self.kinds:
+            self._by_name.setdefault(k.plural, k)
+            self._by_name[k.qualified_resource] = k
+
+    def by_path(self, group: str, version: str, plural: str) -> Kind | None:
+        return self._by_path.get((group, version, plural))
+
+    def by_name(self, resource: str) -> Kind | None:
+        """`pods`, `jobs`, `jobs.batch`, `podgroups.scheduling.k8s.io`."""
+        return self._by_name.get(resource)
+
+    def by_kind(self, api_version: str, kind: str) -> Kind | None:
+        return next((k for k in self.kinds if k.api_version == api_version and k.kind == kind), None)
+
+    def groups(self) -> dict[str, list[Kind]]:
+        """Non-core groups in registration order, each with its kinds."""
+        out: dict[str, list[Kind]] = {}
+        for k in self.kinds:
+            if k.group:
+                out.setdefault(k.group, []).append(k)
+        return out

@@ -1,0 +1,395 @@
+"""The emulated API server over HTTP(S), for the official clients and kubectl.
+
+Transport only: paths are parsed into a `Target`, the request is handed to `APIServer`, and the
+answer (object, list, Status or watch stream) is written back the way the real server frames it.
+Every request is answered: refusals as their Status, anything unexpected as a logged 500.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import ssl
+import threading
+import time
+import urllib.parse
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from sim import discovery
+from sim.api import APIError, User
+from sim.apiserver import APIServer
+from sim.auth import Authenticator
+from sim.faults import Faults
+from sim.kinds import Kind, Registry
+from sim.selectors import matches, parse_fields, parse_labels
+from sim.status import bad_request, internal, method_not_allowed, page_not_found
+
+log = logging.getLogger(__name__)
+
+_MAX_BODY = 3 * 1024 * 1024
+_DEFAULT_WATCH_SECONDS = 1800
+_BOOKMARK_SECONDS = 5.0
+
+
+@dataclass(frozen=True)
+class Target:
+    """What a resource path names."""
+
+    kind: Kind
+    namespace: str | None = None
+    name: str = ""
+    subresource: str = ""
+
+
+def parse_path(registry: Registry, path: str) -> Target:
+    """`/api/v1/namespaces/NS/pods/NAME/status` and friends; an unserved path is the real 404."""
+    parts = [urllib.parse.unquote(p) for p in path.strip("/").split("/")]
+    if parts[0] == "api" and len(parts) >= 3:
+        group, version, rest = "", parts[1], parts[2:]
+    elif parts[0] == "apis" and len(parts) >= 4:
+        group, version, rest = parts[1], parts[2], parts[3:]
+    else:
+        raise page_not_found()
+    namespace = None
+    if len(rest) >= 3 and rest[0] == "namespaces" and registry.by_path(group, version, rest[2]):
+        namespace, rest = rest[1], rest[2:]
+    kind = registry.by_path(group, version, rest[0])
+    if kind is None or len(rest) > 3 or (namespace is not None and not kind.namespaced):
+        raise page_not_found()
+    subresource = rest[2] if len(rest) == 3 else ""
+    if subresource and subresource not in kind.subresources:
+        raise page_not_found()
+    return Target(kind, namespace, rest[1] if len(rest) > 1 else "", subresource)
+
+
+def _list_kind(kind: Kind) -> str:
+    return f"{kind.kind}List"
+
+
+def _continue_token(rv: int, key: tuple[str, str]) -> str:
+    return base64.urlsafe_b64encode(json.dumps({"rv": rv, "start": list(key)}).encode()).decode()
+
+
+def _page(items: list[dict], rv: int, limit: int, token: str) -> tuple[list[dict], dict]:
+    """One page of a list (`limit`, `continue`); pages follow keys, not a snapshot of the first page."""
+    if token:
+        try:
+            start = tuple(json.loads(base64.urlsafe_b64decode(token))["start"])
+        except (ValueError, KeyError, TypeError):
+            raise bad_request("continue key is not valid: incorrect encoded start resourceVersion") from None
+        items = [o for o in items if (o["metadata"].get("namespace", ""), o["metadata"]["name"]) > start]
+    meta: dict = {"resourceVersion": str(rv)}
+    if limit and len(items) > limit:
+        last = items[limit - 1]["metadata"]
+        meta["continue"] = _continue_token(rv, (last.get("namespace", ""), last["name"]))
+        meta["remainingItemCount"] = len(items) - limit
+        items = items[:limit]
+    return items, meta
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: _Server
+
+    def log_message(self, format: str, *args) -> None:  # noqa: A002 - signature fixed by the base class
+        log.debug("%s " + format, self.address_string(), *args)
+
+    def do_GET(self):
+        self._handle("GET")
+
+    def do_POST(self):
+        self._handle("POST")
+
+    def do_PUT(self):
+        self._handle("PUT")
+
+    def do_PATCH(self):
+        self._handle("PATCH")
+
+    def do_DELETE(self):
+        self._handle("DELETE")
+
+    def _handle(self, method: str) -> None:
+        url = urllib.parse.urlsplit(self.path)
+        self.query = {k: v[-1] for k, v in urllib.parse.parse_qs(url.query).items()}
+        self.warnings: list[str] = []
+        try:
+            user = self.server.auth.user(self.headers.get("Authorization"))
+            error = self.server.faults.injected_error()
+            if error is not None:
+                raise error
+            self._dispatch(method, url.path, user)
+        except APIError as e:
+            self._send(e.code, e.status)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        except Exception:
+            log.exception("internal error answering %s %s", method, self.path)
+            self._send(500, internal("unexpected error in the emulated API server").status)
+
+    def _dispatch(self, method: str, path: str, user: User) -> None:
+        document = self._discovery(path) if method == "GET" else None
+        if document is not None:
+            self._send(200, document)
+            return
+        target = parse_path(self.server.api.kinds, path)
+        if method == "GET" and not target.name:
+            self._watch(target) if self.query.get("watch") in ("1", "true") else self._list(target)
+        elif method == "GET":
+            self._send(200, self.server.api.get(self.server.api.resource_name(target.kind), target.name,
+                                                namespace=target.namespace))
+        elif method == "POST" and (target.subresource == "binding" or target.kind.plural == "bindings"):
+            binding = self._body()
+            name = target.name or (binding.get("metadata") or {}).get("name", "")
+            self._send(201, self.server.api.create_binding(target.namespace or "", name, binding, user=user,
+                                                           warnings=self.warnings))
+        elif target.kind.plural == "bindings":
+            raise method_not_allowed(method.lower())
+        elif method == "POST" and not target.name:
+            self._send(201, self.server.api.create(self._resource(target), self._body(), namespace=target.namespace,
+                                                   user=user, **self._write_options("CREATE")))
+        elif method == "PUT" and target.name:
+            self._send(200, self._put(target, user))
+        elif method == "PATCH" and target.name:
+            self._send(200, self.server.api.patch(
+                self._resource(target), target.name, self._body(), namespace=target.namespace,
+                patch_type=self.headers.get("Content-Type", ""), subresource=target.subresource, user=user,
+                **self._write_options("UPDATE")))
+        elif method == "DELETE" and target.name:
+            self._delete(target, user)
+        else:
+            raise method_not_allowed(method.lower())
+
+    def _resource(self, target: Target) -> str:
+        return self.server.api.resource_name(target.kind)
+
+    def _discovery(self, path: str) -> dict | None:
+        registry, parts = self.server.api.kinds, path.strip("/").split("/")
+        if path.rstrip("/") == "/version":
+            return discovery.VERSION
+        if parts == ["api"]:
+            return discovery.api_versions(f"{self.server.server_address[0]}:{self.server.server_address[1]}")
+        if parts == ["apis"]:
+            return discovery.api_group_list(registry)
+        if parts[:1] == ["api"] and len(parts) == 2:
+            return discovery.resource_list(registry, "", parts[1]) or page_not_found().status
+        if parts[:1] == ["apis"] and len(parts) == 2:
+            return discovery.api_group(registry, parts[1]) or page_not_found().status
+        if parts[:1] == ["apis"] and len(parts) == 3:
+            return discovery.resource_list(registry, parts[1], parts[2]) or page_not_found().status
+        if parts[0] in ("healthz", "readyz", "livez"):
+            return {"status": "ok"}
+        return None
+
+    def _write_options(self, operation: str) -> dict:
+        options = {k: self.query[k] for k in ("fieldManager", "fieldValidation") if k in self.query}
+        return {"dry_run": self.query.get("dryRun") == "All", "options": options, "warnings": self.warnings}
+
+    def _body(self):
+        length = int(self.headers.get("Content-Length") or 0)
+        if length > _MAX_BODY:
+            raise APIError({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                            "message": "the request body is too large", "reason": "RequestEntityTooLarge",
+                            "code": 413})
+        raw = self.rfile.read(length) if length else b""
+        try:
+            return json.loads(raw) if raw else {}
+        except ValueError as e:
+            raise bad_request(f"couldn't get version/kind; json parse error: {e}") from None
+
+    def _put(self, target: Target, user: User) -> dict:
+        body = self._body()
+        name = (body.get("metadata") or {}).get("name")
+        if name != target.name:
+            raise bad_request(f"the name of the object ({name}) does not match the name on the URL ({target.name})")
+        return self.server.api.update(self._resource(target), body, namespace=target.namespace,
+                                      subresource=target.subresource, user=user, **self._write_options("UPDATE"))
+
+    def _delete(self, target: Target, user: User) -> None:
+        body = self._body() if int(self.headers.get("Content-Length") or 0) else {}
+        grace = self.query.get("gracePeriodSeconds", body.get("gracePeriodSeconds"))
+        deleted = self.server.api.delete(
+            self._resource(target), target.name, namespace=target.namespace, user=user,
+            grace_period_seconds=None if grace is None else int(grace),
+            propagation_policy=self.query.get("propagationPolicy", body.get("propagationPolicy")),
+            preconditions=body.get("preconditions"), dry_run=self.query.get("dryRun") == "All",
+            warnings=self.warnings)
+        pending = deleted["metadata"].get("deletionTimestamp") and "resourceVersion" in deleted["metadata"] and \
+            self._still_there(target)
+        self._send(202 if pending else 200, deleted)
+
+    def _still_there(self, target: Target) -> bool:
+        try:
+            self.server.api.get(self._resource(target), target.name, namespace=target.namespace)
+            return True
+        except APIError:
+            return False
+
+    def _list(self, target: Target) -> None:
+        objects, rv = self.server.api.select(target.kind, target.namespace, self.query.get("labelSelector", ""),
+                                             self.query.get("fieldSelector", ""))
+        items, meta = _page(objects, rv, int(self.query.get("limit") or 0), self.query.get("continue", ""))
+        self._send(200, {"kind": _list_kind(target.kind), "apiVersion": target.kind.api_version, "metadata": meta,
+                         "items": items})
+
+    def _watch(self, target: Target) -> None:
+        """Chunked JSON lines, one event each, until timeoutSeconds; 410 Gone arrives as an ERROR event."""
+        api, faults = self.server.api, self.server.faults
+        selected = watch_filter(target, self.query.get("labelSelector", ""), self.query.get("fieldSelector", ""))
+        requested = self.query.get("resourceVersion", "")
+        deadline = time.monotonic() + int(self.query.get("timeoutSeconds") or _DEFAULT_WATCH_SECONDS)
+        self._start_stream()
+        try:
+            if requested not in ("", "0") and faults.force_gone:
+                raise APIError(_gone(requested, api.store.resource_version))
+            watcher, initial = self._open_watch(target, requested, selected)
+        except APIError as e:
+            self._write_event({"type": "ERROR", "object": e.status})
+            self._end_stream()
+            return
+        try:
+            for obj in initial:
+                self._write_event({"type": "ADDED", "object": obj})
+            self._follow(target, watcher, selected, deadline, faults.cut_watch_after)
+        finally:
+            api.store.stop_watch(watcher)
+        self._end_stream()
+
+    def _open_watch(self, target: Target, requested: str, selected):
+        """The watcher and, when watching from "now" (no or zero resourceVersion), the current objects as ADDED."""
+        api = self.server.api
+        if requested not in ("", "0"):
+            try:
+                since = int(requested)
+            except ValueError:
+                raise bad_request(f"invalid resource version: {requested}") from None
+            return api.watch(target.kind, since), []
+        with api.store.lock:
+            objects, rv = api.select(target.kind, target.namespace)
+            return api.watch(target.kind, rv), [o for o in objects if selected(o)]
+
+    def _follow(self, target: Target, watcher, selected, deadline: float, cut_after: int | None) -> None:
+        sent, bookmarked = 0, 0
+        bookmarks = self.query.get("allowWatchBookmarks") in ("1", "true")
+        while time.monotonic() < deadline and (cut_after is None or sent < cut_after):
+            change = watcher.next(timeout=min(_BOOKMARK_SECONDS, max(deadline - time.monotonic(), 0.01)))
+            if change is None:
+                latest = self.server.api.store.resource_version
+                if bookmarks and latest != bookmarked:
+                    self._write_event(_bookmark(target.kind, latest))
+                    bookmarked = latest
+                continue
+            event = _visible_event(change, selected)
+            if event is not None:
+                self._write_event(event)
+                sent += 1
+
+    def _start_stream(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.send_header("Cache-Control", "no-cache, private")
+        self.end_headers()
+
+    def _write_event(self, event: dict) -> None:
+        line = json.dumps(event, separators=(",", ":")).encode() + b"\n"
+        self.wfile.write(f"{len(line):x}\r\n".encode() + line + b"\r\n")
+        self.wfile.flush()
+
+    def _end_stream(self) -> None:
+        self.wfile.write(b"0\r\n\r\n")
+        self.wfile.flush()
+        self.close_connection = True
+
+    def _send(self, code: int, body: dict) -> None:
+        payload = json.dumps(body, separators=(",", ":")).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        self.send_header("Cache-Control", "no-cache, private")
+        for warning in self.warnings:
+            self.send_header("Warning", f'299 - "{warning}"')
+        self.end_headers()
+        self.wfile.write(payload)
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self, address, api: APIServer, auth: Authenticator, faults: Faults):
+        super().__init__(address, _Handler)
+        self.api, self.auth, self.faults = api, auth, faults
+
+
+class RunningServer:
+    """An API server listening on 127.0.0.1 in a background thread."""
+
+    def __init__(self, api: APIServer, *, port: int = 0, tokens: dict[str, User] | None = None,
+                 certfile: str | None = None, keyfile: str | None = None, faults: Faults | None = None):
+        self.api, self.faults = api, faults or Faults()
+        self._http = _Server(("127.0.0.1", port), api, Authenticator(tokens), self.faults)
+        scheme = "http"
+        if certfile:
+            context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+            context.load_cert_chain(certfile, keyfile)
+            self._http.socket = context.wrap_socket(self._http.socket, server_side=True)
+            scheme = "https"
+        self.url = f"{scheme}://127.0.0.1:{self._http.server_address[1]}"
+        self._thread = threading.Thread(target=self._http.serve_forever, name="sim-apiserver", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._http.shutdown()
+        self._http.server_close()
+        self._thread.join(timeout=5)
+
+    def __enter__(self) -> RunningServer:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def _gone(requested: str, current: int) -> dict:
+    return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+            "message": f"too old resource version: {requested} ({current})", "reason": "Expired", "code": 410}
+
+
+def _bookmark(kind: Kind, rv: int) -> dict:
+    return {"type": "BOOKMARK", "object": {"kind": kind.kind, "apiVersion": kind.api_version,
+                                           "metadata": {"resourceVersion": str(rv)}}}
+
+
+def _visible_event(change, selected) -> dict | None:
+    """The event a selector-filtered watch shows: leaving the selection is DELETED, entering it ADDED."""
+    now_in, was_in = selected(change.object), selected(change.old) if change.type != "ADDED" else False
+    if change.type == "DELETED":
+        return {"type": "DELETED", "object": change.object} if was_in or now_in else None
+    if now_in and was_in:
+        return {"type": "MODIFIED", "object": change.object}
+    if now_in:
+        return {"type": "ADDED", "object": change.object}
+    if was_in:
+        return {"type": "DELETED", "object": change.object}
+    return None
+
+
+def watch_filter(target: Target, label_selector: str, field_selector: str):
+    """Whether an object is in the watched set: namespace, labels and fields."""
+    labels = parse_labels(label_selector)
+    fields = parse_fields(field_selector, target.kind, label_selector)
+
+    def selected(obj: dict | None) -> bool:
+        if obj is None:
+            return False
+        meta = obj["metadata"]
+        if target.namespace and meta.get("namespace") != target.namespace:
+            return False
+        if target.name and meta.get("name") != target.name:
+            return False
+        return matches(labels, meta.get("labels")) and all(f.matches(obj) for f in fields)
+    return selected
+

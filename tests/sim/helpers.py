@@ -1,0 +1,89 @@
+"""Builders and fixture access shared by the emulated API server's tests."""
+
+import datetime
+import ipaddress
+import json
+import re
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from certs.issue import issue
+
+FIXTURES = Path("/work/shared/fixtures/kube-apiserver-v1.36")
+SERVER_OWNED = ("uid", "resourceVersion", "generation", "creationTimestamp", "managedFields")
+
+
+def fixture(relative: str) -> dict:
+    return json.loads((FIXTURES / relative).read_text())
+
+
+def recorded_pod(name: str) -> dict:
+    """A pod as a real server stored it (from the watch fixture), stripped back to what a client sends."""
+    for event in fixture("api/watch-from-rv-1.json")["body"]:
+        if event["object"]["metadata"]["name"] == name:
+            pod = json.loads(json.dumps(event["object"]))
+            for key in SERVER_OWNED:
+                pod["metadata"].pop(key, None)
+            pod.pop("status", None)
+            return pod
+    raise KeyError(name)
+
+
+def pod(name: str, *, gates=(), node: str = "", labels=None, gpus: int = 1, **spec) -> dict:
+    container = {"name": "c", "image": "busybox:1.36",
+                 "resources": {"limits": {"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": str(gpus)}}}
+    body = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": dict(labels or {})},
+            "spec": {"containers": [container], **spec}}
+    if gates:
+        body["spec"]["schedulingGates"] = [{"name": g} for g in gates]
+    if node:
+        body["spec"]["nodeName"] = node
+    return body
+
+
+def namespace(name: str, **labels) -> dict:
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}}
+
+
+def node(name: str, gpus: int = 8) -> dict:
+    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name},
+            "status": {"allocatable": {"cpu": "64", "memory": "512Gi", "nvidia.com/gpu": str(gpus), "pods": "110"}}}
+
+
+def http(base: str, method: str, path: str, body=None, content_type: str = "application/json",
+         headers: dict | None = None) -> tuple[int, dict]:
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(base + path, data=data, method=method,
+                                     headers={"Content-Type": content_type, **(headers or {})})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as reply:
+            return reply.status, json.loads(reply.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+def without_volatile(value):
+    """Drop what differs between any two servers: identities, versions, times, managed fields."""
+    if isinstance(value, dict):
+        return {k: without_volatile(v) for k, v in value.items()
+                if k not in SERVER_OWNED and k not in ("lastTransitionTime", "time")}
+    if isinstance(value, list):
+        return [without_volatile(v) for v in value]
+    return value
+
+
+def mask_hunks(message: str) -> str:
+    """Diff hunk line numbers depend on how Go lays out the whole spec; the hunk itself must match."""
+    return re.sub(r"@@ -\d+,\d+ \+\d+,\d+ @@", "@@ @@", message)
+
+
+def throwaway_certs(directory: Path, service: str = "webhook", namespace_: str = "gangkeeper") -> dict[str, Path]:
+    """A fresh CA and a serving certificate for `service.namespace.svc`, localhost and 127.0.0.1."""
+    issued = issue(service, namespace_, datetime.datetime.now(datetime.timezone.utc), 1, ("localhost",),
+                   (ipaddress.ip_address("127.0.0.1"),))
+    paths = {"ca": directory / "ca.crt", "cert": directory / "tls.crt", "key": directory / "tls.key"}
+    paths["ca"].write_bytes(issued.ca_crt)
+    paths["cert"].write_bytes(issued.tls_crt)
+    paths["key"].write_bytes(issued.tls_key)
+    return paths
