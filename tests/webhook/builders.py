@@ -1,0 +1,92 @@
+"""Pods and AdmissionReviews built the way the API server sends them, so tests read as scenarios."""
+
+import base64
+import copy
+import json
+from pathlib import Path
+
+import jsonpatch
+
+from gangkeeper import names
+
+FIXTURES = Path("/work/shared/fixtures/kube-apiserver-v1.36/admission")
+NAMESPACE = "ml-training"
+OPERATOR = "system:serviceaccount:ml-training:training-operator"
+
+
+def fixture(prefix: str) -> dict:
+    """A recorded request by its number: {"http": {...}, "review": {...}}."""
+    (path,) = FIXTURES.glob(f"{prefix}-*.json")
+    return json.loads(path.read_text())
+
+
+def container(name="main", gpus=0, gpu_resource="nvidia.com/gpu", cpu="4", limit_gpus=None) -> dict:
+    requests, limits = {"cpu": cpu, "memory": "16Gi"}, {"cpu": cpu, "memory": "16Gi"}
+    if gpus:
+        requests[gpu_resource] = str(gpus)
+        limits[gpu_resource] = str(gpus if limit_gpus is None else limit_gpus)
+    return {"name": name, "image": "registry.example.com/train:1", "resources": {"requests": requests, "limits": limits}}
+
+
+def pod(name="p-0", *, labels=None, annotations=None, gates=None, gpus=0, owner=None, node_name=None,
+        generate_name=None, containers=None, **spec) -> dict:
+    metadata: dict = {"namespace": NAMESPACE}
+    if generate_name:
+        metadata["generateName"] = generate_name
+    if name:
+        metadata["name"] = name
+    if labels is not None:
+        metadata["labels"] = dict(labels)
+    if annotations is not None:
+        metadata["annotations"] = dict(annotations)
+    if owner:
+        metadata["ownerReferences"] = [owner]
+    pod_spec = {"containers": containers or [container(gpus=gpus)], **spec}
+    if gates is not None:
+        pod_spec["schedulingGates"] = [{"name": gate} for gate in gates]
+    if node_name:
+        pod_spec["nodeName"] = node_name
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": pod_spec}
+
+
+def owner(kind: str, name: str, uid: str, api_version="kubeflow.org/v1") -> dict:
+    return {"apiVersion": api_version, "kind": kind, "name": name, "uid": uid, "controller": True,
+            "blockOwnerDeletion": True}
+
+
+def pytorchjob_pod(job="bert", role="worker", index=0, uid="6f1c7c1e-8f31-4a44-9f7e-1b2f2c8e9a01", gpus=8, **kw):
+    labels = {names.KUBEFLOW_JOB_NAME_LABEL: job, names.KUBEFLOW_REPLICA_TYPE_LABEL: role,
+              names.KUBEFLOW_REPLICA_INDEX_LABEL: str(index), **kw.pop("labels", {})}
+    return pod(f"{job}-{role}-{index}", labels=labels, owner=owner(names.PYTORCHJOB_KIND, job, uid), gpus=gpus, **kw)
+
+
+def review(obj=None, *, operation="CREATE", old=None, user=OPERATOR, uid="5d3c1a2b-0000-4000-8000-000000000001",
+           kind="Pod", group="", version="v1", namespace=NAMESPACE, dry_run=False, name=None) -> dict:
+    request = {
+        "uid": uid,
+        "kind": {"group": group, "version": version, "kind": kind},
+        "resource": {"group": group, "version": version, "resource": kind.lower() + "s"},
+        "namespace": namespace,
+        "operation": operation,
+        "userInfo": {"username": user, "groups": ["system:authenticated"]},
+        "object": obj,
+        "oldObject": old,
+        "dryRun": dry_run,
+    }
+    metadata_name = ((obj or old or {}).get("metadata") or {}).get("name")
+    if name or metadata_name:
+        request["name"] = name or metadata_name
+    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}
+
+
+def patch_of(response: dict) -> list[dict]:
+    assert response["patchType"] == "JSONPatch"
+    return json.loads(base64.b64decode(response["patch"]))
+
+
+def applied(obj: dict, ops: list[dict]) -> dict:
+    return jsonpatch.apply_patch(copy.deepcopy(obj), ops)
+
+
+def gate_names(obj: dict) -> list[str]:
+    return [gate["name"] for gate in (obj.get("spec") or {}).get("schedulingGates") or ()]

@@ -1,0 +1,106 @@
+"""The HTTP layer through Flask's test client: bad input, internal errors, audit, health, metrics."""
+
+import json
+
+import pytest
+
+from gangkeeper import names
+from tests.webhook.builders import pod, review
+from webhook import app as app_module
+from webhook.app import create_app
+
+UID = "5d3c1a2b-0000-4000-8000-000000000001"
+
+
+@pytest.fixture
+def audit_file(tmp_path):
+    return tmp_path / "audit.log"
+
+
+@pytest.fixture
+def client(audit_file):
+    return create_app({"AUDIT_FILE": str(audit_file), "MAX_BODY_BYTES": 64 * 1024}).test_client()
+
+
+def body(document) -> bytes:
+    return json.dumps(document).encode()
+
+
+def missing_uid():
+    document = review(pod("p"))
+    del document["request"]["uid"]
+    return body(document)
+
+
+def bad_operation():
+    document = review(pod("p"))
+    document["request"]["operation"] = "PATCH"
+    return body(document)
+
+
+BAD_INPUT = [
+    ("empty body", b"", "application/json", "empty body"),
+    ("wrong content type", body(review(pod("p"))), "text/plain", "Content-Type must be application/json"),
+    ("no content type", body(review(pod("p"))), None, "Content-Type must be application/json"),
+    ("not JSON", b"{not json", "application/json", "not valid JSON"),
+    ("not UTF-8", b"\xff\xfe{}", "application/json", "not valid JSON"),
+    ("nested past the recursion limit", b"[" * 30000 + b"]" * 30000, "application/json", "not valid JSON"),
+    ("over the limit", b" " * (64 * 1024 + 1), "application/json", "over the limit of 65536 bytes"),
+    ("not an AdmissionReview", body({"kind": "Pod"}), "application/json", "not an AdmissionReview"),
+    ("no uid", missing_uid(), "application/json", "request.uid"),
+    ("uid given, bad operation", bad_operation(), "application/json", UID),
+]
+
+
+@pytest.mark.parametrize("path", ["/mutate", "/validate"])
+@pytest.mark.parametrize("scenario, data, content_type, says", BAD_INPUT, ids=[case[0] for case in BAD_INPUT])
+def test_bad_input_is_a_400_saying_what_was_wrong(client, path, scenario, data, content_type, says):
+    headers = {"Content-Type": content_type} if content_type else {}
+    answer = client.post(path + "?timeout=5s", data=data, headers=headers)
+    assert answer.status_code == 400
+    assert says in answer.get_json()["error"]
+
+
+def test_a_policy_bug_is_an_explained_refusal_not_a_500(client, monkeypatch, caplog):
+    def broken(request, policy):
+        raise KeyError("spec")
+
+    monkeypatch.setattr(app_module, "mutate", broken)
+    answer = client.post("/mutate", json=review(pod("p", gpus=1)))
+    assert answer.status_code == 200
+    response = answer.get_json()["response"]
+    assert response["uid"] == UID and response["allowed"] is False
+    assert response["status"]["code"] == 500 and "KeyError" in response["status"]["message"]
+    assert "Traceback" in caplog.text or any(record.exc_info for record in caplog.records)
+
+
+def test_every_decision_is_one_audit_line_without_the_spec(client, audit_file):
+    secret_pod = pod("p", gpus=1)
+    secret_pod["spec"]["containers"][0]["env"] = [{"name": "TOKEN", "value": "s3cr3t"}]
+    client.post("/mutate", json=review(secret_pod, user="alice"))
+    client.post("/validate", json=review(pod("p", annotations={names.MIN_COUNT_ANNOTATION: "x"})))
+    mutate_line, validate_line = (json.loads(line) for line in audit_file.read_text().splitlines())
+    assert mutate_line["event"] == "admission.mutate" and mutate_line["decision"] == "patched"
+    assert (mutate_line["namespace"], mutate_line["group"], mutate_line["pod"], mutate_line["uid"],
+            mutate_line["user"]) == ("ml-training", "p", "p", UID, "alice")
+    assert validate_line["event"] == "admission.validate" and validate_line["decision"] == "denied"
+    assert "s3cr3t" not in audit_file.read_text()
+
+
+def test_health_and_unknown_routes(client):
+    assert client.get("/healthz").data == b"ok\n" and client.get("/readyz").status_code == 200
+    assert client.get("/mutate").status_code == 405 and "error" in client.get("/mutate").get_json()
+    assert client.post("/noop").status_code == 404  # only with BENCH_NOOP
+    assert create_app({"BENCH_NOOP": True}).test_client().post("/noop").get_json() == {"ok": True}
+
+
+def test_metrics_count_requests_by_endpoint_and_decision(client):
+    def count(decision):
+        text = client.get("/metrics").get_data(as_text=True)
+        prefix = f'gangkeeper_webhook_requests_total{{decision="{decision}",endpoint="mutate"}} '
+        return next((float(line[len(prefix):]) for line in text.splitlines() if line.startswith(prefix)), 0.0)
+
+    before = count("patched"), count("error")
+    client.post("/mutate", json=review(pod("p", gpus=1)))
+    client.post("/mutate", data=b"", content_type="application/json")
+    assert (count("patched"), count("error")) == (before[0] + 1, before[1] + 1)

@@ -1,0 +1,167 @@
+"""/validate policy: the gate's guard, declaration checks (all problems at once), Gangs, warnings."""
+
+import pytest
+
+from gangkeeper import names
+from tests.webhook.builders import container, pod, pytorchjob_pod, review
+from webhook.policy import Policy
+from webhook.review import parse_review
+from webhook.validate import validate
+
+POLICY = Policy()
+CONTROLLER = names.DEFAULT_CONTROLLER_USERNAME
+MIN, TIMEOUT = names.MIN_COUNT_ANNOTATION, names.SCHEDULE_TIMEOUT_ANNOTATION
+
+
+def judged(obj, **request):
+    return validate(parse_review(review(obj, **request)), POLICY)
+
+
+def gated(**kw):
+    return pod("p-0", gpus=1, gates=["example.com/other", names.SCHEDULING_GATE],
+               labels={names.GROUP_LABEL: "g"} | kw.pop("labels", {}), **kw)
+
+
+def ungated(**kw):
+    return pod("p-0", gpus=1, gates=["example.com/other"], labels={names.GROUP_LABEL: "g"} | kw.pop("labels", {}),
+               **kw)
+
+
+@pytest.mark.parametrize("user, allowed", [(CONTROLLER, True), ("alice", False), ("kubernetes-admin", False)])
+def test_only_the_controller_removes_the_gate(user, allowed):
+    verdict = judged(ungated(), operation="UPDATE", old=gated(), user=user)
+    assert verdict.allowed is allowed
+    if not allowed:
+        assert user in verdict.message and CONTROLLER in verdict.message
+
+
+def test_another_gate_removed_by_anyone_is_fine():
+    old = pod("p-0", gpus=1, gates=["example.com/other", names.SCHEDULING_GATE])
+    new = pod("p-0", gpus=1, gates=[names.SCHEDULING_GATE])
+    assert judged(new, operation="UPDATE", old=old, user="alice").allowed
+
+
+def test_the_configured_controller_username_is_the_one_allowed():
+    request = parse_review(review(ungated(), operation="UPDATE", old=gated(), user="robot"))
+    assert validate(request, Policy(controller_username="robot")).allowed
+
+
+@pytest.mark.parametrize("new_group", ["other", None])
+def test_group_of_a_gated_pod_cannot_change(new_group):
+    new = gated()
+    if new_group:
+        new["metadata"]["labels"][names.GROUP_LABEL] = new_group
+    else:
+        del new["metadata"]["labels"][names.GROUP_LABEL]
+    verdict = judged(new, operation="UPDATE", old=gated(), user=CONTROLLER)
+    assert not verdict.allowed and names.GROUP_LABEL in verdict.message
+
+
+def test_group_of_a_released_pod_may_change():
+    assert judged(ungated(labels={names.GROUP_LABEL: "h"}), operation="UPDATE", old=ungated(), user="bob").allowed
+
+
+BAD_DECLARATIONS = [
+    ("min-count not a number", {"annotations": {MIN: "four"}}, f"metadata.annotations[{MIN}]", '"four"'),
+    ("min-count zero", {"annotations": {MIN: "0"}}, f"metadata.annotations[{MIN}]", "from 1 to 100000"),
+    ("min-count too big", {"annotations": {MIN: "100001"}}, f"metadata.annotations[{MIN}]", '"100001"'),
+    ("min-count negative", {"annotations": {MIN: "-3"}}, f"metadata.annotations[{MIN}]", '"-3"'),
+    ("min-count with spaces", {"annotations": {MIN: " 4"}}, f"metadata.annotations[{MIN}]", '" 4"'),
+    ("timeout negative", {"annotations": {TIMEOUT: "-1"}}, f"metadata.annotations[{TIMEOUT}]", "from 0 to"),
+    ("timeout fractional", {"annotations": {TIMEOUT: "1.5"}}, f"metadata.annotations[{TIMEOUT}]", '"1.5"'),
+    ("group empty", {"labels": {names.GROUP_LABEL: ""}}, f"metadata.labels[{names.GROUP_LABEL}]", "non-empty"),
+    ("group not a label value", {"labels": {names.GROUP_LABEL: "-bad-"}}, names.GROUP_LABEL, "at most 63"),
+    ("two groups", {"labels": {names.GROUP_LABEL: "a", names.PLUGINS_POD_GROUP_LABEL: "b"}},
+     names.PLUGINS_POD_GROUP_LABEL, "different groups"),
+    ("label and Volcano annotation disagree",
+     {"labels": {names.NATIVE_POD_GROUP_LABEL: "a"}, "annotations": {names.VOLCANO_GROUP_ANNOTATION: "b"}},
+     names.VOLCANO_GROUP_ANNOTATION, "different groups"),
+]
+
+
+@pytest.mark.parametrize("scenario, metadata, field, says", BAD_DECLARATIONS, ids=[c[0] for c in BAD_DECLARATIONS])
+def test_bad_declaration_on_create_is_denied(scenario, metadata, field, says):
+    verdict = judged(pod("p-0", gpus=1, **metadata))
+    assert not verdict.allowed
+    assert field in verdict.message and says in verdict.message
+
+
+def test_every_problem_is_listed_at_once():
+    obj = pod("p-0", gpus=1, labels={names.GROUP_LABEL: "a", names.PLUGINS_POD_GROUP_LABEL: "b"},
+              annotations={MIN: "x", TIMEOUT: "soon"})
+    verdict = judged(obj)
+    assert len(verdict.problems) == 3 and "3 problems" in verdict.message
+
+
+def test_a_long_bad_value_is_cut_in_the_message():
+    verdict = judged(pod("p-0", gpus=1, annotations={MIN: "9" * 5000}))
+    assert not verdict.allowed and len(verdict.message) < 400 and "…" in verdict.message
+
+
+@pytest.mark.parametrize("metadata", [
+    {"annotations": {MIN: "4", TIMEOUT: "0"}},
+    {"annotations": {MIN: "100000", TIMEOUT: "3600"}},
+    {"labels": {names.GROUP_LABEL: "a", names.PLUGINS_POD_GROUP_LABEL: "a"}},
+    {"labels": {"app": "x"}},
+])
+def test_good_declarations_are_allowed(metadata):
+    assert judged(pod("p-0", gpus=1, **metadata)).allowed
+
+
+def test_update_checks_only_what_it_changes():
+    old = gated(annotations={MIN: "0"})  # stored before this policy existed
+    assert judged(gated(annotations={MIN: "0", "bump": "1"}), operation="UPDATE", old=old, user="bob").allowed
+    verdict = judged(gated(annotations={MIN: "0", TIMEOUT: "never"}), operation="UPDATE", old=old, user="bob")
+    assert verdict.problems == (f'metadata.annotations[{TIMEOUT}]: "never" is not accepted: '
+                                "write a number of seconds, a whole number from 0 to 2147483647",)
+
+
+def test_accelerator_request_differing_from_limit_is_a_warning():
+    verdict = judged(pod("p-0", containers=[container("trainer", gpus=2, limit_gpus=4)]))
+    assert verdict.allowed
+    assert verdict.warnings == ("spec.containers[trainer].resources: nvidia.com/gpu request 2 differs from "
+                                "limit 4; write the same number in both",)
+
+
+def test_min_count_on_a_pod_in_no_group_is_a_warning():
+    verdict = judged(pod("web", annotations={MIN: "2"}))
+    assert verdict.allowed and MIN in verdict.warnings[0] and "no group" in verdict.warnings[0]
+    assert judged(pytorchjob_pod(annotations={MIN: "2"})).warnings == ()
+
+
+def gang(spec, name="bert"):
+    return {"apiVersion": f"{names.GANG_GROUP}/{names.GANG_VERSION}", "kind": names.GANG_KIND,
+            "metadata": {"name": name, "namespace": "ml-training"}, "spec": spec}
+
+
+GANG_CASES = [
+    ({"minCount": 4}, []),
+    ({"minCount": 4, "scheduleTimeoutSeconds": 600, "groupName": "bert-run"}, []),
+    ({}, ["spec.minCount: missing"]),
+    ({"minCount": "4"}, ['spec.minCount: "4" is not accepted']),
+    ({"minCount": True}, ["spec.minCount: true is not accepted"]),
+    ({"minCount": 0, "scheduleTimeoutSeconds": -5, "groupName": "Not Valid"},
+     ["spec.minCount: 0", "spec.scheduleTimeoutSeconds: -5", 'spec.groupName: "Not Valid"']),
+]
+
+
+@pytest.mark.parametrize("operation", ["CREATE", "UPDATE"])
+@pytest.mark.parametrize("spec, problems", GANG_CASES)
+def test_gang_objects(spec, problems, operation):
+    obj = gang(spec)
+    verdict = judged(obj, operation=operation, old=obj if operation == "UPDATE" else None,
+                     kind=names.GANG_KIND, group=names.GANG_GROUP, version=names.GANG_VERSION)
+    assert len(verdict.problems) == len(problems)
+    for problem, expected in zip(verdict.problems, problems):
+        assert problem.startswith(expected)
+
+
+def test_gang_named_beyond_a_label_value_needs_a_group_name():
+    obj = gang({"minCount": 2}, name="x" * 70)
+    verdict = judged(obj, kind=names.GANG_KIND, group=names.GANG_GROUP, version=names.GANG_VERSION)
+    assert verdict.problems[0].startswith("metadata.name:") and "spec.groupName" in verdict.problems[0]
+
+
+@pytest.mark.parametrize("request_kw", [{"operation": "DELETE"}, {"kind": "ConfigMap"}])
+def test_nothing_else_is_checked(request_kw):
+    assert judged(pod("p", annotations={MIN: "bad"}), **request_kw).allowed

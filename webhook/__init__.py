@@ -1,0 +1,1 @@
+"""The admission webhook: labels and gates training pods, guards the gate and declarations."""

@@ -1,0 +1,179 @@
+"""The AdmissionReview v1 envelope: what the API server sends, and the answers we send back.
+
+Only the envelope is checked here (a marshmallow schema); the objects under review stay plain
+dicts for the policy to read. Unknown fields are ignored, so that a newer API server adding one
+never turns into a refused pod. Every answer echoes the request's `uid`: the API server drops an
+answer whose uid does not match.
+"""
+
+import base64
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from marshmallow import EXCLUDE, Schema, ValidationError, fields, validate
+
+API_VERSION = "admission.k8s.io/v1"
+KIND = "AdmissionReview"
+OPERATIONS = ("CREATE", "UPDATE", "DELETE", "CONNECT")
+
+
+class ReviewError(ValueError):
+    """The body is not an AdmissionReview v1 request; `uid` is set when one could be read."""
+
+    def __init__(self, message: str, uid: str = ""):
+        super().__init__(f"{message} (request uid {uid})" if uid else message)
+        self.uid = uid
+
+
+class _Object(fields.Raw):
+    """An object under review: a JSON object kept as it is, or null."""
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        if not isinstance(value, dict):
+            raise ValidationError("must be a JSON object")
+        return value
+
+
+class _Shape(fields.Raw):
+    """A small JSON object whose listed keys must hold strings (a list of strings for `lists`).
+
+    Checked in one function rather than by a nested schema: nested schemas cost more than the
+    rest of the envelope together (bench/webhook.md).
+    """
+
+    def __init__(self, strings: tuple[str, ...], required_keys: tuple[str, ...] = (), lists: tuple[str, ...] = (),
+                 **kwargs):
+        super().__init__(**kwargs)
+        self.strings, self.required_keys, self.lists = strings, required_keys, lists
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        if not isinstance(value, dict):
+            raise ValidationError("must be a JSON object")
+        errors = {key: ["Missing data for required field."] for key in self.required_keys if key not in value}
+        errors |= {key: ["Not a valid string."] for key in self.strings
+                   if key in value and not isinstance(value[key], str)}
+        errors |= {key: ["Not a valid list of strings."] for key in self.lists if key in value and not (
+            isinstance(value[key], list) and all(isinstance(item, str) for item in value[key]))}
+        if errors:
+            raise ValidationError(errors)
+        return value
+
+
+class _Base(Schema):
+    class Meta:
+        unknown = EXCLUDE
+
+
+class _Request(_Base):
+    uid = fields.String(required=True, validate=validate.Length(min=1))
+    kind = _Shape(("group", "version", "kind"), ("group", "version", "kind"), required=True)
+    name = fields.String(load_default="")
+    namespace = fields.String(load_default="")
+    operation = fields.String(required=True, validate=validate.OneOf(OPERATIONS))
+    userInfo = _Shape(("username", "uid"), lists=("groups",), required=True)
+    object = _Object(load_default=None, allow_none=True)
+    oldObject = _Object(load_default=None, allow_none=True)
+    dryRun = fields.Boolean(load_default=False)
+
+
+class _Review(_Base):
+    apiVersion = fields.String(required=True, validate=validate.Equal(API_VERSION))
+    kind = fields.String(required=True, validate=validate.Equal(KIND))
+    request = fields.Nested(_Request, required=True)
+
+
+_SCHEMA = _Review()
+
+
+@dataclass(frozen=True)
+class AdmissionRequest:
+    """The parts of `request` that the policy reads."""
+
+    uid: str
+    group: str
+    kind: str
+    operation: str
+    namespace: str
+    name: str
+    username: str
+    object: dict | None
+    old_object: dict | None
+    dry_run: bool
+
+    @property
+    def pod_name(self) -> str:
+        """The name for logs: a generateName pod has none yet at CREATE."""
+        metadata = (self.object or self.old_object or {}).get("metadata") or {}
+        return self.name or metadata.get("name") or metadata.get("generateName") or ""
+
+
+def parse_review(document: object) -> AdmissionRequest:
+    """The request of an AdmissionReview v1 document; ReviewError names every bad field."""
+    if not isinstance(document, dict):
+        raise ReviewError(f"the body is a JSON {type(document).__name__}, not an {KIND} object")
+    try:
+        review = _SCHEMA.load(document)
+    except ValidationError as error:
+        raise ReviewError(f"not an {KIND} {API_VERSION}: {_describe(error.messages)}", _uid_of(document)) from None
+    request = review["request"]
+    return AdmissionRequest(
+        uid=request["uid"],
+        group=request["kind"]["group"],
+        kind=request["kind"]["kind"],
+        operation=request["operation"],
+        namespace=request["namespace"],
+        name=request["name"],
+        username=request["userInfo"].get("username", ""),
+        object=request["object"],
+        old_object=request["oldObject"],
+        dry_run=request["dryRun"],
+    )
+
+
+def _uid_of(document: Mapping) -> str:
+    request = document.get("request")
+    uid = request.get("uid") if isinstance(request, dict) else None
+    return uid if isinstance(uid, str) else ""
+
+
+def _describe(messages: object, path: str = "") -> str:
+    """marshmallow's nested error dict as `field.path: message; …`."""
+    if isinstance(messages, dict):
+        return "; ".join(_describe(value, f"{path}.{key}" if path else str(key)) for key, value in messages.items())
+    if isinstance(messages, list):
+        return f"{path}: {' '.join(str(message) for message in messages)}"
+    return f"{path}: {messages}"
+
+
+# --- answers -------------------------------------------------------------------------------
+
+
+def _review(response: dict) -> dict:
+    return {"apiVersion": API_VERSION, "kind": KIND, "response": response}
+
+
+def allowed(uid: str, warnings: Iterable[str] = ()) -> dict:
+    response: dict = {"uid": uid, "allowed": True}
+    if warnings:
+        response["warnings"] = list(warnings)
+    return _review(response)
+
+
+def denied(uid: str, message: str, code: int = 403, warnings: Iterable[str] = ()) -> dict:
+    response: dict = {"uid": uid, "allowed": False, "status": {"code": code, "message": message}}
+    if warnings:
+        response["warnings"] = list(warnings)
+    return _review(response)
+
+
+def patched(uid: str, ops: list[dict], warnings: Iterable[str] = ()) -> dict:
+    review = allowed(uid, warnings)
+    review["response"]["patchType"] = "JSONPatch"
+    review["response"]["patch"] = base64.b64encode(json.dumps(ops, separators=(",", ":")).encode()).decode()
+    return review
+
+
+def errored(uid: str, message: str, code: int = 500) -> dict:
+    """An internal failure: not allowed (the webhook fails closed), with a status the API server shows."""
+    return denied(uid, message, code)

@@ -1,0 +1,47 @@
+"""Runs the webhook under gunicorn, started from Python rather than from gunicorn's own CLI.
+
+The launcher owns the one process-wide setting that must precede every import of
+prometheus_client: PROMETHEUS_MULTIPROC_DIR, a fresh directory per run, so that the metrics of
+all workers add up and a previous run's never do.
+"""
+
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Mapping
+
+from gunicorn.app.base import BaseApplication
+
+MULTIPROC_DIR_ENV = "PROMETHEUS_MULTIPROC_DIR"
+
+
+class WebhookServer(BaseApplication):
+    def __init__(self, app_factory: Callable[[], object], options: Mapping):
+        self._app_factory = app_factory
+        self._options = dict(options)
+        super().__init__()
+
+    def load_config(self) -> None:
+        for key, value in self._options.items():
+            self.cfg.set(key, value)
+
+    def load(self):
+        return self._app_factory()
+
+
+def serve(app_config: Mapping, **server_settings) -> int:
+    """Serve until gunicorn stops; `server_settings` are those of `gunicorn_conf.settings`."""
+    directory = tempfile.mkdtemp(prefix="gangkeeper-metrics-")
+    master = os.getpid()
+    os.environ[MULTIPROC_DIR_ENV] = directory
+    try:
+        from webhook import gunicorn_conf  # imports prometheus_client, which reads the variable once
+        from webhook.app import create_app
+
+        WebhookServer(lambda: create_app(app_config), gunicorn_conf.settings(**server_settings)).run()
+    finally:
+        # Workers are forked inside this block and leave it through SystemExit too: only the
+        # master removes the directory.
+        if os.getpid() == master:
+            shutil.rmtree(directory, ignore_errors=True)
+    return 0
