@@ -1,0 +1,168 @@
+"""How long the planning core takes on a large cluster, and how much memory its model holds.
+
+`run` builds, for each node count, a cluster of 8-GPU nodes in 4 zones and racks of 16 nodes,
+binds `bound_pods` pods to it (GPU and CPU pods, never beyond a node's allocatable), queues
+`waiting_groups` gangs of mixed sizes (1 to 64 members of 1, 4 or 8 GPUs), then times:
+  - building the ledger from the bound pods (what the controller does after a restart),
+  - one full planning pass over every waiting group (`plan_pass`), the first (eligibility not
+    yet remembered) and a second one,
+  - `plan_group` per group, and for a 64 × 8-GPU group alone on that cluster and on an idle one,
+and measures with tracemalloc the memory held by the bound pods' model, the ledger and the
+node pool. Everything is seeded: two runs plan the same thing.
+"""
+
+import random
+import time
+import tracemalloc
+from statistics import median
+
+from controller.capacity import Ledger
+from controller.eligibility import NodePool
+from controller.model import Group, Member, Node, group_of, member_from_api, node_from_api
+from controller.planner import Plan, Topology, plan_group
+from controller.queue import QueuePolicy, plan_pass
+from gangkeeper import names
+
+GPU = "nvidia.com/gpu"
+RACK_LABEL = "example.com/rack"
+ZONES = 4
+RACK_SIZE = 16
+TOPOLOGY = Topology(rack_label=RACK_LABEL)
+GPU_TAINT = {"key": GPU, "value": "present", "effect": "NoSchedule"}
+GPU_TOLERATION = {"key": GPU, "operator": "Exists", "effect": "NoSchedule"}
+
+
+def run(nodes: tuple[int, ...] = (500, 2000, 5000), bound_pods: int = 50_000, waiting_groups: int = 500) -> dict:
+    return {f"nodes={count}": _scenario(count, bound_pods, waiting_groups) for count in nodes}
+
+
+def _scenario(node_count: int, bound_pods: int, waiting_groups: int) -> dict:
+    rng = random.Random(node_count)
+    node_list = [node_from_api(_node_object(i)) for i in range(node_count)]
+    bound = _bound_pods(node_list, bound_pods, rng)
+    groups = [_waiting_group(i, rng) for i in range(waiting_groups)]
+
+    started = time.perf_counter()
+    ledger = _ledger(node_list, bound)
+    ledger_seconds = time.perf_counter() - started
+    pool = NodePool(node_list)
+    policy = QueuePolicy(starvation_seconds=600, topology=TOPOLOGY)
+    first_pass, result = _timed(lambda: plan_pass(groups, pool, ledger, now=1_000.0, policy=policy))
+    second_pass, _ = _timed(lambda: plan_pass(groups, pool, ledger, now=1_000.0, policy=policy))
+    per_group = sorted(_timed(lambda g=g: plan_group(g, pool, ledger, TOPOLOGY))[0] for g in groups)
+    big = group_of(("bench", "big"), [_member(f"big-{i}", "bench", 8, 0) for i in range(64)], 64, 0.0)
+    big_times = [_timed(lambda: plan_group(big, pool, ledger, TOPOLOGY)) for _ in range(5)]
+    idle = Ledger(node_list)
+    idle_times = [_timed(lambda: plan_group(big, pool, idle, TOPOLOGY)) for _ in range(5)]
+    return {
+        "bound_pods": len(bound),
+        "free_gpus": sum(int(ledger.free(n.name).get(GPU, 0)) for n in node_list),
+        "ledger_build_ms": _ms(ledger_seconds),
+        "pass_first_ms": _ms(first_pass),
+        "pass_second_ms": _ms(second_pass),
+        "admitted": len(result.admitted),
+        "waiting": len(result.waiting),
+        "plan_group_p50_ms": _ms(per_group[len(per_group) // 2]),
+        "plan_group_p95_ms": _ms(per_group[int(len(per_group) * 0.95)]),
+        "plan_group_max_ms": _ms(per_group[-1]),
+        "plan_64x8gpu_ms": _ms(median(seconds for seconds, _ in big_times)),
+        "plan_64x8gpu_fits": isinstance(big_times[0][1], Plan),
+        "plan_64x8gpu_idle_cluster_ms": _ms(median(seconds for seconds, _ in idle_times)),
+        "plan_64x8gpu_idle_cluster_fits": isinstance(idle_times[0][1], Plan),
+        **_memory(node_list, bound_pods, node_count),
+    }
+
+
+def _memory(node_list: list[Node], bound_pods: int, node_count: int) -> dict:
+    """Bytes held by the bound pods' model, the ledger built from them, and the node pool."""
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        bound = _bound_pods(node_list, bound_pods, random.Random(node_count))
+        after_members = tracemalloc.get_traced_memory()[0]
+        ledger = _ledger(node_list, bound)
+        after_ledger = tracemalloc.get_traced_memory()[0]
+        pool = NodePool(node_list)
+        pool.eligible(bound[0][1])
+        after_pool = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    del ledger, pool
+    return {"members_mib": _mib(after_members - before), "ledger_mib": _mib(after_ledger - after_members),
+            "pool_mib": _mib(after_pool - after_ledger)}
+
+
+def _ledger(node_list: list[Node], bound: list[tuple[str, Member]]) -> Ledger:
+    ledger = Ledger(node_list)
+    for node_name, member in bound:
+        ledger.bind(member.uid, node_name, member.requests)
+    return ledger
+
+
+def _node_object(index: int) -> dict:
+    labels = {"topology.kubernetes.io/zone": f"zone-{index % ZONES}",
+              RACK_LABEL: f"rack-{index % ZONES}-{index // (ZONES * RACK_SIZE)}"}
+    return {"metadata": {"name": f"node-{index:05d}", "labels": labels},
+            "spec": {"taints": [GPU_TAINT]},
+            "status": {"allocatable": {"cpu": "96", "memory": "1Ti", "pods": "110", GPU: "8"},
+                       "conditions": [{"type": "Ready", "status": "True"}]}}
+
+
+def _bound_pods(node_list: list[Node], count: int, rng: random.Random) -> list[tuple[str, Member]]:
+    """Pods spread over the nodes, a GPU pod only where its GPUs are still free."""
+    free_gpus = {node.name: 8 for node in node_list}
+    slots = {node.name: 100 for node in node_list}
+    bound: list[tuple[str, Member]] = []
+    while len(bound) < count and any(slots.values()):
+        node = node_list[rng.randrange(len(node_list))].name
+        if not slots[node]:
+            continue
+        gpus = rng.choice((0, 0, 0, 1, 2, 4))
+        gpus = gpus if gpus <= free_gpus[node] else 0
+        free_gpus[node] -= gpus
+        slots[node] -= 1
+        member = _member(f"pod-{len(bound)}", "busy", gpus, 0, node_name=node)
+        bound.append((node, member))
+    return bound
+
+
+def _waiting_group(index: int, rng: random.Random) -> Group:
+    size = rng.choice((1, 1, 2, 4, 8, 16, 64))
+    gpus = rng.choice((1, 4, 8, 8))
+    namespace = f"team-{index % 20}"
+    members = [_member(f"job-{index}-{i}", namespace, gpus, rng.choice((0, 100))) for i in range(size)]
+    return group_of((namespace, f"job-{index}"), members, size, float(index))
+
+
+def _member(name: str, namespace: str, gpus: int, priority: int, node_name: str | None = None) -> Member:
+    requests = {"cpu": "2", "memory": "16Gi"}
+    if gpus:
+        requests[GPU] = str(gpus)
+    spec = {"containers": [{"name": "main", "resources": {"requests": requests}}],
+            "tolerations": [GPU_TOLERATION], "priority": priority}
+    if node_name:
+        spec["nodeName"] = node_name
+    else:
+        spec["schedulingGates"] = [{"name": names.SCHEDULING_GATE}]
+    return member_from_api({"metadata": {"name": name, "namespace": namespace, "uid": f"{namespace}/{name}"},
+                            "spec": spec, "status": {"phase": "Running" if node_name else "Pending"}})
+
+
+def _timed(call):
+    started = time.perf_counter()
+    result = call()
+    return time.perf_counter() - started, result
+
+
+def _ms(seconds: float) -> float:
+    return round(seconds * 1000, 2)
+
+
+def _mib(size: int) -> float:
+    return round(size / 2**20, 2)
+
+
+if __name__ == "__main__":
+    import json
+
+    print(json.dumps(run(), indent=2))

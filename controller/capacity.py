@@ -1,0 +1,173 @@
+"""Free capacity per node, kept up to date one pod at a time (DESIGN.md, "Capacity").
+
+    free(node) = allocatable − Σ requests of non-terminal pods bound to it
+                             − Σ requests of members reserved on it but not yet bound
+
+Every pod takes its requests plus one pod slot (`pods: 1`), as the kube-scheduler counts it.
+The ledger is incremental so that planning never rescans the 50,000 pods of a large cluster:
+the cache tells it about each pod once, and about each change. A pod is in the ledger at most
+once, keyed by uid: when a reserved member binds, its reservation becomes a bound pod, it is
+never counted as both.
+
+Free accelerators are also indexed by amount (`nodes_by_free`), so that the planner finds the
+nodes with room for an 8-GPU member without looking at the thousands that have none.
+"""
+
+import operator
+from functools import cache
+from collections.abc import Callable, Iterable, Mapping
+from fractions import Fraction
+from math import floor
+
+from controller.model import Node
+from gangkeeper.names import DEFAULT_ACCELERATORS
+from gangkeeper.resources import PODS, Resources, is_accelerator
+
+ZERO = Fraction(0)
+_NO_RESOURCES: Mapping[str, Fraction] = {}
+
+
+def usage(requests: Mapping[str, Fraction]) -> Resources:
+    """What a pod takes from a node's allocatable: its requests plus one pod slot."""
+    return {**requests, PODS: requests.get(PODS, ZERO) + 1}
+
+
+def members_fitting(demand: Mapping[str, Fraction], free: Mapping[str, Fraction], limit: int) -> int:
+    """How many pods taking `demand` each fit in `free`, at most `limit`.
+
+    Only resources the pod asks for are compared, as in the scheduler's NodeResourcesFit: a
+    node already over-committed on memory still takes a pod that requests no memory.
+    """
+    count = limit
+    for name, value in demand.items():
+        if value > 0:
+            count = min(count, floor(free.get(name, ZERO) / value))
+            if count <= 0:
+                return 0
+    return count
+
+
+class Ledger:
+    """Allocatable, usage and free capacity of every node, changed pod by pod."""
+
+    __slots__ = ("_allocatable", "_used", "_free", "_pods", "_by_free", "_is_accelerator", "_usages")
+
+    def __init__(self, nodes: Iterable[Node] = (), accelerator_patterns: Iterable[str] = DEFAULT_ACCELERATORS):
+        patterns = tuple(accelerator_patterns)
+        self._allocatable: dict[str, Mapping[str, Fraction]] = {}
+        self._used: dict[str, Resources] = {}
+        self._free: dict[str, Resources] = {}
+        self._pods: dict[str, tuple[str, Mapping[str, Fraction], bool]] = {}
+        self._by_free: dict[str, dict[int, set[str]]] = {}
+        # Resource names are few and pattern matching is not free: remember each answer.
+        self._is_accelerator = cache(lambda resource: is_accelerator(resource, patterns))
+        self._usages: dict[tuple, Mapping[str, Fraction]] = {}
+        for node in nodes:
+            self.set_node(node)
+
+    # --- nodes -------------------------------------------------------------------------------
+
+    def set_node(self, node: Node) -> None:
+        """Add a node or take its new allocatable; pods already counted on it stay counted."""
+        self._allocatable[node.name] = node.allocatable
+        self._refresh(node.name, set(node.allocatable) | set(self._free.get(node.name, ())))
+
+    def remove_node(self, name: str) -> None:
+        """Forget a deleted node's capacity; its pods stay counted until they are forgotten too."""
+        self._allocatable.pop(name, None)
+        for resource, amount in self._free.pop(name, {}).items():
+            self._unindex(resource, amount, name)
+
+    # --- pods ----------------------------------------------------------------------------------
+
+    def bind(self, uid: str, node: str, requests: Mapping[str, Fraction]) -> None:
+        """A non-terminal pod bound to `node`; replaces any reservation of the same pod."""
+        self._record(uid, node, requests, bound=True)
+
+    def reserve(self, uid: str, node: str, requests: Mapping[str, Fraction]) -> None:
+        """A gated member reserved on `node` (or released and not yet bound)."""
+        self._record(uid, node, requests, bound=False)
+
+    def forget(self, uid: str) -> None:
+        """The pod is gone, terminal, or its reservation was rolled back."""
+        entry = self._pods.pop(uid, None)
+        if entry is not None:
+            node, taken, _ = entry
+            self._change(node, taken, operator.sub)
+
+    def is_bound(self, uid: str) -> bool | None:
+        """True when counted as bound, False when counted as reserved, None when not counted."""
+        entry = self._pods.get(uid)
+        return None if entry is None else entry[2]
+
+    # --- reading -------------------------------------------------------------------------------
+
+    def free(self, node: str) -> Mapping[str, Fraction]:
+        """Free capacity of a known node, pod slots included (read only; empty for unknown nodes)."""
+        return self._free.get(node, _NO_RESOURCES)
+
+    def nodes_by_free(self, resource: str) -> Mapping[int, set[str]]:
+        """Known nodes by whole free amount of an accelerator resource (read only)."""
+        return self._by_free.get(resource, {})
+
+    def is_accelerator(self, resource: str) -> bool:
+        return self._is_accelerator(resource)
+
+    def copy(self) -> "Ledger":
+        """An independent ledger to try plans on; the source is left as it is."""
+        clone = Ledger.__new__(Ledger)
+        clone._allocatable = dict(self._allocatable)
+        clone._used = {node: dict(used) for node, used in self._used.items()}
+        clone._free = {node: dict(free) for node, free in self._free.items()}
+        clone._pods = dict(self._pods)
+        clone._by_free = {r: {a: set(n) for a, n in buckets.items()} for r, buckets in self._by_free.items()}
+        clone._is_accelerator = self._is_accelerator
+        clone._usages = self._usages
+        return clone
+
+    # --- bookkeeping ---------------------------------------------------------------------------
+
+    def _record(self, uid: str, node: str, requests: Mapping[str, Fraction], bound: bool) -> None:
+        self.forget(uid)
+        taken = self._usage(requests)
+        self._pods[uid] = (node, taken, bound)
+        self._change(node, taken, operator.add)
+
+    def _usage(self, requests: Mapping[str, Fraction]) -> Mapping[str, Fraction]:
+        """The pod's usage, shared with every pod that asks for the same (most pods do)."""
+        key = tuple(sorted(requests.items()))
+        taken = self._usages.get(key)
+        if taken is None:
+            taken = self._usages[key] = usage(requests)
+        return taken
+
+    def _change(self, node: str, taken: Mapping[str, Fraction],
+                apply: Callable[[Fraction, Fraction], Fraction]) -> None:
+        used = self._used.setdefault(node, {})
+        for resource, value in taken.items():
+            used[resource] = apply(used.get(resource, ZERO), value)
+        if node in self._allocatable:
+            self._refresh(node, taken.keys())
+
+    def _refresh(self, node: str, resources: Iterable[str]) -> None:
+        allocatable = self._allocatable[node]
+        used = self._used.get(node, _NO_RESOURCES)
+        free = self._free.setdefault(node, {})
+        for resource in resources:
+            before = free.get(resource)
+            after = free[resource] = allocatable.get(resource, ZERO) - used.get(resource, ZERO)
+            if self._is_accelerator(resource) and before != after:
+                if before is not None:
+                    self._unindex(resource, before, node)
+                self._by_free.setdefault(resource, {}).setdefault(floor(after), set()).add(node)
+
+    def _unindex(self, resource: str, amount: Fraction, node: str) -> None:
+        buckets = self._by_free.get(resource)
+        if buckets is None:
+            return
+        bucket = buckets.get(floor(amount))
+        if bucket is not None:
+            bucket.discard(node)
+            if not bucket:
+                del buckets[floor(amount)]
+

@@ -1,0 +1,222 @@
+"""The controller's view of nodes, members and groups: only what placement decisions read.
+
+The cache may hold 50,000 pods, so these are slotted, frozen dataclasses built once from the
+raw API objects; everything else in a pod or node (env, volumes, status details) is dropped.
+Constraints are stored as tuples of frozen values so that identical members hash alike: the
+planner groups them and the node pool remembers eligibility per constraint set.
+"""
+
+import sys
+from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from fractions import Fraction
+from functools import lru_cache
+from types import MappingProxyType
+
+from gangkeeper import names
+from gangkeeper.quantity import parse_quantity
+from gangkeeper.resources import Resources, pod_requests
+
+TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
+
+GroupKey = tuple[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class Taint:
+    key: str
+    value: str
+    effect: str
+
+
+@dataclass(frozen=True, slots=True)
+class Toleration:
+    key: str
+    operator: str
+    value: str
+    effect: str
+
+
+@dataclass(frozen=True, slots=True)
+class Requirement:
+    """One `matchExpressions` or `matchFields` entry of a node selector term."""
+
+    key: str
+    operator: str
+    values: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Term:
+    """A node selector term: every requirement must hold (terms themselves are ORed)."""
+
+    match_expressions: tuple[Requirement, ...]
+    match_fields: tuple[Requirement, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    name: str
+    allocatable: Resources
+    labels: Mapping[str, str]
+    taints: tuple[Taint, ...]
+    unschedulable: bool
+    ready: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Member:
+    """A pod of a group. `affinity_terms` is None when the pod has no required node affinity.
+
+    `reserved_node` is the reservation annotation, or failing that the node of the pin: a
+    released member carries both, and either one is enough to rebuild the ledger after a restart.
+    """
+
+    namespace: str
+    name: str
+    uid: str
+    requests: Mapping[str, Fraction]
+    priority: int
+    node_selector: tuple[tuple[str, str], ...]
+    affinity_terms: tuple[Term, ...] | None
+    tolerations: tuple[Toleration, ...]
+    reserved_node: str | None
+    node: str | None
+    phase: str
+    gated: bool
+    created: float | None
+
+    @property
+    def placement_key(self) -> tuple:
+        """Everything that decides which nodes the member may run on, ignoring capacity."""
+        return (self.node_selector, self.affinity_terms, self.tolerations)
+
+    @property
+    def terminal(self) -> bool:
+        return self.phase in TERMINAL_PHASES
+
+    @property
+    def waiting(self) -> bool:
+        """Gated with nothing reserved yet: the planner still has to place it."""
+        return self.gated and self.reserved_node is None and self.node is None
+
+
+@dataclass(frozen=True, slots=True)
+class Group:
+    """Members sharing a group label value in one namespace, with the size the owner declares.
+
+    `priority` is the highest member priority, `first_seen` the controller's clock when the
+    group first appeared (it orders the queue and measures starvation).
+    """
+
+    key: GroupKey
+    members: tuple[Member, ...]
+    min_count: int
+    priority: int
+    first_seen: float
+    schedule_timeout_seconds: float | None = None
+
+    @property
+    def complete(self) -> bool:
+        """All declared members exist, and every one of them still waits behind the gate."""
+        live = [member for member in self.members if not member.terminal]
+        return len(live) >= self.min_count and all(member.gated for member in live)
+
+    @property
+    def waiting_members(self) -> tuple[Member, ...]:
+        return tuple(member for member in self.members if member.waiting)
+
+    def __str__(self) -> str:
+        return f"{self.key[0]}/{self.key[1]}"
+
+
+def group_of(key: GroupKey, members: Sequence[Member], min_count: int, first_seen: float,
+             schedule_timeout_seconds: float | None = None) -> Group:
+    """A group whose priority is that of its most important member (as the scheduler's queue sees it)."""
+    priority = max((member.priority for member in members), default=0)
+    return Group(key, tuple(members), min_count, priority, first_seen, schedule_timeout_seconds)
+
+
+def node_from_api(obj: Mapping) -> Node:
+    metadata = obj.get("metadata") or {}
+    spec = obj.get("spec") or {}
+    status = obj.get("status") or {}
+    allocatable = {sys.intern(name): parse_quantity(value)
+                   for name, value in (status.get("allocatable") or {}).items()}
+    taints = tuple(Taint(t.get("key", ""), t.get("value", ""), t.get("effect", ""))
+                   for t in spec.get("taints") or ())
+    ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or ())
+    return Node(metadata.get("name", ""), allocatable, dict(metadata.get("labels") or {}), taints,
+                bool(spec.get("unschedulable")), ready)
+
+
+def member_from_api(pod: Mapping) -> Member:
+    metadata = pod.get("metadata") or {}
+    spec = pod.get("spec") or {}
+    annotations = metadata.get("annotations") or {}
+    terms = required_affinity_terms(spec)
+    gates = spec.get("schedulingGates") or ()
+    return Member(
+        namespace=sys.intern(metadata.get("namespace", "")),
+        name=metadata.get("name", ""),
+        uid=metadata.get("uid", ""),
+        requests=_shared_requests(tuple(sorted(pod_requests(pod).items()))),
+        priority=int(spec.get("priority") or 0),
+        node_selector=_shared(tuple(sorted((spec.get("nodeSelector") or {}).items()))),
+        affinity_terms=_shared(terms),
+        tolerations=_shared(tuple(_toleration(t) for t in spec.get("tolerations") or ())),
+        reserved_node=annotations.get(names.RESERVED_NODE_ANNOTATION) or pinned_node(terms),
+        node=spec.get("nodeName") or None,
+        phase=(pod.get("status") or {}).get("phase") or "Pending",
+        gated=any(gate.get("name") == names.SCHEDULING_GATE for gate in gates),
+        created=_timestamp(metadata.get("creationTimestamp")),
+    )
+
+
+def required_affinity_terms(spec: Mapping) -> tuple[Term, ...] | None:
+    required = (((spec.get("affinity") or {}).get("nodeAffinity") or {})
+                .get("requiredDuringSchedulingIgnoredDuringExecution"))
+    if required is None:
+        return None
+    return tuple(
+        Term(_requirements(term.get("matchExpressions")), _requirements(term.get("matchFields")))
+        for term in required.get("nodeSelectorTerms") or ()
+    )
+
+
+def pinned_node(terms: tuple[Term, ...] | None) -> str | None:
+    """The node every term pins the pod to with `metadata.name In [node]`, if they all agree."""
+    pins = set()
+    for term in terms or ():
+        pin = next((r.values[0] for r in term.match_fields
+                    if r.key == names.PIN_FIELD and r.operator == "In" and len(r.values) == 1), None)
+        if pin is None:
+            return None
+        pins.add(pin)
+    return pins.pop() if len(pins) == 1 else None
+
+
+@lru_cache(maxsize=4096)
+def _shared(value: Hashable) -> Hashable:
+    """The first equal value seen: the members of a group, and most pods, share their constraints."""
+    return value
+
+
+@lru_cache(maxsize=4096)
+def _shared_requests(items: tuple[tuple[str, Fraction], ...]) -> Mapping[str, Fraction]:
+    """One read-only mapping per distinct set of requests, shared by every pod asking for it."""
+    return MappingProxyType({sys.intern(name): value for name, value in items})
+
+
+def _requirements(raw: Sequence[Mapping] | None) -> tuple[Requirement, ...]:
+    return tuple(Requirement(r.get("key", ""), r.get("operator", ""), tuple(r.get("values") or ()))
+                 for r in raw or ())
+
+
+def _toleration(raw: Mapping) -> Toleration:
+    return Toleration(raw.get("key", ""), raw.get("operator", ""), raw.get("value", ""), raw.get("effect", ""))
+
+
+def _timestamp(value: str | None) -> float | None:
+    return datetime.fromisoformat(value).timestamp() if value else None

@@ -1,0 +1,101 @@
+"""Which waiting groups one planning pass admits, and why the others wait (DESIGN.md, "Queue").
+
+The queue holds the groups that are complete (at least min count live members, every one
+gated) and still have waiting members, ordered by priority (highest first), then by when the
+group was first seen (oldest first), then by key so that a pass is deterministic. Groups with
+no waiting member are in flight (reserved, released or bound) and are not the queue's business.
+
+Groups are planned in queue order on a copy of the ledger; each admitted plan is counted there
+as reserved, so one pass never books the same capacity twice. The caller's ledger is untouched.
+
+StrictFIFO: the first group that does not fit stops the pass; every group behind it waits.
+
+BestEffortFIFO, the exact rule:
+  - A group that does not fit is skipped; groups behind it may still be admitted.
+  - The first group in queue order that does not fit and has waited `starvation_seconds` or
+    more (now − first_seen) is the starving head. Those of its members that fit now are placed
+    tentatively (`NoFit.partial`) and that capacity counts as taken for the rest of the pass:
+    groups behind the head are admitted only if they fit without it. Passes recompute the hold
+    from the ledger, so capacity that frees goes to the head, pass after pass, until it fits.
+  - One head is held at a time: two holds could split what frees between two starving groups
+    and leave both waiting forever — the deadlock gangs exist to prevent. Groups ahead of the
+    head in queue order were planned before it and are not affected.
+"""
+
+import enum
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from controller.capacity import Ledger
+from controller.eligibility import NodePool
+from controller.model import Group
+from controller.planner import NoFit, Plan, Topology, apply, plan_group
+
+
+class Order(enum.Enum):
+    BEST_EFFORT_FIFO = "BestEffortFIFO"
+    STRICT_FIFO = "StrictFIFO"
+
+
+@dataclass(frozen=True, slots=True)
+class QueuePolicy:
+    order: Order = Order.BEST_EFFORT_FIFO
+    starvation_seconds: float = 300.0
+    topology: Topology = field(default_factory=Topology)
+
+
+@dataclass(frozen=True, slots=True)
+class Waiting:
+    """A group left waiting, why, and the planner's answer when it was planned at all."""
+
+    group: Group
+    reason: str
+    no_fit: NoFit | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Pass:
+    admitted: tuple[tuple[Group, Plan], ...]
+    waiting: tuple[Waiting, ...]
+    held_for: Group | None = None
+
+
+def queued(groups: Iterable[Group]) -> list[Group]:
+    """The complete groups with waiting members, in admission order."""
+    ready = [group for group in groups if group.complete and group.waiting_members]
+    return sorted(ready, key=lambda group: (-group.priority, group.first_seen, group.key))
+
+
+def incomplete_reason(group: Group) -> str:
+    live = [member for member in group.members if not member.terminal]
+    ungated = [member.name for member in live if not member.gated]
+    if len(live) < group.min_count:
+        return f"{len(live)} of min count {group.min_count} members present"
+    return f"members already released: {', '.join(sorted(ungated)[:5])}"
+
+
+def plan_pass(groups: Iterable[Group], nodes: NodePool, ledger: Ledger, now: float,
+              policy: QueuePolicy = QueuePolicy()) -> Pass:
+    groups = list(groups)
+    order = queued(groups)
+    in_queue = {group.key for group in order}
+    waiting = [Waiting(group, incomplete_reason(group)) for group in groups
+               if group.key not in in_queue and group.waiting_members]
+    working = ledger.copy()
+    admitted: list[tuple[Group, Plan]] = []
+    head: Group | None = None
+    for position, group in enumerate(order):
+        outcome = plan_group(group, nodes, working, policy.topology)
+        if isinstance(outcome, Plan):
+            apply(outcome, working)
+            admitted.append((group, outcome))
+            continue
+        held = f"; capacity is held for {head}, starving since it waited {policy.starvation_seconds:g}s" if head else ""
+        waiting.append(Waiting(group, outcome.reason + held, outcome))
+        if policy.order is Order.STRICT_FIFO:
+            waiting += [Waiting(later, f"behind {group} in StrictFIFO order") for later in order[position + 1:]]
+            break
+        if head is None and now - group.first_seen >= policy.starvation_seconds:
+            head = group
+            apply(outcome, working)
+    return Pass(tuple(admitted), tuple(waiting), head)

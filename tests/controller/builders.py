@@ -1,0 +1,80 @@
+"""Raw API objects for controller tests, turned into the model the way the cache will."""
+
+from controller.capacity import Ledger
+from controller.eligibility import NodePool
+from controller.model import Group, Member, Node, group_of, member_from_api, node_from_api
+from gangkeeper import names
+
+GPU = "nvidia.com/gpu"
+
+
+def node_object(name, gpus=8, cpu="96", memory="1Ti", pods=110, labels=None, taints=(), ready=True,
+                unschedulable=False, zone=None):
+    labels = dict(labels or {})
+    if zone:
+        labels["topology.kubernetes.io/zone"] = zone
+    allocatable = {"cpu": cpu, "memory": memory, "pods": str(pods)}
+    if gpus is not None:
+        allocatable[GPU] = str(gpus)
+    spec = {"taints": [dict(t) for t in taints]}
+    if unschedulable:
+        spec["unschedulable"] = True
+    return {"metadata": {"name": name, "labels": labels}, "spec": spec,
+            "status": {"allocatable": allocatable,
+                       "conditions": [{"type": "Ready", "status": "True" if ready else "False"}]}}
+
+
+def node(name, **kwargs) -> Node:
+    return node_from_api(node_object(name, **kwargs))
+
+
+def pod_object(name, gpus=8, cpu="4", memory="64Gi", namespace="team", uid=None, gated=True, node_name=None,
+               node_selector=None, tolerations=None, affinity_terms=None, priority=None, phase="Pending",
+               reserved_node=None, init_containers=(), overhead=None, created="2025-01-01T00:00:00Z"):
+    requests = {"cpu": cpu, "memory": memory}
+    if gpus:
+        requests[GPU] = str(gpus)
+    spec = {"containers": [{"name": "main", "resources": {"requests": requests}}],
+            "initContainers": list(init_containers)}
+    if overhead:
+        spec["overhead"] = overhead
+    if gated:
+        spec["schedulingGates"] = [{"name": names.SCHEDULING_GATE}]
+    if node_name:
+        spec["nodeName"] = node_name
+    if node_selector:
+        spec["nodeSelector"] = node_selector
+    if tolerations:
+        spec["tolerations"] = tolerations
+    if affinity_terms is not None:
+        spec["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution":
+                                             {"nodeSelectorTerms": affinity_terms}}}
+    if priority is not None:
+        spec["priority"] = priority
+    annotations = {names.RESERVED_NODE_ANNOTATION: reserved_node} if reserved_node else {}
+    return {"metadata": {"name": name, "namespace": namespace, "uid": uid or f"uid-{namespace}-{name}",
+                         "annotations": annotations, "creationTimestamp": created},
+            "spec": spec, "status": {"phase": phase}}
+
+
+def member(name, **kwargs) -> Member:
+    return member_from_api(pod_object(name, **kwargs))
+
+
+def gang(name, size, namespace="team", first_seen=0.0, min_count=None, **pod_kwargs) -> Group:
+    members = [member(f"{name}-{i}", namespace=namespace, **pod_kwargs) for i in range(size)]
+    return group_of((namespace, name), members, min_count or size, first_seen)
+
+
+def cluster(nodes, bound=()):
+    """A node pool and a ledger holding `bound` = [(node name, member)]."""
+    ledger = Ledger(nodes)
+    for node_name, pod in bound:
+        ledger.bind(pod.uid, node_name, pod.requests)
+    return NodePool(nodes), ledger
+
+
+def busy(node_name, gpus, name=None):
+    """A running pod using `gpus` GPUs on a node."""
+    return node_name, member(name or f"busy-{node_name}-{gpus}", gpus=gpus, cpu="1", memory="1Gi", gated=False,
+                             node_name=node_name, phase="Running")

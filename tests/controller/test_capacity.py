@@ -1,0 +1,119 @@
+from fractions import Fraction
+
+import pytest
+
+from controller.capacity import Ledger, members_fitting, usage
+from tests.controller.builders import GPU, member, node
+
+REQUESTS = {"cpu": Fraction(4), GPU: Fraction(2)}
+
+
+def test_usage_adds_one_pod_slot():
+    assert usage(REQUESTS) == {"cpu": 4, GPU: 2, "pods": 1}
+    assert usage({}) == {"pods": 1}
+
+
+@pytest.mark.parametrize("free, limit, expected", [
+    ({"cpu": 16, GPU: 8, "pods": 10}, 10, 4),
+    ({"cpu": 16, GPU: 8, "pods": 10}, 3, 3),
+    ({"cpu": 6, GPU: 8, "pods": 10}, 10, 1),  # cpu limits
+    ({"cpu": 16, GPU: 8, "pods": 2}, 10, 2),  # pod slots limit
+    ({"cpu": 16, "pods": 10}, 10, 0),  # no GPU on the node
+    ({"cpu": 16, GPU: 8, "pods": 10, "memory": -5}, 10, 4),  # over-committed on what is not asked
+])
+def test_members_fitting(free, limit, expected):
+    assert members_fitting(usage(REQUESTS), {k: Fraction(v) for k, v in free.items()}, limit) == expected
+
+
+def ledger_with_two_nodes():
+    return Ledger([node("n1", gpus=8, cpu="32", pods=10), node("n2", gpus=4, cpu="32", pods=10)])
+
+
+def test_free_is_allocatable_minus_bound_minus_reserved():
+    ledger = ledger_with_two_nodes()
+    ledger.bind("a", "n1", REQUESTS)
+    ledger.reserve("b", "n1", REQUESTS)
+    assert ledger.free("n1")[GPU] == 4
+    assert ledger.free("n1")["cpu"] == 24
+    assert ledger.free("n1")["pods"] == 8
+    assert ledger.free("n2")[GPU] == 4
+    assert ledger.free("unknown") == {}
+
+
+def test_a_reserved_member_that_binds_is_counted_once():
+    ledger = ledger_with_two_nodes()
+    ledger.reserve("a", "n1", REQUESTS)
+    assert ledger.is_bound("a") is False
+    ledger.bind("a", "n1", REQUESTS)
+    assert ledger.is_bound("a") is True
+    assert ledger.free("n1")[GPU] == 6 and ledger.free("n1")["pods"] == 9
+
+
+def test_recording_a_pod_again_replaces_it_even_on_another_node():
+    ledger = ledger_with_two_nodes()
+    ledger.reserve("a", "n1", REQUESTS)
+    ledger.bind("a", "n2", REQUESTS)
+    assert ledger.free("n1")[GPU] == 8 and ledger.free("n2")[GPU] == 2
+
+
+def test_forget_gives_the_capacity_back_and_ignores_unknown_pods():
+    ledger = ledger_with_two_nodes()
+    ledger.bind("a", "n1", REQUESTS)
+    ledger.forget("a")
+    ledger.forget("never-seen")
+    assert ledger.free("n1") == {"cpu": 32, "memory": 2**40, "pods": 10, GPU: 8}
+    assert ledger.is_bound("a") is None
+
+
+def test_pods_on_a_node_not_yet_known_count_once_it_appears():
+    ledger = Ledger()
+    ledger.bind("a", "late", REQUESTS)
+    ledger.set_node(node("late", gpus=8))
+    assert ledger.free("late")[GPU] == 6
+
+
+def test_a_node_changing_allocatable_keeps_its_pods():
+    ledger = ledger_with_two_nodes()
+    ledger.bind("a", "n1", REQUESTS)
+    ledger.set_node(node("n1", gpus=4, cpu="32", pods=10))
+    assert ledger.free("n1")[GPU] == 2
+    ledger.set_node(node("n1", gpus=None, cpu="32", pods=10))  # device plugin gone
+    assert ledger.free("n1")[GPU] == -2
+    assert ledger.nodes_by_free(GPU) == {-2: {"n1"}, 4: {"n2"}}
+
+
+def test_removed_node_leaves_the_index():
+    ledger = ledger_with_two_nodes()
+    ledger.remove_node("n2")
+    assert ledger.free("n2") == {}
+    assert ledger.nodes_by_free(GPU) == {8: {"n1"}}
+
+
+def test_nodes_are_indexed_by_free_accelerators_only():
+    ledger = ledger_with_two_nodes()
+    ledger.bind("a", "n1", REQUESTS)
+    assert ledger.nodes_by_free(GPU) == {6: {"n1"}, 4: {"n2"}}
+    assert ledger.nodes_by_free("cpu") == {}
+    ledger.bind("b", "n2", REQUESTS)
+    ledger.forget("a")
+    assert ledger.nodes_by_free(GPU) == {8: {"n1"}, 2: {"n2"}}
+
+
+def test_a_copy_is_independent():
+    ledger = ledger_with_two_nodes()
+    ledger.bind("a", "n1", REQUESTS)
+    copy = ledger.copy()
+    copy.reserve("b", "n1", REQUESTS)
+    copy.forget("a")
+    copy.set_node(node("n3"))
+    assert ledger.free("n1")[GPU] == 6 and ledger.is_bound("b") is None
+    assert ledger.nodes_by_free(GPU) == {6: {"n1"}, 4: {"n2"}}
+    assert copy.nodes_by_free(GPU) == {6: {"n1"}, 4: {"n2"}, 8: {"n3"}}
+
+
+def test_init_containers_sidecars_and_overhead_are_counted():
+    sidecar = {"name": "proxy", "restartPolicy": "Always", "resources": {"requests": {"cpu": "2"}}}
+    pod = member("p", gpus=2, cpu="4", init_containers=[sidecar], overhead={"cpu": "1"})
+    ledger = ledger_with_two_nodes()
+    ledger.bind(pod.uid, "n1", pod.requests)
+    assert ledger.free("n1")["cpu"] == 32 - 7

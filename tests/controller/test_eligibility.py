@@ -1,0 +1,122 @@
+from fractions import Fraction
+
+import pytest
+
+from controller.eligibility import (NodePool, affinity_matches, placement_refusal, refusal, requirement_matches,
+                                    tolerates)
+from controller.model import Requirement, Taint, Term, Toleration
+from tests.controller.builders import GPU, member, node
+
+TAINT = Taint("gpu", "a100", "NoSchedule")
+
+
+@pytest.mark.parametrize("toleration, taint, expected", [
+    (Toleration("gpu", "Equal", "a100", "NoSchedule"), TAINT, True),
+    (Toleration("gpu", "", "a100", "NoSchedule"), TAINT, True),  # operator defaults to Equal
+    (Toleration("gpu", "Equal", "h100", "NoSchedule"), TAINT, False),
+    (Toleration("gpu", "Exists", "", "NoSchedule"), TAINT, True),
+    (Toleration("gpu", "Exists", "", ""), TAINT, True),  # empty effect: every effect
+    (Toleration("gpu", "Exists", "", "NoExecute"), TAINT, False),
+    (Toleration("", "Exists", "", ""), TAINT, True),  # empty key with Exists: everything
+    (Toleration("other", "Exists", "", ""), TAINT, False),
+    (Toleration("gpu", "Equal", "", "NoSchedule"), Taint("gpu", "", "NoSchedule"), True),
+    (Toleration("gpu", "Gt", "1", "NoSchedule"), TAINT, False),  # unknown operator
+])
+def test_tolerates(toleration, taint, expected):
+    assert tolerates(toleration, taint) is expected
+
+
+LABELS = {"zone": "a", "gpus": "8", "big": "99999999999999999999", "padded": " 8"}
+
+
+@pytest.mark.parametrize("key, operator, values, expected", [
+    ("zone", "In", ("a", "b"), True),
+    ("zone", "In", ("b",), False),
+    ("missing", "In", ("",), False),
+    ("zone", "NotIn", ("b",), True),
+    ("zone", "NotIn", ("a",), False),
+    ("missing", "NotIn", ("a",), True),
+    ("zone", "Exists", (), True),
+    ("missing", "Exists", (), False),
+    ("missing", "DoesNotExist", (), True),
+    ("zone", "DoesNotExist", (), False),
+    ("gpus", "Gt", ("4",), True),
+    ("gpus", "Gt", ("8",), False),
+    ("gpus", "Lt", ("+9",), True),
+    ("gpus", "Lt", ("-1",), False),
+    ("zone", "Gt", ("1",), False),  # not a number
+    ("big", "Gt", ("1",), False),  # beyond int64
+    ("padded", "Gt", ("1",), False),  # Go's ParseInt takes no spaces
+    ("missing", "Lt", ("100",), False),
+    ("gpus", "Gt", ("1", "2"), False),  # exactly one value
+    ("zone", "Like", ("a",), False),
+])
+def test_requirement_matches(key, operator, values, expected):
+    assert requirement_matches(Requirement(key, operator, values), LABELS) is expected
+
+
+IN_A = Requirement("zone", "In", ("a",))
+IN_B = Requirement("zone", "In", ("b",))
+NAME_N1 = Requirement("metadata.name", "In", ("n1",))
+NOT_N1 = Requirement("metadata.name", "NotIn", ("n1",))
+
+
+@pytest.mark.parametrize("terms, expected", [
+    (None, True),  # no required affinity
+    ((), False),  # required, but no term
+    ((Term((), ()),), False),  # an empty term matches nothing
+    ((Term((IN_A,), ()),), True),
+    ((Term((IN_B,), ()), Term((IN_A,), ())), True),  # terms are ORed
+    ((Term((IN_A, IN_B), ()),), False),  # requirements are ANDed
+    ((Term((IN_A,), (NAME_N1,)),), True),
+    ((Term((IN_A,), (NOT_N1,)),), False),
+    ((Term((), (NAME_N1,)),), True),
+    ((Term((), (Requirement("metadata.name", "In", ("n2",)),)),), False),
+    ((Term((), (Requirement("spec.unknown", "In", ("n1",)),)),), False),
+])
+def test_affinity_matches(terms, expected):
+    assert affinity_matches(terms, node("n1", labels={"zone": "a"})) is expected
+
+
+GPU_TOLERATION = {"key": GPU, "operator": "Exists", "effect": "NoSchedule"}
+UNSCHEDULABLE_TOLERATION = {"key": "node.kubernetes.io/unschedulable", "operator": "Exists"}
+
+
+@pytest.mark.parametrize("node_kwargs, pod_kwargs, expected", [
+    ({}, {}, None),
+    ({"ready": False}, {}, "not Ready"),
+    ({"ready": False}, {"tolerations": [{"operator": "Exists"}]}, "not Ready"),
+    ({"unschedulable": True}, {}, "cordoned"),
+    ({"unschedulable": True}, {"tolerations": [UNSCHEDULABLE_TOLERATION]}, None),
+    ({"taints": [{"key": GPU, "value": "present", "effect": "NoSchedule"}]}, {},
+     f"untolerated taint {GPU}=present:NoSchedule"),
+    ({"taints": [{"key": GPU, "value": "present", "effect": "NoSchedule"}]}, {"tolerations": [GPU_TOLERATION]},
+     None),
+    ({"taints": [{"key": "maintenance", "effect": "NoExecute"}]}, {"tolerations": [GPU_TOLERATION]},
+     "untolerated taint maintenance:NoExecute"),
+    ({"taints": [{"key": "spot", "effect": "PreferNoSchedule"}]}, {}, None),
+    ({"labels": {"pool": "a100"}}, {"node_selector": {"pool": "a100"}}, None),
+    ({"labels": {"pool": "h100"}}, {"node_selector": {"pool": "a100"}}, "nodeSelector pool=a100 not matched"),
+    ({"labels": {"pool": "a100"}}, {"affinity_terms": [{"matchExpressions": [
+        {"key": "pool", "operator": "NotIn", "values": ["a100"]}]}]}, "required node affinity not matched"),
+])
+def test_placement_refusal(node_kwargs, pod_kwargs, expected):
+    assert placement_refusal(member("p", **pod_kwargs), node("n1", **node_kwargs)) == expected
+
+
+def test_refusal_adds_the_pod_slot():
+    pod, target = member("p"), node("n1")
+    assert refusal(pod, target, {"pods": Fraction(1)}) is None
+    assert refusal(pod, target, {"pods": Fraction(0)}) == "no pod slot left"
+    assert refusal(pod, node("n1", ready=False), {"pods": Fraction(0)}) == "not Ready"
+
+
+def test_pool_remembers_eligible_nodes_and_counts_refusals():
+    pool = NodePool([node("b", labels={"pool": "a100"}), node("a", labels={"pool": "a100"}),
+                     node("c", ready=False), node("d", labels={"pool": "h100"})])
+    pod = member("p", node_selector={"pool": "a100"})
+    assert list(pool.nodes) == ["a", "b", "c", "d"]
+    assert pool.eligible(pod) == {"a", "b"}
+    assert pool.eligible(member("other", node_selector={"pool": "a100"})) is pool.eligible(pod)
+    assert pool.refusals(pod) == {"not Ready": 1, "nodeSelector pool=a100 not matched": 1}
+    assert pool.label_values("pool") == {"a": "a100", "b": "a100", "d": "h100"}

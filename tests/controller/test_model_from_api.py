@@ -1,0 +1,80 @@
+from fractions import Fraction
+
+from controller.model import Requirement, Taint, Term, Toleration, group_of, member_from_api, node_from_api
+from gangkeeper import names
+from tests.controller.builders import GPU, member, node_object, pod_object
+
+
+def test_node_keeps_what_decisions_read():
+    raw = node_object("n1", gpus=8, cpu="95500m", labels={"pool": "a100"}, unschedulable=True,
+                      taints=[{"key": GPU, "value": "present", "effect": "NoSchedule"}])
+    node = node_from_api(raw)
+    assert node.name == "n1"
+    assert node.allocatable == {"cpu": Fraction(191, 2), "memory": 2**40, "pods": 110, GPU: 8}
+    assert node.labels == {"pool": "a100"}
+    assert node.taints == (Taint(GPU, "present", "NoSchedule"),)
+    assert node.unschedulable and node.ready
+
+
+def test_node_without_a_true_ready_condition_is_not_ready():
+    assert not node_from_api(node_object("n1", ready=False)).ready
+    assert not node_from_api({"metadata": {"name": "bare"}}).ready
+
+
+def test_member_requests_count_sidecars_init_steps_and_overhead():
+    sidecar = {"name": "proxy", "restartPolicy": "Always", "resources": {"requests": {"cpu": "1"}}}
+    init = {"name": "fetch", "resources": {"requests": {"cpu": "10"}}}
+    pod = member("p", gpus=8, cpu="4", init_containers=[sidecar, init], overhead={"cpu": "250m"})
+    assert pod.requests == {"cpu": Fraction(45, 4), "memory": 64 * 2**30, GPU: 8}
+
+
+def test_member_reads_gate_reservation_constraints_and_creation():
+    pod = member("p", priority=100, node_selector={"pool": "a100"},
+                 tolerations=[{"key": GPU, "operator": "Exists", "effect": "NoSchedule"}],
+                 affinity_terms=[{"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a", "b"]}]}],
+                 reserved_node="n7")
+    assert (pod.namespace, pod.name, pod.uid) == ("team", "p", "uid-team-p")
+    assert pod.priority == 100 and pod.gated and pod.reserved_node == "n7" and not pod.waiting
+    assert pod.node_selector == (("pool", "a100"),)
+    assert pod.tolerations == (Toleration(GPU, "Exists", "", "NoSchedule"),)
+    assert pod.affinity_terms == (Term((Requirement("zone", "In", ("a", "b")),), ()),)
+    assert pod.created == 1735689600.0
+
+
+def test_no_required_affinity_is_none_and_an_empty_one_is_not():
+    assert member("p").affinity_terms is None
+    assert member("p", affinity_terms=[]).affinity_terms == ()
+
+
+def test_a_released_member_without_annotation_is_reserved_where_every_term_pins_it():
+    pin = {"key": names.PIN_FIELD, "operator": "In", "values": ["n3"]}
+    terms = [{"matchExpressions": [{"key": "a", "operator": "Exists"}], "matchFields": [pin]},
+             {"matchFields": [pin]}]
+    assert member("p", gated=False, affinity_terms=terms).reserved_node == "n3"
+    assert member("p", gated=False, affinity_terms=terms + [{"matchExpressions": []}]).reserved_node is None
+
+
+def test_bound_and_terminal_members():
+    pod = member("p", gated=False, node_name="n1", phase="Succeeded")
+    assert pod.node == "n1" and pod.terminal and not pod.waiting
+
+
+def test_identical_members_share_requests_and_constraints():
+    first, second = member("a"), member("b")
+    assert first.requests is second.requests
+    assert first.placement_key == second.placement_key
+
+
+def test_group_is_complete_when_min_count_live_members_are_all_gated():
+    members = [member(f"p{i}") for i in range(3)]
+    assert group_of(("team", "g"), members, 3, 0.0).complete
+    assert not group_of(("team", "g"), members[:2], 3, 0.0).complete
+    finished = member_from_api(pod_object("p3", gated=False, phase="Failed"))
+    assert group_of(("team", "g"), members + [finished], 3, 0.0).complete
+    released = member("p4", gated=False)
+    assert not group_of(("team", "g"), members + [released], 3, 0.0).complete
+
+
+def test_group_priority_is_its_most_important_member():
+    group = group_of(("team", "g"), [member("a", priority=5), member("b", priority=50)], 2, 0.0)
+    assert group.priority == 50 and str(group) == "team/g"

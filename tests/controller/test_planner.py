@@ -1,0 +1,134 @@
+from collections import Counter
+
+from controller.model import group_of
+from controller.planner import NoFit, Plan, Topology, apply, plan_group
+from tests.controller.builders import GPU, busy, cluster, gang, member, node
+
+TAINT = {"key": GPU, "value": "present", "effect": "NoSchedule"}
+
+
+def placement(plan):
+    assert isinstance(plan, Plan), plan
+    return Counter(node for _, node in plan.assignments)
+
+
+def test_fits_by_total_count_but_not_by_node():
+    nodes = [node(f"n{i}") for i in range(4)]
+    pool, ledger = cluster(nodes, [busy(f"n{i}", 2) for i in range(4)])  # 4 × 6 free = 24 GPUs
+    result = plan_group(gang("train", 3, gpus=8), pool, ledger)
+    assert isinstance(result, NoFit)
+    assert (result.placeable, result.needed, result.limiting) == (0, 3, (GPU,))
+    assert "needs 3 × 8 nvidia.com/gpu" in result.reason
+    assert "24 free, at most 6 on one node" in result.reason
+
+
+def test_partly_used_node_first_so_a_whole_node_job_is_not_stranded():
+    pool, ledger = cluster([node("empty-1"), node("empty-2"), node("used")], [busy("used", 4)])
+    small = plan_group(gang("small", 1, gpus=4), pool, ledger)
+    assert placement(small) == {"used": 1}
+    apply(small, ledger)
+    assert placement(plan_group(gang("whole", 2, gpus=8), pool, ledger)) == {"empty-1": 1, "empty-2": 1}
+
+
+def test_fragments_are_filled_before_a_whole_node_is_broken():
+    pool, ledger = cluster([node("p1"), node("p2"), node("u1")], [busy("p1", 4), busy("p2", 4)])
+    assert placement(plan_group(gang("g", 2, gpus=4), pool, ledger)) == {"p1": 1, "p2": 1}
+
+
+def test_the_rest_of_a_group_goes_to_the_tightest_node_that_holds_it_all():
+    pool, ledger = cluster([node("p6"), node("p4"), node("p2")], [busy("p6", 2), busy("p4", 4), busy("p2", 6)])
+    assert placement(plan_group(gang("g", 2, gpus=2), pool, ledger)) == {"p4": 2}
+
+
+def test_fewest_untouched_nodes():
+    pool, ledger = cluster([node(f"n{i}") for i in range(4)])
+    assert sorted(placement(plan_group(gang("g", 8, gpus=2), pool, ledger)).values()) == [4, 4]
+
+
+def test_the_whole_group_in_one_zone_when_it_fits_there_the_tightest_zone_first():
+    nodes = [node("a1", zone="a"), node("a2", zone="a"), node("b1", zone="b"), node("b2", zone="b"),
+             node("b3", zone="b")]
+    pool, ledger = cluster(nodes)
+    two = plan_group(gang("two", 2, gpus=8), pool, ledger)
+    assert placement(two) == {"a1": 1, "a2": 1} and two.domain == "topology.kubernetes.io/zone=a"
+    three = plan_group(gang("three", 3, gpus=8), pool, ledger)
+    assert set(placement(three)) == {"b1", "b2", "b3"}
+    four = plan_group(gang("four", 4, gpus=8), pool, ledger)
+    assert sum(placement(four).values()) == 4 and four.domain is None
+
+
+def test_one_rack_before_one_zone():
+    rack = "example.com/rack"
+    nodes = [node("r1a", zone="a", labels={rack: "r1"}), node("r2a", zone="a", labels={rack: "r2"}),
+             node("r2b", zone="a", labels={rack: "r2"}), node("r3a", zone="a", labels={rack: "r3"})]
+    pool, ledger = cluster(nodes, [busy("r1a", 4)])
+    plan = plan_group(gang("g", 2, gpus=8), pool, ledger, Topology(rack_label=rack))
+    assert placement(plan) == {"r2a": 1, "r2b": 1} and plan.domain == f"{rack}=r2"
+
+
+def test_members_of_one_group_add_up_on_a_node():
+    pool, ledger = cluster([node("n1", cpu="10"), node("n2", cpu="10")])
+    assert placement(plan_group(gang("g", 3, gpus=2, cpu="4"), pool, ledger)) == {"n1": 2, "n2": 1}
+
+
+def test_pod_slots_add_up_too():
+    pool, ledger = cluster([node("n1", pods=3), node("n2", pods=3)], [busy("n1", 0)])
+    assert placement(plan_group(gang("g", 4, gpus=1), pool, ledger)) == {"n1": 2, "n2": 2}
+
+
+def test_sidecars_and_overhead_count_when_planning():
+    sidecar = {"name": "proxy", "restartPolicy": "Always", "resources": {"requests": {"cpu": "2"}}}
+    pool, ledger = cluster([node("n1", cpu="12"), node("n2", cpu="12")])
+    group = gang("g", 2, gpus=1, cpu="4", init_containers=[sidecar], overhead={"cpu": "500m"})
+    assert placement(plan_group(group, pool, ledger)) == {"n1": 1, "n2": 1}
+
+
+def test_an_init_container_step_larger_than_the_app_counts_when_planning():
+    init = {"name": "warmup", "resources": {"requests": {"cpu": "8"}}}
+    pool, ledger = cluster([node("n1", cpu="12")])
+    result = plan_group(gang("g", 2, gpus=1, cpu="1", init_containers=[init]), pool, ledger)
+    assert isinstance(result, NoFit) and result.placeable == 1 and result.limiting == ("cpu",)
+    assert "each member needs 8 cpu" in result.reason
+
+
+def test_only_nodes_a_member_may_run_on():
+    nodes = [node("tainted", taints=[TAINT]), node("h100", labels={"pool": "h100"}), node("a100", labels={"pool": "a100"})]
+    pool, ledger = cluster(nodes)
+    assert placement(plan_group(gang("g", 1, node_selector={"pool": "a100"}), pool, ledger)) == {"a100": 1}
+
+
+def test_no_eligible_node_says_which_filter_refuses():
+    pool, ledger = cluster([node("n1", taints=[TAINT]), node("n2", taints=[TAINT]), node("n3", ready=False)])
+    result = plan_group(gang("g", 1), pool, ledger)
+    assert isinstance(result, NoFit) and result.limiting == ("eligibility",)
+    assert "2 untolerated taint nvidia.com/gpu=present:NoSchedule, 1 not Ready" in result.reason
+
+
+def test_a_launcher_joins_the_nodes_of_its_plan():
+    pool, ledger = cluster([node("gpu-1"), node("gpu-2"), node("cpu-1", gpus=None)])
+    workers = [member(f"w{i}", gpus=8) for i in range(2)]
+    group = group_of(("team", "g"), [member("launcher", gpus=0, cpu="1")] + workers, 3, 0.0)
+    assignments = dict((m.name, n) for m, n in plan_group(group, pool, ledger).assignments)
+    assert assignments == {"w0": "gpu-1", "w1": "gpu-2", "launcher": "gpu-1"}
+
+
+def test_pods_without_gpus_keep_off_gpu_nodes():
+    pool, ledger = cluster([node("gpu-1"), node("cpu-1", gpus=None, cpu="2"), node("cpu-2", gpus=None, cpu="2")])
+    assert placement(plan_group(gang("g", 5, gpus=0, cpu="1"), pool, ledger)) == {"cpu-1": 2, "cpu-2": 2, "gpu-1": 1}
+
+
+def test_members_already_reserved_keep_their_reservation():
+    pool, ledger = cluster([node("n1"), node("n2")])
+    reserved = member("g-0", gpus=8, reserved_node="n1")
+    ledger.reserve(reserved.uid, "n1", reserved.requests)
+    group = group_of(("team", "g"), [reserved, member("g-1", gpus=8)], 2, 0.0)
+    plan = plan_group(group, pool, ledger)
+    assert [(m.name, n) for m, n in plan.assignments] == [("g-1", "n2")]
+
+
+def test_no_fit_reports_where_the_placeable_members_would_go():
+    pool, ledger = cluster([node("n1"), node("n2")])
+    result = plan_group(gang("g", 3, gpus=8), pool, ledger)
+    assert isinstance(result, NoFit) and result.placeable == 2
+    assert sorted(n for _, n in result.partial) == ["n1", "n2"]
+    assert result.reason.startswith("2 of 3 waiting members placeable")
