@@ -9,8 +9,9 @@ import urllib.request
 from pathlib import Path
 
 from certs.issue import issue
+from tests.recorded import RECORDED
 
-FIXTURES = Path("/work/shared/fixtures/kube-apiserver-v1.36")
+FIXTURES = RECORDED
 SERVER_OWNED = ("uid", "resourceVersion", "generation", "creationTimestamp", "managedFields")
 
 

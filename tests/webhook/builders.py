@@ -3,13 +3,13 @@
 import base64
 import copy
 import json
-from pathlib import Path
 
 import jsonpatch
 
 from gangkeeper import names
+from tests.recorded import ADMISSION
 
-FIXTURES = Path("/work/shared/fixtures/kube-apiserver-v1.36/admission")
+FIXTURES = ADMISSION
 NAMESPACE = "ml-training"
 OPERATOR = "system:serviceaccount:ml-training:training-operator"
 

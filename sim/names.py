@@ -1,0 +1,46 @@
+"""Names that only the cluster emulation writes or reads.
+
+`gangkeeper.names` owns every name the product uses; this module holds the rest: the emulation's
+own annotations (how long a training run lasts, how many pods it needs) and the Kubernetes,
+Kubeflow and JobSet names that the emulated kube-scheduler, kubelet and operators write but
+gangkeeper never reads.
+"""
+
+SIM_DOMAIN = "sim.gangkeeper.io"
+# On a pod (copied from the workload's pod template): seconds of progress a training run needs,
+# counted only while all its pods run. Absent: the pod runs until deleted, like a server.
+DURATION_ANNOTATION = f"{SIM_DOMAIN}/duration-seconds"
+# On a pod: how many pods the training run needs running at once before any of them progresses.
+WORLD_SIZE_ANNOTATION = f"{SIM_DOMAIN}/world-size"
+
+# --- resources the emulated components serve ----------------------------------------------
+PODS = "pods"
+NODES = "nodes"
+JOBS = "jobs"
+PYTORCHJOBS = "pytorchjobs"
+JOBSETS = "jobsets"
+
+# --- Kubernetes core ----------------------------------------------------------------------
+DEFAULT_SCHEDULER = "default-scheduler"
+GPU = "nvidia.com/gpu"
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+# Taints the node lifecycle controller puts on a node that is not Ready or is cordoned.
+NOT_READY_TAINT = "node.kubernetes.io/not-ready"
+UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
+
+# --- batch/v1 Job controller (labels without the prefix are the pre-1.27 spellings it still writes)
+JOB_API_VERSION = "batch/v1"
+JOB_NAME_LEGACY_LABEL = "job-name"
+JOB_CONTROLLER_UID_LEGACY_LABEL = "controller-uid"
+JOB_COMPLETION_INDEX_ENV = "JOB_COMPLETION_INDEX"
+
+# --- Kubeflow training operator -----------------------------------------------------------
+PYTORCHJOB_API_VERSION = "kubeflow.org/v1"
+PYTORCHJOB_OPERATOR_NAME = "pytorchjob-controller"
+PYTORCH_CONTAINER = "pytorch"
+PYTORCH_DEFAULT_PORT = 23456
+PYTORCH_PORT_NAME = "pytorchjob-port"
+
+# --- JobSet -------------------------------------------------------------------------------
+JOBSET_API_VERSION = "jobset.x-k8s.io/v1alpha2"
+JOBSET_JOB_RESTART_ATTEMPT_LABEL = "jobset.sigs.k8s.io/job-restart-attempt"

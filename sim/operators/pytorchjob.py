@@ -1,0 +1,156 @@
+"""The Kubeflow training operator's PyTorchJob controller (kubeflow.org/v1), pods only.
+
+Pods are `{job}-master-0` and `{job}-worker-{i}`, labelled and owned as the training operator
+does it, with the rendezvous env (MASTER_ADDR, MASTER_PORT, WORLD_SIZE, RANK) in the `pytorch`
+container. A deleted pod is recreated until the job has succeeded: when the master succeeds,
+or, without a master, when every worker has. Not modelled: the headless Services, elastic
+policy, cleanPodPolicy, failures and backoff.
+"""
+
+from gangkeeper.names import (
+    KUBEFLOW_JOB_NAME_LABEL,
+    KUBEFLOW_JOB_ROLE_LABEL,
+    KUBEFLOW_OPERATOR_NAME_LABEL,
+    KUBEFLOW_REPLICA_INDEX_LABEL,
+    KUBEFLOW_REPLICA_TYPE_LABEL,
+    PYTORCHJOB_KIND,
+)
+from sim.api import ClusterAPI, TRAINING_OPERATOR
+from sim.clock import rfc3339
+from sim.names import (
+    PODS,
+    PYTORCH_CONTAINER,
+    PYTORCH_DEFAULT_PORT,
+    PYTORCH_PORT_NAME,
+    PYTORCHJOB_API_VERSION,
+    PYTORCHJOB_OPERATOR_NAME,
+    PYTORCHJOBS,
+)
+from sim.operators import (
+    Operator,
+    Plan,
+    child_spec,
+    condition,
+    keep_transition,
+    owner_reference,
+    status_if_changed,
+    template_metadata,
+)
+
+MASTER = "Master"
+WORKER = "Worker"
+
+
+def replica_types(job: dict) -> list[str]:
+    """Master first, as ranks are numbered from the master."""
+    specs = job["spec"].get("pytorchReplicaSpecs") or {}
+    return sorted(specs, key=lambda kind: (kind != MASTER, kind))
+
+
+def rendezvous(job: dict) -> tuple[str, int, int]:
+    """(MASTER_ADDR, MASTER_PORT, WORLD_SIZE) of a job."""
+    specs = job["spec"]["pytorchReplicaSpecs"]
+    first = replica_types(job)[0]
+    port = PYTORCH_DEFAULT_PORT
+    for container in ((specs[first].get("template") or {}).get("spec") or {}).get("containers") or ():
+        for declared in container.get("ports") or ():
+            if container.get("name") == PYTORCH_CONTAINER and declared.get("name") == PYTORCH_PORT_NAME:
+                port = declared["containerPort"]
+    world = sum(int(spec.get("replicas", 1)) for spec in specs.values())
+    return f"{job['metadata']['name']}-{first.lower()}-0", port, world
+
+
+def pod_name(job: dict, kind: str, index: int) -> str:
+    return f"{job['metadata']['name']}-{kind.lower()}-{index}"
+
+
+def missing_pods(job: dict, existing: dict[str, dict]) -> list[dict]:
+    """The pods of the job not in `existing`, in rank order."""
+    address, port, world = rendezvous(job)
+    specs = job["spec"]["pytorchReplicaSpecs"]
+    pods, rank = [], 0
+    for kind in replica_types(job):
+        for index in range(int(specs[kind].get("replicas", 1))):
+            if pod_name(job, kind, index) not in existing:
+                pods.append(replica_pod(job, kind, index, [
+                    ("MASTER_PORT", str(port)), ("MASTER_ADDR", address), ("WORLD_SIZE", str(world)),
+                    ("RANK", str(rank)), ("PYTHONUNBUFFERED", "1")]))
+            rank += 1
+    return pods
+
+
+def replica_pod(job: dict, kind: str, index: int, env: list[tuple[str, str]]) -> dict:
+    replica = job["spec"]["pytorchReplicaSpecs"][kind]
+    template = replica.get("template") or {}
+    labels, annotations = template_metadata(template)
+    labels.update({
+        KUBEFLOW_JOB_NAME_LABEL: job["metadata"]["name"],
+        KUBEFLOW_OPERATOR_NAME_LABEL: PYTORCHJOB_OPERATOR_NAME,
+        KUBEFLOW_REPLICA_INDEX_LABEL: str(index),
+        KUBEFLOW_REPLICA_TYPE_LABEL: kind.lower(),
+    })
+    if kind == MASTER:
+        labels[KUBEFLOW_JOB_ROLE_LABEL] = "master"
+    spec = child_spec(template)
+    spec["restartPolicy"] = replica.get("restartPolicy") or spec.get("restartPolicy") or "OnFailure"
+    for container in spec.get("containers") or ():
+        if container.get("name") == PYTORCH_CONTAINER:
+            container["env"] = list(container.get("env") or ()) + [{"name": n, "value": v} for n, v in env]
+    metadata = {"name": pod_name(job, kind, index),
+                "namespace": job["metadata"]["namespace"], "labels": labels,
+                "ownerReferences": [owner_reference(job, PYTORCHJOB_API_VERSION)]}
+    if annotations:
+        metadata["annotations"] = annotations
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
+
+
+def replica_counts(pods: dict[str, dict], kind: str) -> dict[str, int]:
+    counts = {"active": 0, "succeeded": 0, "failed": 0}
+    for pod in pods.values():
+        if pod["metadata"].get("labels", {}).get(KUBEFLOW_REPLICA_TYPE_LABEL) == kind.lower():
+            phase = (pod.get("status") or {}).get("phase")
+            key = {"Running": "active", "Succeeded": "succeeded", "Failed": "failed"}.get(phase)
+            if key:
+                counts[key] += 1
+    return counts
+
+
+def job_status(job: dict, pods: dict[str, dict], now: float) -> dict:
+    """Created, then Running once the first replica type (master) runs, Succeeded when it has
+    succeeded in full."""
+    previous = job.get("status") or {}
+    moment = rfc3339(now)
+    name = job["metadata"]["name"]
+    specs = job["spec"]["pytorchReplicaSpecs"]
+    counts = {kind: replica_counts(pods, kind) for kind in replica_types(job)}
+    leader = replica_types(job)[0]
+    succeeded = counts[leader]["succeeded"] >= int(specs[leader].get("replicas", 1))
+    conditions = [condition("Created", "PyTorchJobCreated", f"PyTorchJob {name} is created.", moment)]
+    if counts[leader]["active"] or succeeded:
+        conditions.append(condition("Running", "PyTorchJobRunning", f"PyTorchJob {name} is running.", moment,
+                                    "False" if succeeded else "True"))
+    if succeeded:
+        conditions.append(condition("Succeeded", "PyTorchJobSucceeded",
+                                    f"PyTorchJob {name} is successfully completed.", moment))
+    status = {"conditions": keep_transition(conditions, previous.get("conditions") or []),
+              "replicaStatuses": counts, "startTime": previous.get("startTime", moment)}
+    if succeeded:
+        status["completionTime"] = previous.get("completionTime", moment)
+    return status
+
+
+def is_succeeded(job: dict) -> bool:
+    return any(c.get("type") == "Succeeded" and c.get("status") == "True"
+               for c in (job.get("status") or {}).get("conditions") or ())
+
+
+def reconcile(job: dict, pods: dict[str, dict], now: float) -> Plan:
+    status = job_status(job, pods, now)
+    if is_succeeded(job) or is_succeeded({"status": status}):
+        return Plan(status=status_if_changed(job, status))
+    return Plan(create=missing_pods(job, pods), status=status_if_changed(job, status))
+
+
+def pytorchjob_operator(api: ClusterAPI, **options) -> Operator:
+    return Operator(api, workloads=PYTORCHJOBS, kind=PYTORCHJOB_KIND, children=PODS, user=TRAINING_OPERATOR,
+                    reconcile=reconcile, **options)

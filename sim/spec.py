@@ -1,0 +1,313 @@
+"""The scenario file: which nodes the emulated cluster has, which workloads arrive and when.
+
+```yaml
+nodes:
+  - count: 6
+    gpusPerNode: 8
+    cpu: "64"
+    memory: 512Gi
+    labels: {pool: a100}
+    taints: [{key: nvidia.com/gpu, value: present, effect: NoSchedule}]
+workloads:
+  - kind: PyTorchJob        # PyTorchJob, JobSet, Job or Pod
+    name: llm-a
+    namespace: ml-training
+    size: 32                # pods
+    gpusPerPod: 1
+    durationSeconds: 600    # training progress needed; omit for pods that run until deleted
+    submitSeconds: 0        # after the start of the run
+```
+
+Loading returns every problem at once, each naming the field, the bad value and what is
+accepted. Building turns the spec into Node and workload manifests; the workloads' pod templates
+carry the sim annotations (run size, duration) that the emulated kubelet reads.
+"""
+
+from dataclasses import dataclass
+
+import yaml
+from marshmallow import EXCLUDE, Schema, ValidationError, fields, validate, validates_schema
+
+from gangkeeper.names import GROUP_LABEL, MIN_COUNT_ANNOTATION
+from gangkeeper.quantity import EXAMPLES, parse_quantity
+from sim.names import (
+    DURATION_ANNOTATION,
+    GPU,
+    HOSTNAME_LABEL,
+    JOB_API_VERSION,
+    JOBS,
+    JOBSET_API_VERSION,
+    JOBSETS,
+    PODS,
+    PYTORCH_CONTAINER,
+    PYTORCHJOB_API_VERSION,
+    PYTORCHJOBS,
+    WORLD_SIZE_ANNOTATION,
+)
+
+KINDS = ("PyTorchJob", "JobSet", "Job", "Pod")
+EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+IMAGE = "registry.example/train:latest"
+DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+MAX_COUNT = 100_000
+
+
+class SpecError(ValueError):
+    """Every problem of a spec file, one `path: message` per line."""
+
+    def __init__(self, problems: list[str]):
+        super().__init__("\n".join(problems))
+        self.problems = problems
+
+
+def whole(minimum: int, maximum: int = MAX_COUNT, **options) -> fields.Integer:
+    return fields.Integer(strict=True, validate=validate.Range(
+        min=minimum, max=maximum, error="{input} is out of range; use a whole number from {min} to {max}"),
+        error_messages={"invalid": "{input!r} is not a whole number"}, **options)
+
+
+def seconds(minimum: float, **options) -> fields.Float:
+    return fields.Float(validate=validate.Range(
+        min=minimum, min_inclusive=minimum == 0, error="{input} is out of range; use a number of seconds above 0"
+        if minimum else "{input} is out of range; use a number of seconds, 0 or more"),
+        error_messages={"invalid": "{input!r} is not a number of seconds"}, **options)
+
+
+def dns_label(**options) -> fields.String:
+    return fields.String(validate=validate.Regexp(
+        DNS_LABEL, error="{input!r} is not a DNS label; use lowercase letters, digits and '-'"), **options)
+
+
+class Quantity(fields.String):
+    """A Kubernetes quantity, kept as written and checked with the API server's grammar."""
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            value = str(value)
+        text = super()._deserialize(value, attr, data, **kwargs)
+        try:
+            parse_quantity(text)
+        except ValueError:
+            raise ValidationError(f"{value!r} is not a Kubernetes quantity ({EXAMPLES})") from None
+        return text
+
+
+class StrictSchema(Schema):
+    """Unknown fields are reported with the fields that would be accepted."""
+
+    class Meta:
+        unknown = EXCLUDE
+
+    @validates_schema(pass_original=True, skip_on_field_errors=False)
+    def no_unknown_fields(self, data, original, **kwargs):
+        if not isinstance(original, dict):
+            return
+        accepted = ", ".join(sorted(self.fields))
+        errors = {key: [f"unknown field (value {value!r}); accepted fields: {accepted}"]
+                  for key, value in original.items() if key not in self.fields}
+        if errors:
+            raise ValidationError(errors)
+
+
+class TaintSchema(StrictSchema):
+    key = fields.String(required=True)
+    value = fields.String(load_default="")
+    effect = fields.String(required=True, validate=validate.OneOf(
+        EFFECTS, error="{input!r} is not a taint effect; use one of {choices}"))
+
+
+class NodeGroupSchema(StrictSchema):
+    count = whole(1, required=True)
+    namePrefix = dns_label(load_default="node")
+    gpusPerNode = whole(0, 1024, load_default=8)
+    gpuResource = fields.String(load_default=GPU)
+    cpu = Quantity(load_default="64")
+    memory = Quantity(load_default="512Gi")
+    pods = whole(1, 10_000, load_default=110)
+    labels = fields.Dict(keys=fields.String(), values=fields.String(), load_default=dict)
+    taints = fields.List(fields.Nested(TaintSchema), load_default=list)
+
+
+class WorkloadSchema(StrictSchema):
+    kind = fields.String(required=True, validate=validate.OneOf(
+        KINDS, error="{input!r} is not a workload kind; use one of {choices}"))
+    name = dns_label(load_default=None)
+    namespace = dns_label(load_default="default")
+    size = whole(1, required=True)
+    podsPerJob = whole(1, load_default=1)
+    gpusPerPod = whole(0, 1024, load_default=1)
+    cpuPerPod = Quantity(load_default="1")
+    memoryPerPod = Quantity(load_default="4Gi")
+    durationSeconds = seconds(0.001, load_default=None)
+    submitSeconds = seconds(0, load_default=0.0)
+
+    @validates_schema(skip_on_field_errors=True)
+    def pods_per_job_divides_size(self, data, **kwargs):
+        if data["size"] % data["podsPerJob"]:
+            raise ValidationError(
+                f"{data['podsPerJob']} does not divide size {data['size']}; use a divisor of the size",
+                "podsPerJob")
+        if data["podsPerJob"] != 1 and data["kind"] != "JobSet":
+            raise ValidationError(f"{data['podsPerJob']} is only accepted for kind JobSet; remove it",
+                                  "podsPerJob")
+
+
+class SpecSchema(StrictSchema):
+    nodes = fields.List(fields.Nested(NodeGroupSchema), required=True, validate=validate.Length(
+        min=1, error="an empty list has no nodes; list at least one node group"))
+    workloads = fields.List(fields.Nested(WorkloadSchema), load_default=list)
+
+
+def flatten(messages, path: str = "") -> list[str]:
+    """marshmallow's nested error dict as `nodes[0].count: message` lines."""
+    if isinstance(messages, dict):
+        problems = []
+        for key, value in messages.items():
+            step = f"[{key}]" if isinstance(key, int) else (f".{key}" if path else key)
+            problems += flatten(value, f"{path}{step}" if key != "_schema" else path)
+        return problems
+    if isinstance(messages, list) and all(isinstance(m, str) for m in messages):
+        return [f"{path or 'spec'}: {message}" for message in messages]
+    return [f"{path or 'spec'}: {messages}"]
+
+
+def load(text: str) -> dict:
+    """Parse and check a spec; raise SpecError listing every problem."""
+    try:
+        document = yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        raise SpecError([f"spec: not valid YAML: {error}"]) from None
+    if not isinstance(document, dict):
+        raise SpecError([f"spec: {document!r} is not a mapping; write a mapping with `nodes` and `workloads`"])
+    try:
+        spec = SpecSchema().load(document)
+    except ValidationError as error:
+        raise SpecError(flatten(error.messages)) from None
+    name_workloads(spec["workloads"])
+    return spec
+
+
+def name_workloads(workloads: list[dict]) -> None:
+    """Give unnamed workloads `{kind}-{position}`; refuse two workloads with one name."""
+    seen: dict[tuple, int] = {}
+    problems = []
+    for position, workload in enumerate(workloads):
+        workload["name"] = workload["name"] or f"{workload['kind'].lower()}-{position}"
+        key = (workload["kind"], workload["namespace"], workload["name"])
+        if key in seen:
+            problems.append(f"workloads[{position}].name: {workload['name']!r} is already used by "
+                            f"workloads[{seen[key]}]; give each {workload['kind']} in a namespace its own name")
+        seen.setdefault(key, position)
+    if problems:
+        raise SpecError(problems)
+
+
+def load_file(path: str) -> dict:
+    with open(path, encoding="utf-8") as stream:
+        return load(stream.read())
+
+
+# --- from spec to manifests ----------------------------------------------------------------
+@dataclass(frozen=True)
+class Submission:
+    at: float  # seconds after the start of the run
+    resource: str
+    manifest: dict
+
+
+def node_manifests(spec: dict) -> list[dict]:
+    """Ready nodes, named `{namePrefix}-{n}` with n counting on across groups of one prefix."""
+    nodes, numbers = [], {}
+    for group in spec["nodes"]:
+        for _ in range(group["count"]):
+            number = numbers.get(group["namePrefix"], 0)
+            numbers[group["namePrefix"]] = number + 1
+            nodes.append(node_manifest(group, f"{group['namePrefix']}-{number}"))
+    return nodes
+
+
+def node_manifest(group: dict, name: str) -> dict:
+    capacity = {"cpu": group["cpu"], "memory": group["memory"], "pods": str(group["pods"])}
+    if group["gpusPerNode"]:
+        capacity[group["gpuResource"]] = str(group["gpusPerNode"])
+    taints = [{k: v for k, v in taint.items() if v or k != "value"} for taint in group["taints"]]
+    spec = {"taints": taints} if taints else {}
+    return {"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "labels": {**group["labels"], HOSTNAME_LABEL: name}},
+            "spec": spec,
+            "status": {"capacity": capacity, "allocatable": dict(capacity),
+                       "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
+                                       "message": "kubelet is posting ready status"}]}}
+
+
+def submissions(spec: dict) -> list[Submission]:
+    """Every workload's manifest with its submit time, in submit order (file order on ties)."""
+    built = []
+    for workload in spec["workloads"]:
+        builder = BUILDERS[workload["kind"]]
+        built += [Submission(workload["submitSeconds"], resource, manifest)
+                  for resource, manifest in builder(workload)]
+    return sorted(built, key=lambda submission: submission.at)
+
+
+def pod_template(workload: dict, container: str, restart_policy: str) -> dict:
+    resources = {"cpu": workload["cpuPerPod"], "memory": workload["memoryPerPod"]}
+    if workload["gpusPerPod"]:
+        resources[GPU] = str(workload["gpusPerPod"])
+    annotations = {WORLD_SIZE_ANNOTATION: str(workload["size"])}
+    if workload["durationSeconds"] is not None:
+        annotations[DURATION_ANNOTATION] = f"{workload['durationSeconds']:g}"
+    return {"metadata": {"annotations": annotations},
+            "spec": {"restartPolicy": restart_policy,
+                     "containers": [{"name": container, "image": IMAGE,
+                                     "resources": {"requests": resources, "limits": dict(resources)}}]}}
+
+
+def workload_metadata(workload: dict) -> dict:
+    return {"name": workload["name"], "namespace": workload["namespace"]}
+
+
+def pytorchjob(workload: dict) -> list[tuple[str, dict]]:
+    """One master and `size - 1` workers."""
+    template = pod_template(workload, PYTORCH_CONTAINER, "OnFailure")
+    replicas = {"Master": {"replicas": 1, "restartPolicy": "OnFailure", "template": template}}
+    if workload["size"] > 1:
+        replicas["Worker"] = {"replicas": workload["size"] - 1, "restartPolicy": "OnFailure", "template": template}
+    return [(PYTORCHJOBS, {"apiVersion": PYTORCHJOB_API_VERSION, "kind": "PyTorchJob",
+                           "metadata": workload_metadata(workload), "spec": {"pytorchReplicaSpecs": replicas}})]
+
+
+def indexed_job_spec(workload: dict, pods: int) -> dict:
+    return {"parallelism": pods, "completions": pods, "completionMode": "Indexed", "backoffLimit": 0,
+            "template": pod_template(workload, "trainer", "Never")}
+
+
+def jobset(workload: dict) -> list[tuple[str, dict]]:
+    """One replicated job `workers` of `size / podsPerJob` Jobs."""
+    replicated = {"name": "workers", "replicas": workload["size"] // workload["podsPerJob"],
+                  "template": {"spec": indexed_job_spec(workload, workload["podsPerJob"])}}
+    return [(JOBSETS, {"apiVersion": JOBSET_API_VERSION, "kind": "JobSet", "metadata": workload_metadata(workload),
+                       "spec": {"replicatedJobs": [replicated]}})]
+
+
+def job(workload: dict) -> list[tuple[str, dict]]:
+    return [(JOBS, {"apiVersion": JOB_API_VERSION, "kind": "Job", "metadata": workload_metadata(workload),
+                    "spec": indexed_job_spec(workload, workload["size"])})]
+
+
+def pods(workload: dict) -> list[tuple[str, dict]]:
+    """One pod, or `size` pods declared as one explicit group (`gangkeeper.io/group`)."""
+    template = pod_template(workload, "trainer", "Never")
+    if workload["size"] == 1:
+        return [(PODS, {"apiVersion": "v1", "kind": "Pod",
+                        "metadata": {**workload_metadata(workload), **template["metadata"]},
+                        "spec": template["spec"]})]
+    annotations = {**template["metadata"]["annotations"], MIN_COUNT_ANNOTATION: str(workload["size"])}
+    return [(PODS, {"apiVersion": "v1", "kind": "Pod",
+                    "metadata": {"name": f"{workload['name']}-{index}", "namespace": workload["namespace"],
+                                 "labels": {GROUP_LABEL: workload["name"]}, "annotations": annotations},
+                    "spec": template["spec"]})
+            for index in range(workload["size"])]
+
+
+BUILDERS = {"PyTorchJob": pytorchjob, "JobSet": jobset, "Job": job, "Pod": pods}

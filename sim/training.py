@@ -1,0 +1,172 @@
+"""Training runs: which pods make up one distributed run, and how far the run has got.
+
+A distributed training process blocks in its rendezvous until every rank is up, so a run makes
+progress only while all of its pods run; pods that hold GPUs while the run waits for the rest
+waste them. The kubelet uses this model to decide when a run's pods finish; the accounting
+uses it to count GPU-seconds held usefully and held in waiting. A pod's run is read from the
+pod alone (its workload labels), its size and duration from the sim annotations its workload's
+pod template carried (falling back to the `WORLD_SIZE` env of PyTorchJob pods, then to 1).
+"""
+
+import heapq
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+from gangkeeper.names import GROUP_LABEL, JOB_NAME_LABEL, JOBSET_NAME_LABEL, KUBEFLOW_JOB_NAME_LABEL
+from gangkeeper.resources import accelerators, pod_requests
+from sim.names import DURATION_ANNOTATION, WORLD_SIZE_ANNOTATION
+
+# Workload labels, most specific owner first: a JobSet's pods also carry their Job's labels.
+RUN_LABELS = (
+    (JOBSET_NAME_LABEL, "JobSet"),
+    (KUBEFLOW_JOB_NAME_LABEL, "PyTorchJob"),
+    (JOB_NAME_LABEL, "Job"),
+    (GROUP_LABEL, "Group"),
+)
+KIND_BY_RESOURCE = {"pytorchjobs": "PyTorchJob", "jobsets": "JobSet", "jobs": "Job", "pods": "Pod"}
+
+
+def run_key(resource: str, obj: dict) -> str:
+    """`Kind namespace/name` of the workload an object belongs to (a pod, a Job, the workload)."""
+    metadata = obj["metadata"]
+    labels = metadata.get("labels") or {}
+    namespace = metadata.get("namespace", "")
+    for label, kind in RUN_LABELS:
+        if labels.get(label):
+            return f"{kind} {namespace}/{labels[label]}"
+    return f"{KIND_BY_RESOURCE.get(resource, resource)} {namespace}/{metadata['name']}"
+
+
+def world_size(pod: dict) -> int:
+    annotation = (pod["metadata"].get("annotations") or {}).get(WORLD_SIZE_ANNOTATION)
+    if annotation:
+        return int(annotation)
+    for container in (pod.get("spec") or {}).get("containers") or ():
+        for env in container.get("env") or ():
+            if env.get("name") == "WORLD_SIZE" and str(env.get("value", "")).isdigit():
+                return int(env["value"])
+    return 1
+
+
+def duration(pod: dict) -> float | None:
+    annotation = (pod["metadata"].get("annotations") or {}).get(DURATION_ANNOTATION)
+    return float(annotation) if annotation else None
+
+
+@dataclass(frozen=True)
+class Member:
+    holding: bool  # bound and not terminal: its requests are taken on a node
+    running: bool
+    succeeded: bool
+    gpus: Fraction
+
+
+def gpus(pod: dict) -> Fraction:
+    return sum(accelerators(pod_requests(pod)).values(), Fraction(0))
+
+
+def member(pod: dict, known: Member | None = None) -> Member:
+    """The pod's part in its run; `known` is its previous part (a pod's requests never change)."""
+    phase = (pod.get("status") or {}).get("phase")
+    terminal = phase in ("Succeeded", "Failed")
+    bound = bool((pod.get("spec") or {}).get("nodeName"))
+    running = phase == "Running" and not pod["metadata"].get("deletionTimestamp")
+    return Member(bound and not terminal, running, phase == "Succeeded", known.gpus if known else gpus(pod))
+
+
+@dataclass
+class Run:
+    key: str
+    size: int
+    duration: float | None
+    members: dict[str, Member] = field(default_factory=dict)
+    held_gpus: Fraction = Fraction(0)
+    running: int = 0
+    succeeded: int = 0
+    progress: float = 0.0
+    since: float = 0.0  # last moment the counters below were brought up to date
+    started: float | None = None  # first moment all members ran together
+    finished: float | None = None
+    useful_gpu_seconds: float = 0.0
+    waiting_gpu_seconds: float = 0.0
+
+    @property
+    def together(self) -> bool:
+        return self.running >= self.size
+
+    def accrue(self, now: float) -> None:
+        elapsed = now - self.since
+        self.since = now
+        if self.finished is not None or elapsed <= 0:
+            return
+        if self.together:
+            self.progress += elapsed
+            self.useful_gpu_seconds += float(self.held_gpus) * elapsed
+        else:
+            self.waiting_gpu_seconds += float(self.held_gpus) * elapsed
+
+    def completion_moment(self) -> float | None:
+        if self.finished is not None or self.duration is None or not self.together:
+            return None
+        return self.since + max(0.0, self.duration - self.progress)
+
+    def update(self, pod_key: str, new: Member | None) -> None:
+        old = self.members.pop(pod_key, None)
+        for change, sign in ((old, -1), (new, 1)):
+            if change is not None:
+                self.held_gpus += sign * change.gpus if change.holding else 0
+                self.running += sign * change.running
+                self.succeeded += sign * change.succeeded
+        if new is not None:
+            self.members[pod_key] = new
+
+
+class Runs:
+    """Every run seen in pod events, with its progress and GPU-seconds brought up to date on
+    each change; completions are kept in a heap so that finding the next one is cheap."""
+
+    def __init__(self):
+        self.runs: dict[str, Run] = {}
+        self._completions: list[tuple[float, str]] = []
+
+    def observe(self, pod: dict, deleted: bool, now: float) -> Run:
+        key = run_key("pods", pod)
+        run = self.runs.get(key)
+        if run is None:
+            run = self.runs[key] = Run(key, world_size(pod), duration(pod), since=now)
+        run.accrue(now)
+        name = f"{pod['metadata'].get('namespace', '')}/{pod['metadata']['name']}"
+        run.update(name, None if deleted else member(pod, run.members.get(name)))
+        if run.together and run.started is None:
+            run.started = now
+        if run.finished is None and run.succeeded >= run.size:
+            run.finished = now
+        moment = run.completion_moment()
+        if moment is not None:
+            heapq.heappush(self._completions, (moment, key))
+        return run
+
+    def due(self, now: float) -> list[Run]:
+        """Runs whose progress reaches their duration by `now`, marked finished at that moment."""
+        done = []
+        while self._completions and self._completions[0][0] <= now:
+            moment, key = heapq.heappop(self._completions)
+            run = self.runs[key]
+            if run.completion_moment() != moment:
+                continue  # superseded by a later change to the run
+            run.accrue(moment)
+            run.finished = moment
+            done.append(run)
+        return done
+
+    def next_due(self) -> float | None:
+        while self._completions:
+            moment, key = self._completions[0]
+            if self.runs[key].completion_moment() == moment:
+                return moment
+            heapq.heappop(self._completions)
+        return None
+
+    def accrue_all(self, now: float) -> None:
+        for run in self.runs.values():
+            run.accrue(now)

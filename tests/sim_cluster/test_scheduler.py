@@ -1,0 +1,173 @@
+"""The emulated kube-scheduler over a ClusterAPI: queue order, gates, retries, the deadlock."""
+
+from collections import Counter
+
+from gangkeeper.names import KUBEFLOW_JOB_NAME_LABEL, SCHEDULING_GATE
+from sim.cluster import Cluster
+from sim.scheduler import Scheduler
+from sim.spec import load, node_manifests
+from tests.sim_cluster.conftest import pods_of
+
+UNSCHEDULABLE_GPU = "0/1 nodes are available: 1 Insufficient nvidia.com/gpu."
+
+
+def scheduler_only(api, clock, nodes=1, gpus=8):
+    for manifest in node_manifests(load(f"nodes: [{{count: {nodes}, gpusPerNode: {gpus}}}]")):
+        api.create("nodes", manifest)
+    return Cluster(api, clock, [Scheduler(api)])
+
+
+def gpu_pod(name, gpus=1, **spec):
+    return {"metadata": {"name": name, "namespace": "ml"},
+            "spec": {"containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}], **spec}}
+
+
+def node_of(api, name):
+    return api.get("pods", name, namespace="ml")["spec"].get("nodeName")
+
+
+def test_binds_a_pod_through_the_binding_subresource(api, clock):
+    cluster = scheduler_only(api, clock)
+    api.create("pods", gpu_pod("a"))
+    cluster.settle()
+    assert node_of(api, "a") == "node-0"
+    assert ("bind", "pods", "a", "system:kube-scheduler") in api.requests
+
+
+def test_higher_priority_first_then_creation_order(api, clock):
+    cluster = scheduler_only(api, clock)
+    api.create("pods", gpu_pod("early", gpus=8))
+    clock.advance(1)
+    api.create("pods", gpu_pod("late", gpus=8))
+    api.create("pods", gpu_pod("urgent", gpus=8, priority=1000))
+    cluster.settle()
+    assert [node_of(api, n) for n in ("urgent", "early", "late")] == ["node-0", None, None]
+    api.delete("pods", "urgent", namespace="ml", grace_period_seconds=0)
+    cluster.settle()
+    assert [node_of(api, n) for n in ("early", "late")] == ["node-0", None]
+
+
+def test_gated_pods_wait_until_their_gate_is_removed(api, clock):
+    cluster = scheduler_only(api, clock)
+    api.create("pods", gpu_pod("gated", schedulingGates=[{"name": SCHEDULING_GATE}]))
+    cluster.settle()
+    assert node_of(api, "gated") is None
+    assert not [r for r in api.requests if r[0] != "create" and r[2] == "gated"]
+    api.patch("pods", "gated", {"spec": {"schedulingGates": None}}, namespace="ml")
+    cluster.settle()
+    assert node_of(api, "gated") == "node-0"
+
+
+def test_pods_for_another_scheduler_are_left_alone(api, clock):
+    cluster = scheduler_only(api, clock)
+    api.create("pods", gpu_pod("other", schedulerName="volcano"))
+    cluster.settle()
+    assert node_of(api, "other") is None
+
+
+def test_an_unschedulable_pod_is_reported_once_and_retried_when_capacity_frees(api, clock):
+    cluster = scheduler_only(api, clock)
+    api.create("pods", gpu_pod("big", gpus=8))
+    api.create("pods", gpu_pod("waiting", gpus=8))
+    cluster.settle()
+    condition = api.get("pods", "waiting", namespace="ml")["status"]["conditions"][-1]
+    assert (condition["type"], condition["status"], condition["reason"], condition["message"]) == \
+        ("PodScheduled", "False", "Unschedulable", UNSCHEDULABLE_GPU)
+    api.create("pods", gpu_pod("unrelated", gpus=0))
+    cluster.settle()
+    status_patches = [r for r in api.requests if r[:3] == ("patch/status", "pods", "waiting")]
+    assert len(status_patches) == 1
+    api.patch("pods", "big", {"status": {"phase": "Succeeded"}}, namespace="ml", subresource="status")
+    cluster.settle()
+    assert node_of(api, "waiting") == "node-0"
+
+
+def test_a_new_node_wakes_parked_pods(api, clock):
+    cluster = scheduler_only(api, clock, gpus=0)
+    api.create("pods", gpu_pod("a"))
+    cluster.settle()
+    assert node_of(api, "a") is None
+    node = node_manifests(load("nodes: [{count: 1, namePrefix: extra}]"))[0]
+    api.create("nodes", node)
+    cluster.settle()
+    assert node_of(api, "a") == "extra-0"
+
+
+def test_identical_parked_pods_follow_one_another_as_capacity_frees(api, clock):
+    cluster = scheduler_only(api, clock, gpus=2)
+    for name in ("a", "b", "c", "d"):
+        api.create("pods", gpu_pod(name))
+    cluster.settle()
+    assert [node_of(api, n) for n in "abcd"] == ["node-0", "node-0", None, None]
+    for name in ("a", "b"):
+        api.delete("pods", name, namespace="ml", grace_period_seconds=0)
+    cluster.settle()
+    assert [node_of(api, n) for n in "cd"] == ["node-0", "node-0"]
+
+
+def test_pods_already_bound_elsewhere_are_not_double_counted(api, clock):
+    cluster = scheduler_only(api, clock)
+    api.create("pods", gpu_pod("manual", gpus=8, nodeName="node-0"))
+    api.create("pods", gpu_pod("queued"))
+    cluster.settle()
+    assert node_of(api, "queued") is None
+
+
+def test_two_jobs_created_together_deadlock_without_gangkeeper(make_cluster, api, clock):
+    """6 nodes × 8 GPUs, two PyTorchJobs of 32 single-GPU pods: each gets 24 pods running and
+    8 pending forever; all 48 GPUs are held and neither job ever completes."""
+    cluster = make_cluster("""
+nodes: [{count: 6, gpusPerNode: 8}]
+workloads:
+  - {kind: PyTorchJob, name: a, namespace: ml, size: 32, durationSeconds: 600}
+  - {kind: PyTorchJob, name: b, namespace: ml, size: 32, durationSeconds: 600}
+""")
+    cluster.run_until(clock.now() + 24 * 3600)
+    for job in ("a", "b"):
+        pods = pods_of(api, KUBEFLOW_JOB_NAME_LABEL, job)
+        phases = Counter((p["status"]["phase"], bool(p["spec"].get("nodeName"))) for p in pods)
+        assert phases == {("Running", True): 24, ("Pending", False): 8}
+        pending = [p for p in pods if not p["spec"].get("nodeName")]
+        assert {p["status"]["conditions"][-1]["message"] for p in pending} == {
+            "0/6 nodes are available: 6 Insufficient nvidia.com/gpu."}
+        status = api.get("pytorchjobs", job, namespace="ml")["status"]
+        assert "Succeeded" not in {c["type"] for c in status["conditions"]}
+    assert cluster.next_due() is None  # nothing will ever change: a deadlock
+
+
+def test_gated_groups_released_whole_with_pins_both_complete(api, clock):
+    """What gangkeeper does, by hand: the webhook stand-in gates every pod; releasing job a whole,
+    each member pinned to its node, lets it finish, and then job b runs."""
+    from sim.accounting import Accounting
+    from sim.cluster import emulated_cluster
+
+    def gate(pod):
+        if pod["kind"] == "Pod":
+            pod["spec"]["schedulingGates"] = [{"name": SCHEDULING_GATE}]
+        return pod
+
+    api.admit = gate
+    cluster = emulated_cluster(api, clock, spec=load("""
+nodes: [{count: 6, gpusPerNode: 8}]
+workloads:
+  - {kind: PyTorchJob, name: a, namespace: ml, size: 32, durationSeconds: 600}
+  - {kind: PyTorchJob, name: b, namespace: ml, size: 32, durationSeconds: 600}
+"""))
+    cluster.run_until(clock.now() + 60)
+    assert not [p for p in api.list("pods") if p["spec"].get("nodeName")]
+
+    def release(job):
+        for index, pod in enumerate(sorted(pods_of(api, KUBEFLOW_JOB_NAME_LABEL, job),
+                                           key=lambda p: p["metadata"]["name"])):
+            pin = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [f"node-{index // 8}"]}]}
+            api.patch("pods", pod["metadata"]["name"], {"spec": {"schedulingGates": None, "affinity": {
+                "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [pin]}}}}},
+                namespace="ml")
+
+    release("a")
+    cluster.run_until(clock.now() + 700)
+    release("b")
+    assert cluster.run_until_idle(clock.now() + 3600)
+    summary = cluster.component(Accounting).summary(clock.now())
+    assert summary["finished"] == 2
+    assert summary["waiting_gpu_seconds"] == 2 * 32 * 2  # only the kubelet's start delay
