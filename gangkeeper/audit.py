@@ -56,13 +56,16 @@ class RotatingFileSink:
         self._lock = threading.Lock()
         self._file: IO[bytes] | None = None
         self._inode: int | None = None
+        self._lock_file: IO[str] | None = None
+        self._pid: int | None = None
         directory = os.path.dirname(os.path.abspath(path))
         os.makedirs(directory, exist_ok=True)
         self._lock_path = path + ".lock"
 
     def write_line(self, line: str) -> None:
         data = (line + "\n").encode()
-        with self._lock, open(self._lock_path, "a") as lock:
+        with self._lock:
+            lock = self._process_lock()
             fcntl.flock(lock, fcntl.LOCK_EX)
             try:
                 self._rotate_if_full(len(data))
@@ -71,6 +74,15 @@ class RotatingFileSink:
                 handle.flush()
             finally:
                 fcntl.flock(lock, fcntl.LOCK_UN)
+
+    def _process_lock(self) -> IO[str]:
+        """The lock file, opened once per process: a forked worker must not share its parent's
+        open file description, or their flocks would be one lock and exclude nobody."""
+        if self._lock_file is None or self._pid != os.getpid():
+            self._lock_file = open(self._lock_path, "a")
+            self._pid = os.getpid()
+            self._file, self._inode = None, None
+        return self._lock_file
 
     def _open(self) -> IO[bytes]:
         try:

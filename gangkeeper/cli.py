@@ -14,6 +14,9 @@ from importlib.metadata import version
 SUBCOMMANDS = (
     "webhook.cli",
     "certs.cli",
+    "controller.cli",
+    "bench.cli",
+    "demo.cli",
 )
 
 

@@ -7,12 +7,12 @@ AdmissionReview: a policy bug becomes `allowed: false` with status 500 and a mes
 webhook fails closed, and the API server shows the message), never an HTTP 500 or a dead worker.
 """
 
-import json
 import logging
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+import orjson
 from flask import Blueprint, Flask, Response, current_app, request
 from werkzeug.exceptions import HTTPException
 
@@ -61,8 +61,7 @@ def create_app(config: Mapping | None = None) -> Flask:
                                        int(app.config["MAX_BODY_BYTES"]))
     app.register_blueprint(blueprint)
     if app.config["BENCH_NOOP"]:
-        app.add_url_rule("/noop", "noop", lambda: Response(b'{"ok":true}', mimetype="application/json"),
-                         methods=["POST"])
+        app.add_url_rule("/noop", "noop", _noop_view, methods=["POST"])
     app.register_error_handler(HTTPException, _http_error)
     return app
 
@@ -114,8 +113,27 @@ def _admit(endpoint: str, answer: Answer) -> Response:
     return _json(review, 200)
 
 
+def _noop_view() -> Response:
+    """The benchmark's baseline: the same transport (content type, body read under the limit),
+    then a constant answer — what any endpoint receiving an AdmissionReview must pay."""
+    try:
+        _read_body(current_app.extensions[_EXTENSION].max_body_bytes)
+    except TransportError as error:
+        return _json({"error": str(error)}, 400)
+    return Response(b'{"ok":true}', mimetype="application/json")
+
+
 def _read_json(max_bytes: int) -> object:
     """The body as JSON, refused before parsing when it cannot be an AdmissionReview."""
+    body = _read_body(max_bytes)
+    try:
+        return orjson.loads(body)
+    except (orjson.JSONDecodeError, RecursionError) as error:
+        raise TransportError(f"body is not valid JSON: {error}") from None
+
+
+def _read_body(max_bytes: int) -> bytes:
+    """The raw body, refused when it cannot carry an AdmissionReview."""
     if request.mimetype != "application/json":
         raise TransportError(f"Content-Type must be application/json, got {request.content_type or 'none'!r}")
     length = request.content_length
@@ -126,10 +144,7 @@ def _read_json(max_bytes: int) -> object:
         raise TransportError(f"body is over the limit of {max_bytes} bytes")
     if not body:
         raise TransportError("empty body: expected an AdmissionReview")
-    try:
-        return json.loads(body)
-    except (ValueError, RecursionError) as error:
-        raise TransportError(f"body is not valid JSON: {error}") from None
+    return body
 
 
 def _read_at_most(stream, limit: int) -> bytes:
@@ -180,4 +195,4 @@ def _http_error(error: HTTPException) -> Response:
 
 
 def _json(document: object, status: int) -> Response:
-    return Response(json.dumps(document, separators=(",", ":")), status=status, mimetype="application/json")
+    return Response(orjson.dumps(document), status=status, mimetype="application/json")

@@ -7,7 +7,7 @@ answer whose uid does not match.
 """
 
 import base64
-import json
+import orjson
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
@@ -27,12 +27,74 @@ class ReviewError(ValueError):
 
 
 class _Object(fields.Raw):
-    """An object under review: a JSON object kept as it is, or null."""
+    """An object under review: a JSON object kept as it is, or null.
+
+    The fields the policy reads must have their Kubernetes types (OBJECT_SHAPE). The API server
+    only ever sends typed objects, so only a broken or hostile client trips this; checking it
+    here lets the policy read those fields without a type check at every step (found by
+    webhook/fuzz.py: a list where labels belong crashed the policy).
+    """
 
     def _deserialize(self, value, attr, data, **kwargs):
         if not isinstance(value, dict):
             raise ValidationError("must be a JSON object")
+        problems = shape_problems(value)
+        if problems:
+            raise ValidationError(problems)
         return value
+
+
+_CONTAINER_FIELDS = tuple(
+    field for kind in ("containers", "initContainers") for field in (
+        (("spec", kind), list), (("spec", kind, "[]"), dict), (("spec", kind, "[]", "resources"), dict),
+        (("spec", kind, "[]", "resources", "requests"), dict), (("spec", kind, "[]", "resources", "limits"), dict)))
+# (path, type) of every field of an object that the policy reads; "[]" stands for each item of a list.
+OBJECT_SHAPE: tuple[tuple[tuple[str, ...], type | str], ...] = (
+    (("metadata",), dict),
+    (("metadata", "name"), str),
+    (("metadata", "generateName"), str),
+    (("metadata", "labels"), "strings"),
+    (("metadata", "annotations"), "strings"),
+    (("metadata", "ownerReferences"), list),
+    (("metadata", "ownerReferences", "[]"), dict),
+    (("spec",), dict),
+    (("spec", "nodeName"), str),
+    (("spec", "overhead"), dict),
+    (("spec", "schedulingGates"), list),
+    (("spec", "schedulingGates", "[]"), dict),
+    (("spec", "schedulingGates", "[]", "name"), str),
+    *_CONTAINER_FIELDS,
+)
+_TYPE_NAMES = {dict: "a JSON object", list: "a JSON array", str: "a string", "strings": "a map of strings"}
+
+
+def shape_problems(obj: dict) -> list[str]:
+    """`path: must be …` for every field the policy reads that has the wrong JSON type (null is
+    accepted everywhere: the policy reads it as absent)."""
+    problems = []
+    for steps, expected in OBJECT_SHAPE:
+        for path, value in _found(obj, steps, ""):
+            ok = (isinstance(value, dict) and all(isinstance(item, str) for item in value.values())
+                  if expected == "strings" else isinstance(value, expected))
+            if value is not None and not ok:
+                problems.append(f"{path}: must be {_TYPE_NAMES[expected]}, not a JSON {_json_type(value)}")
+    return problems
+
+
+def _found(node: object, steps: tuple[str, ...], path: str):
+    """(path, value) of every value at `steps` below `node`, through parents of the right type."""
+    if not steps:
+        yield path, node
+    elif steps[0] == "[]" and isinstance(node, list):
+        for index, item in enumerate(node):
+            yield from _found(item, steps[1:], f"{path}[{index}]")
+    elif isinstance(node, dict) and steps[0] in node:
+        yield from _found(node[steps[0]], steps[1:], f"{path}.{steps[0]}" if path else steps[0])
+
+
+def _json_type(value: object) -> str:
+    return {dict: "object", list: "array", str: "string", bool: "boolean", int: "number", float: "number",
+            type(None): "null"}.get(type(value), type(value).__name__)
 
 
 class _Shape(fields.Raw):
@@ -170,7 +232,7 @@ def denied(uid: str, message: str, code: int = 403, warnings: Iterable[str] = ()
 def patched(uid: str, ops: list[dict], warnings: Iterable[str] = ()) -> dict:
     review = allowed(uid, warnings)
     review["response"]["patchType"] = "JSONPatch"
-    review["response"]["patch"] = base64.b64encode(json.dumps(ops, separators=(",", ":")).encode()).decode()
+    review["response"]["patch"] = base64.b64encode(orjson.dumps(ops)).decode()
     return review
 
 

@@ -91,7 +91,9 @@ def test_health_and_unknown_routes(client):
     assert client.get("/healthz").data == b"ok\n" and client.get("/readyz").status_code == 200
     assert client.get("/mutate").status_code == 405 and "error" in client.get("/mutate").get_json()
     assert client.post("/noop").status_code == 404  # only with BENCH_NOOP
-    assert create_app({"BENCH_NOOP": True}).test_client().post("/noop").get_json() == {"ok": True}
+    noop = create_app({"BENCH_NOOP": True}).test_client()
+    assert noop.post("/noop", data=b"{}", content_type="application/json").get_json() == {"ok": True}
+    assert noop.post("/noop").status_code == 400  # the same transport checks as /mutate
 
 
 def test_metrics_count_requests_by_endpoint_and_decision(client):

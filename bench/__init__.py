@@ -1,0 +1,1 @@
+"""`gangkeeper bench`: the benchmarks, each measured in one run and written to bench/RESULTS.md."""

@@ -1,0 +1,128 @@
+"""`gangkeeper bench`: run the benchmarks and write their figures, with the machine they ran on.
+
+Speed and memory targets are checked here, never by timed assertions in tests. The machines are
+shared and noisy, so every section reports a ratio measured in one run (against a baseline
+served the same way) beside the absolute figures, and the header records the machine's load.
+"""
+
+import argparse
+import datetime
+import os
+import platform
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from gangkeeper.config import add_flag
+
+DEFAULT_RESULTS = "bench/RESULTS.md"
+
+
+def _webhook(quick: bool) -> str:
+    from webhook import bench
+
+    if quick:
+        results = bench.run(duration_s=1.0, concurrency_levels=(1, 8), compared_servers=())
+    else:
+        results = bench.run()
+    return bench.markdown(results)
+
+
+def _store(quick: bool) -> str:
+    from sim import bench_store
+
+    nodes, pods = (500, 5_000) if quick else (5_000, 50_000)
+    return _store_markdown(bench_store.run(nodes=nodes, pods=pods))
+
+
+def _planner(quick: bool) -> str:
+    from controller import bench_planner
+
+    sizes = (500,) if quick else (500, 2_000, 5_000)
+    bound = 5_000 if quick else 50_000
+    return _planner_markdown(bench_planner.run(nodes=sizes, bound_pods=bound, waiting_groups=500))
+
+
+SECTIONS: dict[str, Callable[[bool], str]] = {
+    "webhook": _webhook,
+    "store": _store,
+    "planner": _planner,
+}
+
+
+def _store_markdown(figures: dict) -> str:
+    rows = [
+        ("fill through the full write pipeline", f"{figures['fill_seconds']} s ({figures['writes_per_second']} writes/s)"),
+        ("list all pods (no copies)", f"{figures['list_all_pods_ms']} ms"),
+        ("list all pods (copies, as the in-process API returns them)", f"{figures['list_all_pods_copied_ms']} ms"),
+        ("list one namespace", f"{figures['list_namespace_ms']} ms"),
+        ("list by label", f"{figures['list_by_label_ms']} ms"),
+        ("list by spec.nodeName", f"{figures['list_by_node_ms']} ms"),
+        ("JSON of all pods (what an HTTP list serialises)", f"{figures['list_all_pods_json_ms']} ms"),
+        ("store memory (tracemalloc)", f"{figures['store_traced_mb']} MiB"),
+        ("peak RSS of the process", f"{figures['max_rss_mb']} MiB"),
+    ]
+    table = "\n".join(f"| {what} | {value} |" for what, value in rows)
+    return (f"## Cluster emulation: {figures['nodes']:,} nodes and {figures['pods']:,} pods in memory\n\n"
+            f"`sim/bench_store.py`. Lists as the controller's informers make them.\n\n"
+            f"| measure | result |\n|---|---|\n{table}\n")
+
+
+def _planner_markdown(figures: dict) -> str:
+    header = ("| nodes | bound pods | ledger from pods ms | full pass ms (1st / 2nd) | admitted / waiting "
+              "| plan_group p50 / p95 ms | 64×8-GPU group ms (loaded / idle) | model MiB (members / ledger / pool) |")
+    lines = [header, "|" + "---|" * 8]
+    for label, row in figures.items():
+        lines.append(
+            f"| {label.split('=')[1]} | {row['bound_pods']:,} | {row['ledger_build_ms']} "
+            f"| {row['pass_first_ms']} / {row['pass_second_ms']} | {row['admitted']} / {row['waiting']} "
+            f"| {row['plan_group_p50_ms']} / {row['plan_group_p95_ms']} "
+            f"| {row['plan_64x8gpu_ms']} / {row['plan_64x8gpu_idle_cluster_ms']} "
+            f"| {row['members_mib']} / {row['ledger_mib']} / {row['pool_mib']} |")
+    return ("## Planner: one full planning pass over 500 waiting groups\n\n"
+            "`controller/bench_planner.py`: 8-GPU nodes in 4 zones and racks of 16, bound pods spread over "
+            "them, 500 waiting gangs of 1–64 members. Target: a full pass ≤ 1 s at 5,000 nodes.\n\n"
+            + "\n".join(lines) + "\n")
+
+
+def _header(command: str, sections: list[str]) -> str:
+    load = os.getloadavg()
+    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    return (f"# gangkeeper benchmarks\n\n"
+            f"Measured {now} with `{command}` (sections: {', '.join(sections)}).\n"
+            f"Machine: {os.cpu_count()} CPUs, {platform.machine()}, Python {platform.python_version()}, "
+            f"load average at start {load[0]:.2f} / {load[1]:.2f} / {load[2]:.2f}. Shared machines are noisy: "
+            f"compare the ratios measured within one run, not absolute figures across runs.\n\n")
+
+
+def _section(text: str) -> str:
+    if text not in ("all", *SECTIONS):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a benchmark; choose from all, {', '.join(SECTIONS)}")
+    return text
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("bench", help="run the benchmarks and write bench/RESULTS.md",
+                                   description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("sections", nargs="*", metavar="SECTION", type=_section,
+                        help=f"which benchmarks to run: all (the default), {', '.join(SECTIONS)}")
+    add_flag(parser, "--results", default=DEFAULT_RESULTS, help="Markdown file the figures are written to")
+    parser.add_argument("--quick", action="store_true",
+                        help="smaller sizes and shorter runs, to check that the benchmarks work")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    chosen = list(SECTIONS) if not args.sections or "all" in args.sections else list(dict.fromkeys(args.sections))
+    command = "gangkeeper bench " + " ".join(sys.argv[2:] if sys.argv[1:2] == ["bench"] else args.sections)
+    parts = [_header(command.strip(), chosen)]
+    for name in chosen:
+        started = time.monotonic()
+        print(f"bench: {name} ...", flush=True)
+        parts.append(SECTIONS[name](args.quick))
+        print(f"bench: {name} done in {time.monotonic() - started:.0f} s", flush=True)
+    Path(args.results).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.results).write_text("\n".join(parts))
+    print(f"bench: figures written to {args.results}")
+    return 0
