@@ -1,0 +1,116 @@
+"""Carry out a pass's actions through `controller.kube`, one at a time, each on its own.
+
+A Conflict (409, or a failed JSON Patch `test`) means the cache was behind: the action is
+dropped and the next pass, on fresher data, decides again; it is never retried blindly. Any
+other failure is logged and the remaining actions still run: one bad object never stops the
+loop. `--dry-run` records the decisions (audit, log) and writes nothing.
+
+Events are core/v1 Events named after the object and a hash of reason and message, so that
+the same news bumps `count` on one Event instead of piling up new ones.
+"""
+
+import hashlib
+import logging
+from collections.abc import Callable, Iterable
+from datetime import datetime, timezone
+
+from controller.kube import EVENTS, GANGS, JSON_PATCH, MERGE_PATCH, PODS, AlreadyExists, Conflict, Kube, KubeError
+from controller.reconciler import Action, DeletePod, Release, Report, Reserve, SaveGang
+from gangkeeper import names
+from gangkeeper.audit import AuditLog
+
+log = logging.getLogger("gangkeeper.controller.actions")
+COMPONENT = "gangkeeper-controller"
+
+
+class Executor:
+    """Writes actions; `written(obj)` sees every pod the API returned, so the cache can assume it."""
+
+    def __init__(self, kube: Kube | None, audit: AuditLog, *, dry_run: bool = False,
+                 written: Callable[[dict], None] = lambda obj: None,
+                 clock: Callable[[], datetime] = lambda: datetime.now(timezone.utc)):
+        self._kube, self._audit, self._dry_run = kube, audit, dry_run
+        self._written, self._clock = written, clock
+        self._event_counts: dict[str, int] = {}
+
+    def execute(self, actions: Iterable[Action]) -> int:
+        """Run every action; return how many failed."""
+        failed = 0
+        for action in actions:
+            try:
+                if isinstance(action, Report):
+                    self._record(action)
+                if not self._dry_run:
+                    self._write(action)
+            except Conflict as error:
+                log.info("%s: %s changed since it was read (%s); deciding again next pass",
+                         _group(action), _target(action), error.reason or error.status)
+                failed += 1
+            except KubeError as error:
+                log.warning("%s: %s failed: %s", _group(action), _target(action), error)
+                failed += 1
+            except Exception:
+                log.exception("%s: %s failed unexpectedly", _group(action), _target(action))
+                failed += 1
+        return failed
+
+    def _write(self, action: Action) -> None:
+        namespace = action.group[0]
+        if isinstance(action, Reserve):
+            patch = {"metadata": {"resourceVersion": action.resource_version,
+                                  "annotations": {names.RESERVED_NODE_ANNOTATION: action.node}}}
+            self._written(self._kube.patch(PODS, namespace, action.pod, patch, MERGE_PATCH))
+        elif isinstance(action, Release):
+            self._written(self._kube.patch(PODS, namespace, action.pod, list(action.patch), JSON_PATCH))
+        elif isinstance(action, DeletePod):
+            self._kube.delete(PODS, namespace, action.pod, uid=action.uid)
+        elif isinstance(action, SaveGang):
+            if action.create is not None:
+                try:
+                    self._kube.create(GANGS, namespace, action.create)
+                except AlreadyExists:
+                    pass
+            self._kube.patch_status(GANGS, namespace, action.name, {"status": dict(action.status)}, MERGE_PATCH)
+        elif isinstance(action, Report):
+            self._event(action)
+
+    def _record(self, report: Report) -> None:
+        namespace, group = report.group
+        self._audit.record(report.event, decision=report.decision, reason=report.reason, namespace=namespace,
+                           group=group, details={"message": report.message, "pods": list(report.pods[:16]),
+                                                 "dry_run": self._dry_run})
+        log.info("%s/%s %s: %s %s", namespace, group, report.event, report.reason, report.message)
+
+    def _event(self, report: Report) -> None:
+        namespace = report.group[0]
+        api_version, kind, name = report.involved
+        digest = hashlib.sha256(f"{kind}/{name}/{report.reason}/{report.message}".encode()).hexdigest()[:12]
+        event_name = f"{name}.{digest}"[-253:].lstrip(".-")
+        stamp = self._clock().strftime("%Y-%m-%dT%H:%M:%SZ")
+        count = self._event_counts.get(event_name, 0) + 1
+        self._event_counts[event_name] = count
+        if count > 1:
+            self._kube.patch(EVENTS, namespace, event_name, {"count": count, "lastTimestamp": stamp}, MERGE_PATCH)
+            return
+        body = {"apiVersion": "v1", "kind": "Event", "metadata": {"name": event_name, "namespace": namespace},
+                "involvedObject": {"apiVersion": api_version, "kind": kind, "name": name, "namespace": namespace},
+                "reason": report.reason, "message": report.message[:1024], "type": "Warning" if report.warning
+                else "Normal", "source": {"component": COMPONENT}, "firstTimestamp": stamp, "lastTimestamp": stamp,
+                "count": 1}
+        try:
+            self._kube.create(EVENTS, namespace, body)
+        except AlreadyExists:  # an Event from before a restart: bump it
+            self._event_counts[event_name] = count = 2
+            self._kube.patch(EVENTS, namespace, event_name, {"count": count, "lastTimestamp": stamp}, MERGE_PATCH)
+
+
+def _group(action: Action) -> str:
+    return "/".join(action.group)
+
+
+def _target(action: Action) -> str:
+    if isinstance(action, (Reserve, Release, DeletePod)):
+        return f"{type(action).__name__.lower()} pod {action.pod}"
+    if isinstance(action, SaveGang):
+        return f"save Gang {action.name}"
+    return f"event {action.reason}"

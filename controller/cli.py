@@ -1,0 +1,84 @@
+"""`gangkeeper controller`: flags, then the loop (runner), leader election, probes and metrics."""
+
+import argparse
+import logging
+import threading
+
+from gangkeeper import names
+from gangkeeper.audit import open_audit_log
+from gangkeeper.config import add_bool_flag, add_flag, int_in_range, log_config, port, positive_int
+
+log = logging.getLogger("gangkeeper.controller")
+SYNC_TIMEOUT_SECONDS = 120.0
+
+
+def add_parser(subparsers) -> None:
+    parser = subparsers.add_parser("controller", help="reserve capacity for whole groups and release their gates")
+    add_flag(parser, "--kubeconfig", default=None, help="kubeconfig file; in-cluster credentials when unset")
+    add_flag(parser, "--namespace", default=None, help="only watch this namespace (all when unset)")
+    add_bool_flag(parser, "--dry-run", help="decide, log and audit, but write nothing")
+    add_bool_flag(parser, "--once", help="sync the caches, run one pass without leader election, exit")
+    add_flag(parser, "--resync-seconds", default=30, type=positive_int, help="a pass at least this often")
+    add_flag(parser, "--bind-timeout-seconds", default=120, type=positive_int,
+             help="a released member not bound this long rolls its group back")
+    add_flag(parser, "--policy", default="BestEffortFIFO", choices=("BestEffortFIFO", "StrictFIFO"),
+             help="queue order")
+    add_flag(parser, "--starvation-seconds", default=300, type=int_in_range(0, 10**7, "a number of seconds"),
+             help="under BestEffortFIFO, a group waiting this long gets freed capacity held for it")
+    add_flag(parser, "--health-port", default=8081, type=port, help="/healthz and /readyz")
+    add_flag(parser, "--metrics-port", default=8080, type=port, help="Prometheus /metrics")
+    add_flag(parser, "--audit-file", default="", help="rotating audit log file; stdout when empty")
+    add_flag(parser, "--lease-namespace", default=names.DEFAULT_NAMESPACE, help="namespace of the leader Lease")
+    add_flag(parser, "--lease-name", default=names.CONTROLLER_LEASE, help="name of the leader Lease")
+    add_flag(parser, "--identity", default=None,
+             help="leader election identity (default $POD_NAME plus a random suffix)")
+    parser.set_defaults(run=run)
+
+
+def settings_from(args: argparse.Namespace):
+    from controller.queue import Order, QueuePolicy
+    from controller.reconciler import Settings
+    return Settings(bind_timeout_seconds=float(args.bind_timeout_seconds),
+                    policy=QueuePolicy(order=Order(args.policy), starvation_seconds=float(args.starvation_seconds)))
+
+
+def run(args: argparse.Namespace, stop: threading.Event | None = None) -> int:
+    # Imported here so that `gangkeeper --help` does not load the Kubernetes client.
+    from controller.health import serve_health
+    from controller.kube import load
+    from controller.leader import LeaderElector
+    from controller.metrics import Metrics
+    from controller.runner import Controller
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    log_config("controller", args)
+    kube = load(args.kubeconfig)
+    metrics = Metrics()
+    controller = Controller(kube, settings_from(args), open_audit_log("controller", args.audit_file), metrics,
+                            namespace=args.namespace, dry_run=args.dry_run,
+                            resync_seconds=float(args.resync_seconds)).start()
+    try:
+        if args.once:
+            if not controller.wait_synced(SYNC_TIMEOUT_SECONDS):
+                log.error("caches did not sync within %.0fs", SYNC_TIMEOUT_SECONDS)
+                return 1
+            controller.reconcile_once()
+            return 0
+        return _serve(args, controller, metrics, kube, stop or threading.Event(), serve_health, LeaderElector)
+    finally:
+        controller.stop()
+
+
+def _serve(args, controller, metrics, kube, stop, serve_health, elector_class) -> int:
+    health = serve_health(args.health_port, lambda: controller.alive(3 * args.resync_seconds + 30),
+                          controller.synced)
+    metrics.serve(args.metrics_port)
+    elector = elector_class(kube, args.lease_namespace, args.lease_name, args.identity).start()
+    try:
+        controller.run(stop, lambda: elector.is_leader)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        elector.stop()
+        health.shutdown()
+    return 0

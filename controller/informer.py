@@ -1,0 +1,235 @@
+"""List and watch one resource into a cache of small objects: the controller's view of the cluster.
+
+Like client-go's reflector: list, replace the cache, watch from the list's resourceVersion,
+apply each event, and move the resourceVersion on with bookmarks so that a quiet resource can
+still resume where it was. A watch that ends is started again from the last resourceVersion; a
+410 Gone (an HTTP answer, or an ERROR event carrying a Status with code 410) means the server
+no longer has that version and the resource is listed again. Every other failure backs off
+exponentially and tries again: the loop never ends until `stop()`.
+
+The cache keeps what `transform` makes of each object, not the object: a pod is kilobytes, and
+the planner needs a few fields of it. `transform` returning None drops the object (a pod that
+has finished frees its node and needs no decision).
+
+A resource whose API is not served (a CRD not installed) is switched off with one log line,
+counts as synced with nothing in it, and is looked up again every `recheck_seconds`.
+"""
+
+import logging
+import random
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from controller.kube import Backoff, Gone, Kube, KubeError, NotFound, Resource, WatchStream
+
+log = logging.getLogger("gangkeeper.controller.informer")
+
+Transform = Callable[[dict], Any]
+
+
+def object_key(obj: dict) -> str:
+    """`namespace/name`, or `name` for a cluster-scoped object, as client-go keys its caches."""
+    metadata = obj.get("metadata") or {}
+    namespace = metadata.get("namespace")
+    return f"{namespace}/{metadata.get('name', '')}" if namespace else str(metadata.get("name", ""))
+
+
+class Cache:
+    """Small objects by key, safe to read from any thread while the informer writes."""
+
+    def __init__(self) -> None:
+        self._items: dict[str, Any] = {}
+        self._lock = threading.Lock()
+
+    def replace(self, items: dict[str, Any]) -> None:
+        with self._lock:
+            self._items = dict(items)
+
+    def put(self, key: str, value: Any) -> None:
+        with self._lock:
+            self._items[key] = value
+
+    def remove(self, key: str) -> bool:
+        with self._lock:
+            return self._items.pop(key, None) is not None
+
+    def get(self, key: str, default: Any = None) -> Any:
+        with self._lock:
+            return self._items.get(key, default)
+
+    def snapshot(self) -> dict[str, Any]:
+        """A copy to decide on: later events do not change it."""
+        with self._lock:
+            return dict(self._items)
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._items)
+
+
+def _ignore(*_: Any) -> None:
+    return None
+
+
+@dataclass
+class Hooks:
+    """Callbacks for metrics. `reason` of a watch restart: `closed` (the server ended the watch,
+    the normal case), `gone` (a relist follows) or `error` (after a backoff)."""
+
+    watch_restarted: Callable[[str, str], None] = _ignore
+    relisted: Callable[[str, int], None] = _ignore
+    failed: Callable[[str, Exception], None] = _ignore
+
+
+class Informer:
+    """One resource, one thread: `start()`, read `cache`, `stop()`."""
+
+    def __init__(self, kube: Kube, resource: Resource, transform: Transform, *, namespace: str | None = None,
+                 label_selector: str = "", field_selector: str = "", hooks: Hooks | None = None,
+                 on_change: Callable[[str], None] = _ignore, watch_timeout: float = 300.0,
+                 recheck_seconds: float = 60.0, backoff: Backoff | None = None,
+                 wait: Callable[[float], Any] | None = None, random: Callable[[], float] = random.random):
+        self.resource = resource
+        self.cache = Cache()
+        self.resource_version: str | None = None  # None: the next step lists
+        self.hooks = hooks or Hooks()
+        self._kube, self._transform, self._on_change = kube, transform, on_change
+        self._scope = dict(namespace=namespace, label_selector=label_selector, field_selector=field_selector)
+        self._watch_timeout, self._recheck_seconds = watch_timeout, recheck_seconds
+        self._backoff = backoff or Backoff(initial=0.8, cap=30.0)
+        self._random = random
+        self._stopped = threading.Event()
+        self._wait = wait or self._stopped.wait
+        self._synced = threading.Event()
+        self._served: bool | None = None
+        self._stream: WatchStream | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def has_synced(self) -> bool:
+        """The cache has held a complete list once (or the resource is known not to be served)."""
+        return self._synced.is_set()
+
+    def start(self) -> "Informer":
+        self._thread = threading.Thread(target=self.run, name=f"informer-{self.resource.name}", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """End the loop, interrupting a watch that is waiting for its next event."""
+        self._stopped.set()
+        stream = self._stream
+        if stream is not None:
+            stream.interrupt()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout)
+
+    def run(self) -> None:
+        while not self._stopped.is_set():
+            try:
+                self._step()
+            except Exception as error:  # the loop outlives every failure
+                if not self._stopped.is_set():
+                    self._failed(error)
+
+    def _step(self) -> None:
+        if self.resource_version is None:
+            if not self._check_served():
+                self._wait(self._recheck_seconds)
+                return
+            self._relist()
+        self._watch()
+
+    def _check_served(self) -> bool:
+        resource = self.resource
+        served = self._kube.served(resource.group, resource.version, resource.plural)
+        if served != self._served:
+            if not served:
+                log.warning("%s (%s/%s) is not served: switched off, looking again every %.0fs",
+                            resource.name, resource.group, resource.version, self._recheck_seconds)
+                self.cache.replace({})
+                self._synced.set()
+                self._on_change(resource.name)
+            elif self._served is False:
+                log.info("%s is served now: listing it", resource.name)
+            self._served = served
+        return served
+
+    def _relist(self) -> None:
+        pairs, resource_version = self._kube.list(self.resource, **self._scope, transform=self._keyed)
+        small = dict(pairs)
+        self.cache.replace(small)
+        self.resource_version = resource_version
+        self._synced.set()
+        self._backoff.reset()
+        self.hooks.relisted(self.resource.name, len(small))
+        self._on_change(self.resource.name)
+
+    def _watch(self) -> None:
+        timeout = int(self._watch_timeout * (1 + self._random()))  # spread the restarts, as client-go does
+        try:
+            self._stream = self._kube.watch(self.resource, self.resource_version or "", timeout, **self._scope)
+            if self._stopped.is_set():
+                return
+            for kind, obj in self._stream:
+                self._apply(kind, obj)
+                self._backoff.reset()
+        except Gone:
+            log.info("%s: resourceVersion %s is gone, listing again", self.resource.name, self.resource_version)
+            self.resource_version = None
+            self.hooks.watch_restarted(self.resource.name, "gone")
+            return
+        except KubeError:
+            if not self._stopped.is_set():
+                self.hooks.watch_restarted(self.resource.name, "error")
+            raise
+        finally:
+            if self._stream is not None:
+                self._stream.close()
+                self._stream = None
+        if not self._stopped.is_set():
+            self.hooks.watch_restarted(self.resource.name, "closed")
+
+    def _apply(self, kind: str, obj: dict) -> None:
+        if kind in ("ADDED", "MODIFIED"):
+            value = self._small(obj)
+            if value is not None:
+                self.cache.put(object_key(obj), value)
+                self._on_change(self.resource.name)
+            elif self.cache.remove(object_key(obj)):
+                self._on_change(self.resource.name)
+        elif kind == "DELETED":
+            if self.cache.remove(object_key(obj)):
+                self._on_change(self.resource.name)
+        elif kind != "BOOKMARK":
+            log.warning("%s: ignoring a watch event of unknown type %r", self.resource.name, kind)
+            return
+        self.resource_version = (obj.get("metadata") or {}).get("resourceVersion") or self.resource_version
+
+    def _keyed(self, obj: dict) -> tuple[str, Any] | None:
+        value = self._small(obj)
+        return None if value is None else (object_key(obj), value)
+
+    def _small(self, obj: dict) -> Any:
+        """`transform(obj)`, or None (not cached) when it fails: one bad object never stops the loop."""
+        try:
+            return self._transform(obj)
+        except Exception as error:
+            log.warning("%s %s: cannot be read, left out of the cache: %r", self.resource.name, object_key(obj), error)
+            return None
+
+    def _failed(self, error: Exception) -> None:
+        if isinstance(error, NotFound):  # the resource went away (CRD deleted): ask discovery again
+            self._kube.forget_discovery(self.resource.group, self.resource.version)
+            self.resource_version = None
+        delay = self._backoff.next()
+        retry_after = getattr(error, "retry_after", None)
+        delay = max(delay, retry_after) if retry_after is not None else delay
+        if isinstance(error, KubeError):
+            log.warning("%s: %s; trying again in %.1fs", self.resource.name, error, delay)
+        else:  # a bug (in a hook, say): keep the traceback
+            log.exception("%s: unexpected failure; trying again in %.1fs", self.resource.name, delay)
+        self.hooks.failed(self.resource.name, error)
+        self._wait(delay)

@@ -1,0 +1,457 @@
+"""One reconcile pass, decided on a snapshot of the cache: what to write, never writing it.
+
+A group moves through reserve → release → bound, one durable step per pass:
+  - reserve: the planner admitted the group; each waiting member gets the reservation
+    annotation (it stays gated). Capacity is booked from now on: the ledger is rebuilt every
+    pass from reservations and pins on the pods, so a restarted controller books exactly
+    what its predecessor booked and nothing twice.
+  - release: at least min count members hold a reservation (or are further along); every
+    reserved, still-gated member gets one JSON Patch that pins it to its node and removes our
+    gate, guarded by `test`s so that a stale cache gets a Conflict instead of a wrong write.
+  - rollback: a released member not bound within the bind timeout, or reported Unschedulable,
+    means the plan was wrong (something the model does not see). All members that have an
+    owner are deleted so the owner recreates them gated; the group then backs off
+    exponentially. Capacity stays booked until the pods are gone, so nothing else can take it
+    before the rollback completes. Pods without an owner are reported, never deleted.
+Elastic groups (min count below the declared size) are admitted with min count members; the
+others are reserved one at a time, in later passes, from what the queue leaves over.
+
+`Memory` is what the controller remembers between passes and may lose on a restart: when
+each group was first seen, when a release was first seen unbound, rollback backoff, and what
+was last reported (so that Events and audit lines follow changes, not passes).
+"""
+
+import hashlib
+import re
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
+
+from controller.capacity import Ledger
+from controller.eligibility import NodePool
+from controller.groups import GANGS, GangView, PodFacts, WorkloadIndex, build_groups, gang_for
+from controller.model import Group, GroupKey, Node
+from controller.planner import Plan, apply, plan_group
+from controller.queue import QueuePolicy, plan_pass
+from gangkeeper import names
+from gangkeeper.resources import accelerators
+
+
+_AFFINITY_PATH = ("affinity", "nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution", "nodeSelectorTerms")
+
+
+@dataclass(frozen=True)
+class Settings:
+    bind_timeout_seconds: float = 120.0
+    policy: QueuePolicy = QueuePolicy()
+    rollback_backoff_seconds: float = 30.0
+    rollback_backoff_cap_seconds: float = 960.0
+    accelerator_patterns: tuple[str, ...] = names.DEFAULT_ACCELERATORS
+
+
+@dataclass(frozen=True)
+class Memory:
+    first_seen: Mapping[GroupKey, float] = field(default_factory=dict)
+    released_at: Mapping[str, float] = field(default_factory=dict)
+    rollbacks: Mapping[GroupKey, tuple[int, float]] = field(default_factory=dict)
+    reported: Mapping[tuple[GroupKey, str], str] = field(default_factory=dict)
+    complete_at: Mapping[GroupKey, float] = field(default_factory=dict)
+
+
+# --- actions: what a pass decides; `controller.actions` carries them out ------------------
+
+@dataclass(frozen=True)
+class Reserve:
+    group: GroupKey
+    pod: str
+    resource_version: str
+    node: str
+
+
+@dataclass(frozen=True)
+class Release:
+    group: GroupKey
+    pod: str
+    node: str
+    patch: tuple[Mapping, ...]
+
+
+@dataclass(frozen=True)
+class DeletePod:
+    group: GroupKey
+    pod: str
+    uid: str
+
+
+@dataclass(frozen=True)
+class Report:
+    """One decision worth an audit line and an Event on `involved` (api_version, kind, name)."""
+
+    group: GroupKey
+    event: str
+    decision: str
+    reason: str
+    message: str
+    involved: tuple[str, str, str]
+    pods: tuple[str, ...] = ()
+    warning: bool = False
+
+
+@dataclass(frozen=True)
+class SaveGang:
+    """Create the Gang (`create` is its body) or just write its status."""
+
+    group: GroupKey
+    name: str
+    status: Mapping
+    create: Mapping | None = None
+
+
+Action = Reserve | Release | DeletePod | Report | SaveGang
+
+
+@dataclass(frozen=True)
+class Outcome:
+    actions: tuple[Action, ...]
+    memory: Memory
+    phases: Mapping[str, int]
+    reserved_accelerators: int
+    released_after: tuple[float, ...]
+    rollbacks: int
+
+
+# --- the pass ------------------------------------------------------------------------------
+
+@dataclass
+class _Pass:
+    """Working state of one pass: what is decided so far, per group."""
+
+    now: float
+    settings: Settings
+    memory: Memory
+    workloads: WorkloadIndex
+    actions: list = field(default_factory=list)
+    reasons: dict = field(default_factory=dict)    # key → (phase, reason, message)
+    reported: dict = field(default_factory=dict)
+    rollbacks: dict = field(default_factory=dict)
+    released_after: list = field(default_factory=list)
+    rolled_back: int = 0
+
+
+def reconcile(pods: Sequence[PodFacts], workloads: WorkloadIndex, nodes: Sequence[Node], memory: Memory,
+              now: float, settings: Settings = Settings()) -> Outcome:
+    views = build_groups(pods, workloads, memory.first_seen, now)
+    ledger = build_ledger(nodes, pods, settings.accelerator_patterns)
+    state = _Pass(now, settings, memory, workloads, rollbacks=dict(memory.rollbacks))
+    queue, extras = [], []
+    for view in views:
+        candidate = _decide_in_flight(state, view)
+        if candidate == "plan":
+            queue.append(view)
+        elif candidate == "extras":
+            extras.append(view)
+    _plan(state, queue, extras, NodePool(nodes), ledger)
+    for view in views:
+        _report_and_status(state, view)
+    return _outcome(state, views, pods)
+
+
+def build_ledger(nodes: Sequence[Node], pods: Sequence[PodFacts], patterns: Sequence[str]) -> Ledger:
+    """Capacity from the pods alone: bound pods, and members holding a reservation or a pin."""
+    ledger = Ledger(nodes, patterns)
+    for facts in pods:
+        member = facts.member
+        if member.terminal:
+            continue
+        if member.node:
+            ledger.bind(member.uid, member.node, member.requests)
+        elif member.reserved_node:
+            ledger.reserve(member.uid, member.reserved_node, member.requests)
+    return ledger
+
+
+def _decide_in_flight(state: _Pass, view: GangView) -> str | None:
+    """Release, roll back or report a group already under way; say whether the queue should plan it."""
+    group, key = view.group, view.group.key
+    live = [m for m in group.members if not m.terminal]
+    if view.problem:
+        state.reasons[key] = ("Waiting", *view.problem)
+        return None
+    if group.members and not live:
+        failed = any(m.phase == "Failed" for m in group.members)
+        state.reasons[key] = ("Failed" if failed else "Succeeded", "Finished", "every member has finished")
+        return None
+    attempts, not_before = state.rollbacks.get(key, (0, 0.0))
+    if state.now < not_before:
+        state.reasons[key] = ("Waiting", "BackingOff", f"rolled back {attempts}×; planning again in "
+                              f"{not_before - state.now:.0f}s")
+        return None
+    if _bind_failed(state, view):
+        _roll_back(state, view, attempts)
+        return None
+    booked = [m for m in live if m.node or m.reserved_node]
+    if group.min_count == 0 or len(booked) < group.min_count:
+        return "plan"
+    _release(state, view)
+    bound = sum(1 for m in live if m.node)
+    if bound >= group.min_count:
+        state.reasons[key] = ("Running", "Bound", f"{bound}/{len(live)} members bound")
+    else:
+        state.reasons[key] = ("Admitted", "Released", f"{bound}/{len(live)} members bound")
+    return "extras" if group.waiting_members else None
+
+
+def _bind_failed(state: _Pass, view: GangView) -> str | None:
+    """Why a released member counts as failed to bind, if one does."""
+    for facts in view.pods:
+        member = facts.member
+        if member.terminal or member.node or member.gated or not member.reserved_node:
+            continue
+        if facts.unschedulable:
+            return f"{member.name} is Unschedulable on {member.reserved_node}: {facts.unschedulable}"
+        released = state.memory.released_at.get(member.uid, state.now)
+        if state.now - released >= state.settings.bind_timeout_seconds:
+            return f"{member.name} not bound to {member.reserved_node} within {state.settings.bind_timeout_seconds:g}s"
+    return None
+
+
+def _roll_back(state: _Pass, view: GangView, attempts: int) -> None:
+    key, why = view.group.key, _bind_failed(state, view)
+    owned = [f.member for f in view.pods if f.owner is not None and f.owner.kind != "Pod"]
+    lone = sorted(f.member.name for f in view.pods if f.owner is None)
+    delay = min(state.settings.rollback_backoff_cap_seconds, state.settings.rollback_backoff_seconds * 2 ** attempts)
+    state.rollbacks[key] = (attempts + 1, state.now + delay)
+    state.actions += [DeletePod(key, m.name, m.uid) for m in owned if not m.terminal]
+    state.rolled_back += 1
+    message = f"{why}; deleted {len(owned)} members, planning again in {delay:.0f}s"
+    if lone:
+        message += f"; not deleted, no owner to recreate them: {', '.join(lone[:10])}"
+    state.reasons[key] = ("Waiting", "RolledBack", message)
+    _report(state, view, "gang.rolled_back", "rolled_back", "RolledBack", message, warning=True, force=True)
+
+
+def _release(state: _Pass, view: GangView) -> None:
+    released = []
+    for facts in view.pods:
+        member = facts.member
+        if member.gated and member.reserved_node and not member.terminal and facts.gate_index is not None:
+            state.actions.append(Release(view.group.key, member.name, member.reserved_node,
+                                         release_patch(facts, member.reserved_node)))
+            released.append(member.name)
+    if released:
+        key = view.group.key
+        if state.memory.reported.get((key, "state")) != "Released" and key in state.memory.complete_at:
+            state.released_after.append(state.now - state.memory.complete_at[key])
+        _report(state, view, "gang.released", "released", "Released",
+                f"released {len(released)} members to their reserved nodes", pods=released)
+
+
+def release_patch(facts: PodFacts, node: str) -> tuple[Mapping, ...]:
+    """Pin to `node` and remove our gate, in one JSON Patch that fails unless the pod is as read.
+
+    The pin is added to every existing required term (terms are ORed: a pin missing from one
+    would let the pod land anywhere that term allows), or as a new term when there are none.
+    Only our gate is removed, by index, after a `test` that the index still names it.
+    """
+    pin = {"key": names.PIN_FIELD, "operator": "In", "values": [node]}
+    ops: list[Mapping] = [{"op": "test", "path": "/metadata/resourceVersion", "value": facts.resource_version}]
+    terms = facts.member.affinity_terms
+    if terms:
+        for index, term in enumerate(terms):
+            path = f"/spec/{'/'.join(_AFFINITY_PATH)}/{index}/matchFields"
+            ops.append({"op": "add", "path": f"{path}/-", "value": pin} if term.match_fields
+                       else {"op": "add", "path": path, "value": [pin]})
+    else:
+        depth = min(facts.affinity_depth, 3)
+        value: object = [{"matchFields": [pin]}]
+        for key in reversed(_AFFINITY_PATH[depth + 1:]):
+            value = {key: value}
+        ops.append({"op": "add", "path": "/spec/" + "/".join(_AFFINITY_PATH[:depth + 1]), "value": value})
+    gate = f"/spec/schedulingGates/{facts.gate_index}"
+    ops += [{"op": "test", "path": f"{gate}/name", "value": names.SCHEDULING_GATE}, {"op": "remove", "path": gate}]
+    return tuple(ops)
+
+
+# --- planning ------------------------------------------------------------------------------
+
+def _plan(state: _Pass, queue: list[GangView], extras: list[GangView], pool: NodePool, ledger: Ledger) -> None:
+    """Admit what the queue admits; then give elastic groups one more member each, from what is left."""
+    views = {view.group.key: view for view in queue}
+    for view in queue:
+        state.reasons[view.group.key] = ("Waiting", *_incomplete_or_queued(view.group))
+    result = plan_pass([_admission_view(view.group) for view in queue], pool, ledger, state.now, state.settings.policy)
+    working = ledger.copy()
+    for group, plan in result.admitted:
+        apply(plan, working)
+        _reserve(state, views[group.key], plan)
+        state.reasons[group.key] = ("Admitted", "Reserved", f"{len(plan.assignments)} members reserved")
+    for waiting in result.waiting:
+        if waiting.no_fit is not None:
+            if waiting.group is result.held_for:
+                apply(waiting.no_fit, working)
+            state.reasons[waiting.group.key] = ("Waiting", "NoFit", waiting.reason)
+        elif "StrictFIFO" in waiting.reason:
+            state.reasons[waiting.group.key] = ("Waiting", "Queued", waiting.reason)
+    for view in extras:
+        member = view.group.waiting_members[0]
+        plan = plan_group(replace(view.group, members=(member,), min_count=1), pool, working,
+                          state.settings.policy.topology)
+        if isinstance(plan, Plan):
+            apply(plan, working)
+            _reserve(state, view, plan)
+
+
+def _admission_view(group: Group) -> Group:
+    """The members the queue should place: min count of them, counting those already reserved.
+
+    An elastic group is admitted with its min count; the rest follow one at a time.
+    """
+    live = [m for m in group.members if not m.terminal]
+    if len(live) <= group.min_count:
+        return group
+    booked = [m for m in live if not m.waiting]
+    waiting = [m for m in live if m.waiting]
+    return replace(group, members=tuple(booked + waiting[:max(0, group.min_count - len(booked))]))
+
+
+def _incomplete_or_queued(group: Group) -> tuple[str, str]:
+    present = sum(1 for m in group.members if not m.terminal)
+    if present < group.min_count:
+        return "Incomplete", f"{present}/{group.min_count} pods"
+    return "Queued", f"{present}/{group.min_count} pods present, waiting for a planning pass"
+
+
+def _reserve(state: _Pass, view: GangView, plan: Plan) -> None:
+    by_uid = {facts.member.uid: facts for facts in view.pods}
+    for member, node in plan.assignments:
+        state.actions.append(Reserve(view.group.key, member.name, by_uid[member.uid].resource_version, node))
+    nodes = sorted(plan.nodes)
+    _report(state, view, "gang.reserved", "reserved", "Reserved",
+            f"reserved {len(plan.assignments)} members on {len(nodes)} nodes: {', '.join(nodes[:10])}",
+            pods=[m.name for m, _ in plan.assignments], force=True)
+
+
+# --- reporting and status ------------------------------------------------------------------
+
+def _report(state: _Pass, view: GangView, event: str, decision: str, reason: str, message: str, *,
+            pods: Sequence[str] = (), warning: bool = False, force: bool = False, channel: str = "state",
+            token: str | None = None) -> None:
+    """A Report, unless the same was reported last time on this channel (Events follow changes)."""
+    key, token = view.group.key, token or reason
+    state.reported[(key, channel)] = token
+    if force or state.memory.reported.get((key, channel)) != token:
+        state.actions.append(Report(key, event, decision, reason, message, _involved(state, view),
+                                    tuple(pods), warning))
+
+
+def _involved(state: _Pass, view: GangView) -> tuple[str, str, str]:
+    """The Gang when there is (or will be) one, else the group's first pod."""
+    if view.problem is None or _existing_gang(state, view) is not None:
+        return f"{names.GANG_GROUP}/{names.GANG_VERSION}", names.GANG_KIND, _gang_name_of(state, view)
+    return "v1", "Pod", view.pods[0].member.name
+
+
+def _report_and_status(state: _Pass, view: GangView) -> None:
+    key = view.group.key
+    phase, reason, message = state.reasons.get(key, ("Waiting", *_incomplete_or_queued(view.group)))
+    if phase == "Waiting" and reason != "RolledBack":
+        _report(state, view, "gang.waiting", "waiting", reason, message, warning=view.problem is not None,
+                token=f"{reason}: {message}")
+    elif phase == "Running":
+        _report(state, view, "gang.bound", "bound", "Bound", message)
+    timeout = view.group.schedule_timeout_seconds
+    timed_out = phase == "Waiting" and timeout is not None and state.now - view.group.first_seen >= timeout
+    if timed_out:
+        _report(state, view, "gang.timed_out", "timed_out", "TimedOut", f"not admitted within {timeout:g}s",
+                warning=True, channel="timeout")
+    attempts = state.rollbacks.get(key, (0, 0.0))[0]
+    existing = _existing_gang(state, view)
+    status = gang_status(view, phase, reason, message, timed_out, attempts, state.settings.accelerator_patterns,
+                         (existing.status if existing else None) or {}, state.now)
+    if existing is not None and _same_status(existing.status or {}, status):
+        return
+    if existing is None and view.problem is not None:
+        return
+    state.actions.append(SaveGang(key, _gang_name_of(state, view), status,
+                                  None if existing is not None else gang_body(view, _gang_name_of(state, view))))
+
+
+def gang_status(view: GangView, phase: str, reason: str, message: str, timed_out: bool, attempts: int,
+                patterns: Sequence[str], existing: Mapping, now: float) -> dict:
+    live = [m for m in view.group.members if not m.terminal]
+    wanted = [("Admitted", phase != "Waiting", reason, message)]
+    if timed_out:
+        wanted.append(("TimedOut", True, "TimedOut", f"not admitted within {view.group.schedule_timeout_seconds:g}s"))
+    if attempts:
+        wanted.append(("RolledBack", True, "RolledBack", f"rolled back {attempts} times"))
+    before = {c.get("type"): c for c in existing.get("conditions") or ()}
+    conditions = []
+    for kind, holds, why, text in wanted:
+        value = "True" if holds else "False"
+        previous = before.get(kind) or {}
+        since = previous.get("lastTransitionTime") if previous.get("status") == value else None
+        conditions.append({"type": kind, "status": value, "reason": why, "message": text[:32768],
+                           "lastTransitionTime": since or _rfc3339(now)})
+    return {"phase": phase, "present": len(live), "minCount": view.group.min_count,
+            "accelerators": int(sum(sum(accelerators(m.requests, patterns).values()) for m in live)),
+            "conditions": conditions}
+
+
+def gang_body(view: GangView, name: str) -> dict:
+    metadata: dict = {"name": name, "namespace": view.group.key[0]}
+    if view.owner is not None:
+        metadata["ownerReferences"] = [{"apiVersion": view.owner.api_version, "kind": view.owner.kind,
+                                        "name": view.owner.name, "uid": view.owner.uid}]
+    return {"apiVersion": f"{names.GANG_GROUP}/{names.GANG_VERSION}", "kind": names.GANG_KIND, "metadata": metadata,
+            "spec": {"minCount": view.group.min_count, "groupName": view.label}}
+
+
+def gang_name(key: GroupKey) -> str:
+    """A valid object name for the group: its label value when it is one, else a readable hash-suffixed form."""
+    text = key[1]
+    name = re.sub(r"[^a-z0-9.-]+", "-", text.lower()).strip("-.")[:240] or "group"
+    return name if name == text else f"{name}-{hashlib.sha256(text.encode()).hexdigest()[:8]}"
+
+
+def _gang_name_of(state: _Pass, view: GangView) -> str:
+    existing = _existing_gang(state, view)
+    return existing.name if existing is not None else gang_name(view.group.key)
+
+
+def _existing_gang(state: _Pass, view: GangView):
+    namespace = view.group.key[0]
+    if view.source in (names.SOURCE_EXPLICIT, names.SOURCE_NATIVE_POD_GROUP):
+        declared = gang_for(namespace, view.label, state.workloads)
+        if declared is not None:
+            return declared
+    return state.workloads.get((GANGS, namespace, gang_name(view.group.key)))
+
+
+def _same_status(current: Mapping, wanted: Mapping) -> bool:
+    return {k: current.get(k) for k in wanted} == dict(wanted)
+
+
+def _rfc3339(moment: float) -> str:
+    return datetime.fromtimestamp(moment, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _outcome(state: _Pass, views: list[GangView], pods: Sequence[PodFacts]) -> Outcome:
+    keys = {view.group.key for view in views}
+    memory = state.memory
+    released_at = {f.member.uid: memory.released_at.get(f.member.uid, state.now) for f in pods
+                   if not f.member.terminal and not f.member.node and not f.member.gated and f.member.reserved_node}
+    complete_at = {view.group.key: memory.complete_at.get(view.group.key, state.now) for view in views
+                   if view.problem is None
+                   and sum(1 for m in view.group.members if not m.terminal) >= view.group.min_count > 0}
+    reserved = sum(sum(accelerators(f.member.requests, state.settings.accelerator_patterns).values())
+                   for f in pods if f.member.reserved_node and not f.member.node and not f.member.terminal)
+    new_memory = Memory(
+        first_seen={view.group.key: view.group.first_seen for view in views},
+        released_at=released_at,
+        rollbacks={key: value for key, value in state.rollbacks.items() if key in keys},
+        reported={key: value for key, value in state.reported.items() if key[0] in keys},
+        complete_at=complete_at)
+    phases = Counter(state.reasons.get(view.group.key, ("Waiting",))[0] for view in views)
+    return Outcome(tuple(state.actions), new_memory, dict(phases), int(reserved),
+                   tuple(state.released_after), state.rolled_back)

@@ -1,0 +1,101 @@
+"""Pure: group sizes from owners, and the release patch."""
+
+import pytest
+
+from controller.groups import (GANGS, JOBS, JOBSETS, PODGROUPS_NATIVE, PYTORCHJOBS, build_groups, pod_facts,
+                               workload_from_api)
+from controller.reconciler import release_patch
+from gangkeeper import names
+
+
+def pod(name, group, source, labels=None, annotations=None, owner=None, affinity=None):
+    meta = {"name": name, "namespace": "ns", "uid": f"u-{name}", "resourceVersion": "7",
+            "labels": {names.GROUP_LABEL: group, **(labels or {})},
+            "annotations": {names.GROUP_SOURCE_ANNOTATION: source, **(annotations or {})}}
+    if owner:
+        meta["ownerReferences"] = [{"apiVersion": "x/v1", "kind": owner[0], "name": owner[1], "uid": owner[2],
+                                    "controller": True}]
+    spec = {"schedulingGates": [{"name": "other.io/gate"}, {"name": names.SCHEDULING_GATE}],
+            "containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "8"}}}]}
+    if affinity:
+        spec["affinity"] = affinity
+    return pod_facts({"metadata": meta, "spec": spec})
+
+
+def index(resource, obj):
+    workload = workload_from_api(resource, {"metadata": {"namespace": "ns", "uid": "w1", **obj.pop("metadata")}, **obj})
+    return {(resource, "ns", workload.name): workload}
+
+
+CASES = [
+    ("pytorchjob", [pod(f"p{i}", "g", names.SOURCE_PYTORCHJOB, owner=("PyTorchJob", "pj", "w1")) for i in range(2)],
+     index(PYTORCHJOBS, {"metadata": {"name": "pj"}, "spec": {"pytorchReplicaSpecs": {"Master": {"replicas": 1},
+                                                                                      "Worker": {"replicas": 3}}}}),
+     {("ns", "g"): 4}),
+    ("elastic pytorchjob", [pod("p0", "g", names.SOURCE_PYTORCHJOB, owner=("PyTorchJob", "pj", "w1"))],
+     index(PYTORCHJOBS, {"metadata": {"name": "pj"}, "spec": {"elasticPolicy": {"minReplicas": 2},
+                                                              "pytorchReplicaSpecs": {"Worker": {"replicas": 4}}}}),
+     {("ns", "g"): 2}),
+    ("jobset", [pod("p0", "g", names.SOURCE_JOBSET, labels={names.JOBSET_NAME_LABEL: "js", names.JOBSET_UID_LABEL: "w1"})],
+     index(JOBSETS, {"metadata": {"name": "js"}, "spec": {"replicatedJobs": [
+         {"name": "a", "replicas": 2, "template": {"spec": {"parallelism": 4, "completions": 4}}},
+         {"name": "b", "template": {"spec": {"parallelism": 3, "completions": 1}}}]}}),
+     {("ns", "g"): 9}),
+    ("jobset in order", [pod(f"p{r}", "g", names.SOURCE_JOBSET, labels={
+        names.JOBSET_NAME_LABEL: "js", names.JOBSET_UID_LABEL: "w1", names.JOBSET_REPLICATED_JOB_LABEL: r})
+        for r in ("a", "b")],
+     index(JOBSETS, {"metadata": {"name": "js"}, "spec": {"startupPolicy": {"startupPolicyOrder": "InOrder"},
+                                                          "replicatedJobs": [
+         {"name": "a", "replicas": 2, "template": {"spec": {"parallelism": 4}}},
+         {"name": "b", "template": {"spec": {"parallelism": 1}}}]}}),
+     {("ns", "g/a"): 8, ("ns", "g/b"): 1}),
+    ("indexed job", [pod("p0", "g", names.SOURCE_JOB, owner=("Job", "j", "w1"))],
+     index(JOBS, {"metadata": {"name": "j"}, "spec": {"parallelism": 8, "completions": 4,
+                                                      "completionMode": "Indexed"}}), {("ns", "g"): 4}),
+    ("plain pods", [pod(f"p{i}", "g", names.SOURCE_EXPLICIT, annotations={names.MIN_COUNT_ANNOTATION: "3"})
+                    for i in range(2)], {}, {("ns", "g"): 3}),
+    ("explicit gang", [pod("p0", "g", names.SOURCE_EXPLICIT)],
+     index(GANGS, {"metadata": {"name": "g"}, "spec": {"minCount": 5}}), {("ns", "g"): 5}),
+    ("native podgroup", [pod("p0", "g", names.SOURCE_NATIVE_POD_GROUP, labels={names.NATIVE_POD_GROUP_LABEL: "g"})],
+     index(PODGROUPS_NATIVE, {"metadata": {"name": "g"}, "spec": {"schedulingPolicy": {"gang": {"minCount": 6}}}}),
+     {("ns", "g"): 6}),
+    ("lone pods", [pod(f"p{i}", f"p{i}", names.SOURCE_ACCELERATOR_POD) for i in range(2)], {},
+     {("ns", "p0/pod/p0"): 1, ("ns", "p1/pod/p1"): 1}),
+]
+
+
+@pytest.mark.parametrize("pods, workloads, sizes", [case[1:] for case in CASES], ids=[case[0] for case in CASES])
+def test_group_sizes(pods, workloads, sizes):
+    views = build_groups(pods, workloads, {}, 0.0)
+    assert {v.group.key: v.group.min_count for v in views} == sizes
+    assert all(v.problem is None for v in views)
+
+
+def test_disagreeing_declarations_reserve_nothing():
+    pods = [pod("p0", "g", names.SOURCE_EXPLICIT, annotations={names.MIN_COUNT_ANNOTATION: "2"}),
+            pod("p1", "g", names.SOURCE_EXPLICIT, annotations={names.MIN_COUNT_ANNOTATION: "3"})]
+    (view,) = build_groups(pods, {}, {}, 0.0)
+    assert view.problem[0] == "Disagreement" and view.group.min_count == 0
+
+
+def test_release_patch_pins_every_term_and_removes_only_our_gate():
+    affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]},
+        {"matchFields": [{"key": "metadata.name", "operator": "NotIn", "values": ["bad"]}]}]}}}
+    facts = pod("p0", "g", names.SOURCE_EXPLICIT, affinity=affinity)
+    pin = {"key": "metadata.name", "operator": "In", "values": ["n1"]}
+    terms = "/spec/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution/nodeSelectorTerms"
+    assert list(release_patch(facts, "n1")) == [
+        {"op": "test", "path": "/metadata/resourceVersion", "value": "7"},
+        {"op": "add", "path": f"{terms}/0/matchFields", "value": [pin]},
+        {"op": "add", "path": f"{terms}/1/matchFields/-", "value": pin},
+        {"op": "test", "path": "/spec/schedulingGates/1/name", "value": names.SCHEDULING_GATE},
+        {"op": "remove", "path": "/spec/schedulingGates/1"}]
+
+
+def test_release_patch_adds_a_term_when_there_is_none():
+    facts = pod("p0", "g", names.SOURCE_EXPLICIT, affinity={"podAffinity": {}})
+    op = release_patch(facts, "n1")[1]
+    assert op == {"op": "add", "path": "/spec/affinity/nodeAffinity", "value": {
+        "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+            {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}]}]}}}

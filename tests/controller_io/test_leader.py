@@ -1,0 +1,152 @@
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from controller.leader import (
+    Action, LeaderElector, LeaseRecord, Observation, claim, decide, default_identity, micro_time, must_step_down,
+    observe, release,
+)
+
+from .conftest import eventually
+
+T0 = datetime(2026, 11, 30, 9, 0, tzinfo=timezone.utc)
+LEASE_PATH = "/apis/coordination.k8s.io/v1/namespaces/gangkeeper/leases/gangkeeper-controller"
+
+
+# --- the pure decision --------------------------------------------------------------------
+
+def held(holder, duration=15, transitions=0, renew="2026-11-30T09:00:00.000000Z"):
+    return LeaseRecord(holder, duration, "2026-11-30T08:00:00.000000Z", renew, transitions)
+
+
+@pytest.mark.parametrize("observation, now, action", [
+    (None, 0, Action.CREATE),
+    (Observation(held("me"), 0), 100, Action.RENEW),                # ours, even late: renew
+    (Observation(held("other"), 0), 14.9, Action.WAIT),
+    (Observation(held("other"), 0), 15, Action.ACQUIRE),            # expired by our clock
+    (Observation(held("other", duration=40), 0), 30, Action.WAIT),  # the holder's duration counts
+    (Observation(held("other", duration=0), 0), 15, Action.ACQUIRE),  # none written: ours
+    (Observation(held(""), 0), 0, Action.ACQUIRE),                   # released
+    (Observation(held("other", renew="2001-01-01T00:00:00.000000Z"), 10), 20, Action.WAIT),  # remote time ignored
+])
+def test_decide(observation, now, action):
+    assert decide(observation, now, "me", 15) is action
+
+
+def test_the_countdown_restarts_only_when_the_record_changes():
+    first = observe(None, held("other"), 5)
+    assert observe(first, held("other"), 9) is first
+    assert observe(first, held("other", renew="2026-11-30T09:00:02.000000Z"), 9) == Observation(
+        held("other", renew="2026-11-30T09:00:02.000000Z"), 9)
+
+
+def test_a_takeover_counts_a_transition_and_a_renewal_does_not():
+    taken = claim(held("other", transitions=3), "me", T0, 15)
+    assert taken == LeaseRecord("me", 15, "2026-11-30T09:00:00.000000Z", "2026-11-30T09:00:00.000000Z", 4)
+    renewed = claim(taken, "me", T0 + timedelta(seconds=2), 15)
+    assert renewed.transitions == 4 and renewed.acquire_time == taken.acquire_time
+    assert renewed.renew_time == "2026-11-30T09:00:02.000000Z"
+    assert claim(None, "me", T0, 15).transitions == 0
+    assert claim(held("", transitions=4), "me", T0, 15).transitions == 5
+
+
+def test_release_leaves_no_holder_and_a_short_lease():
+    released = release(held("me", transitions=2), T0)
+    assert (released.holder, released.duration_seconds, released.transitions) == ("", 1, 2)
+
+
+@pytest.mark.parametrize("last, now, down", [(0, 9.9, False), (0, 10, True), (5, 12, False)])
+def test_step_down_after_the_renew_deadline(last, now, down):
+    assert must_step_down(last, now, 10) is down
+
+
+def test_lease_record_round_trip():
+    lease = {"spec": {"holderIdentity": "a", "leaseDurationSeconds": 15, "acquireTime": "x", "renewTime": "y",
+                      "leaseTransitions": 2}}
+    assert LeaseRecord.from_lease(lease).to_spec() == lease["spec"]
+    assert LeaseRecord.from_lease({}).to_spec()["acquireTime"] is None
+
+
+def test_time_format_and_identity(monkeypatch):
+    assert micro_time(datetime(2026, 1, 2, 3, 4, 5, 6, tzinfo=timezone.utc)) == "2026-01-02T03:04:05.000006Z"
+    monkeypatch.setenv("POD_NAME", "gangkeeper-controller-7d9f-abcde")
+    identity = default_identity()
+    assert identity.startswith("gangkeeper-controller-7d9f-abcde_") and identity != default_identity()
+
+
+def test_timings_are_checked():
+    with pytest.raises(ValueError, match="lease duration"):
+        LeaderElector(None, "ns", "l", lease_duration=10, renew_deadline=10)
+
+
+# --- over HTTP --------------------------------------------------------------------------------
+
+class Candidate:
+    """An elector driven step by step on a shared fake clock."""
+
+    def __init__(self, kube, clock, name, **options):
+        self.calls = []
+        self.elector = LeaderElector(
+            kube, "gangkeeper", "gangkeeper-controller", name, clock=lambda: clock[0],
+            wall_clock=lambda: T0 + timedelta(seconds=clock[0]),
+            on_started_leading=lambda: self.calls.append("started"),
+            on_stopped_leading=lambda: self.calls.append("stopped"), **options)
+
+    def step(self):
+        self.elector.step()
+        return self.elector.is_leader
+
+
+@pytest.fixture
+def clock():
+    return [0.0]
+
+
+def lease(fake):
+    return fake.objects[("coordination.k8s.io", "v1", "leases")][("gangkeeper", "gangkeeper-controller")]["spec"]
+
+
+def test_one_leader_and_a_takeover_when_it_stops_renewing(fake, kube, clock):
+    a, b = Candidate(kube, clock, "a"), Candidate(kube, clock, "b")
+    assert a.step() and not b.step()
+    assert lease(fake)["holderIdentity"] == "a" and a.calls == ["started"]
+    clock[0] = 2
+    assert a.step() and lease(fake)["renewTime"] == "2026-11-30T09:00:02.000000Z"
+    clock[0] = 16  # b sees the renewal only now: its countdown starts at 16, whatever renewTime says
+    assert not b.step()
+    clock[0] = 30.9
+    assert not b.step()
+    clock[0] = 31
+    assert b.step() and b.calls == ["started"]
+    assert lease(fake)["holderIdentity"] == "b" and lease(fake)["leaseTransitions"] == 1
+    assert not a.step() and a.calls == ["started", "stopped"]  # someone else holds it: step down at once
+
+
+def test_a_leader_that_cannot_renew_steps_down_at_the_deadline(fake, kube, clock):
+    a = Candidate(kube, clock, "a")
+    assert a.step()
+    for second in (4, 9.9, 10):
+        fake.inject("GET", LEASE_PATH, 503, {"kind": "Status", "code": 503})
+        clock[0] = second
+        a.step()
+        assert a.calls == (["started"] if second < 10 else ["started", "stopped"])
+    assert sum(1 for m, p, _ in fake.requests if p == LEASE_PATH and m == "GET") == 4  # no retries inside
+
+
+def test_a_write_that_loses_the_race_is_a_failed_try(fake, kube, clock):
+    a, b = Candidate(kube, clock, "a"), Candidate(kube, clock, "b")
+    assert a.step() and not b.step()
+    clock[0] = 20
+    fake.inject("PATCH", LEASE_PATH, 409, {"kind": "Status", "code": 409, "reason": "Conflict"})
+    assert not b.step() and b.calls == []
+
+
+def test_stopping_releases_the_lease_for_a_quick_takeover(fake, kube, clock):
+    a = Candidate(kube, clock, "a", lease_duration=1, renew_deadline=0.5, retry_period=0.01)
+    a.elector.start()
+    eventually(lambda: a.elector.is_leader)
+    a.elector.stop()
+    assert a.calls == ["started", "stopped"]
+    assert lease(fake)["holderIdentity"] == "" and lease(fake)["leaseDurationSeconds"] == 1
+    b = Candidate(kube, clock, "b")
+    assert b.step() and lease(fake)["leaseTransitions"] == 1
