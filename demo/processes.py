@@ -1,0 +1,159 @@
+"""The real gangkeeper processes the demo runs: the webhook (gunicorn over TLS) and the controller.
+
+Both are started exactly as a user would start them (`python -m gangkeeper.cli webhook ...`),
+with certificates issued by `certs.issue` for 127.0.0.1 and localhost; their logs go to files in
+the demo's work directory, so that the terminal shows the scenario and the files show the rest.
+"""
+
+import datetime
+import http.client
+import importlib.util
+import ipaddress
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from certs.issue import issue
+from gangkeeper import names
+
+LOOPBACK = "127.0.0.1"
+REPOSITORY = Path(__file__).resolve().parents[1]
+
+
+class ProcessError(RuntimeError):
+    """A gangkeeper process did not start; the message ends with the tail of its log."""
+
+
+@dataclass(frozen=True)
+class WebhookCerts:
+    directory: Path
+    ca_pem: bytes
+
+
+def issue_loopback_certs(directory: Path) -> WebhookCerts:
+    """A fresh CA and a serving certificate for the webhook Service, localhost and 127.0.0.1."""
+    issued = issue(names.WEBHOOK_SERVICE, names.DEFAULT_NAMESPACE, datetime.datetime.now(datetime.UTC), 1,
+                   ("localhost",), (ipaddress.ip_address(LOOPBACK),))
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "tls.crt").write_bytes(issued.tls_crt)
+    (directory / "tls.key").write_bytes(issued.tls_key)
+    (directory / "tls.key").chmod(0o600)
+    (directory / "ca.crt").write_bytes(issued.ca_crt)
+    return WebhookCerts(directory, issued.ca_crt)
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind((LOOPBACK, 0))
+        return probe.getsockname()[1]
+
+
+def controller_available() -> bool:
+    """Whether `gangkeeper controller` exists in this checkout."""
+    try:
+        return importlib.util.find_spec("controller.cli") is not None
+    except ImportError:
+        return False
+
+
+class Process:
+    """One child process, its output in `log_path`, stopped with SIGTERM (then SIGKILL)."""
+
+    def __init__(self, name: str, command: list[str], log_path: Path):
+        self.name, self.command, self.log_path = name, command, log_path
+        with open(log_path, "wb") as log:
+            self.popen = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                          cwd=REPOSITORY)
+
+    def alive(self) -> bool:
+        return self.popen.poll() is None
+
+    def log_tail(self, lines: int = 15) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+    def failed(self, why: str) -> ProcessError:
+        return ProcessError(f"{self.name}: {why} (log {self.log_path}):\n{self.log_tail()}")
+
+    def stop(self, timeout: float = 10.0) -> None:
+        if not self.alive():
+            return
+        self.popen.send_signal(signal.SIGTERM)
+        try:
+            self.popen.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.popen.kill()
+            self.popen.wait()
+
+
+class WebhookProcess(Process):
+    """`gangkeeper webhook` on a free loopback port."""
+
+    def __init__(self, certs: WebhookCerts, workdir: Path, *, workers: int = 2):
+        self.port = free_port()
+        self.certs = certs
+        self.audit_path = workdir / "webhook-audit.jsonl"
+        super().__init__("webhook", [
+            sys.executable, "-m", "gangkeeper.cli", "webhook", "--bind", LOOPBACK, "--port", str(self.port),
+            "--cert-dir", str(certs.directory), "--workers", str(workers), "--audit-file", str(self.audit_path),
+        ], workdir / "webhook.log")
+
+    @property
+    def address(self) -> str:
+        return f"{LOOPBACK}:{self.port}"
+
+    def wait_ready(self, timeout: float = 30.0) -> None:
+        """Poll /readyz over TLS, verifying the certificate against our CA, as the API server does."""
+        context = ssl.create_default_context(cadata=self.certs.ca_pem.decode())
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if not self.alive():
+                raise self.failed(f"exited with code {self.popen.returncode}")
+            try:
+                connection = http.client.HTTPSConnection(LOOPBACK, self.port, context=context, timeout=1)
+                connection.request("GET", "/readyz")
+                if connection.getresponse().status == 200:
+                    return
+            except OSError:
+                pass
+            time.sleep(0.1)
+        raise self.failed(f"not ready after {timeout:g} s")
+
+
+class ControllerProcess(Process):
+    """`gangkeeper controller --kubeconfig K`, talking to the API server the kubeconfig names."""
+
+    def __init__(self, kubeconfig: Path, workdir: Path, *, namespace: str):
+        self.health_port, self.metrics_port = free_port(), free_port()
+        self.audit_path = workdir / "controller-audit.jsonl"
+        super().__init__("controller", [
+            sys.executable, "-m", "gangkeeper.cli", "controller", "--kubeconfig", str(kubeconfig),
+            "--namespace", namespace, "--health-port", str(self.health_port),
+            "--metrics-port", str(self.metrics_port), "--audit-file", str(self.audit_path),
+        ], workdir / "controller.log")
+
+    def check_running(self) -> None:
+        if not self.alive():
+            raise self.failed(f"exited with code {self.popen.returncode}")
+
+    def wait_ready(self, timeout: float = 30.0) -> None:
+        """Poll /readyz: ready once its caches have synced from the API server."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            self.check_running()
+            try:
+                connection = http.client.HTTPConnection(LOOPBACK, self.health_port, timeout=1)
+                connection.request("GET", "/readyz")
+                if connection.getresponse().status == 200:
+                    return
+            except OSError:
+                pass
+            time.sleep(0.1)
+        raise self.failed(f"not ready after {timeout:g} s")
