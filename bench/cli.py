@@ -44,10 +44,18 @@ def _planner(quick: bool) -> str:
     return _planner_markdown(bench_planner.run(nodes=sizes, bound_pods=bound, waiting_groups=500))
 
 
+def _fuzz(quick: bool) -> str:
+    from webhook import fuzz
+
+    examples, server_examples = (300, 100) if quick else (3000, 300)
+    return fuzz.markdown(fuzz.run(examples=examples, server_examples=server_examples, seed=20261130))
+
+
 SECTIONS: dict[str, Callable[[bool], str]] = {
     "webhook": _webhook,
     "store": _store,
     "planner": _planner,
+    "fuzz": _fuzz,
 }
 
 

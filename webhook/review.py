@@ -56,7 +56,7 @@ OBJECT_SHAPE: tuple[tuple[tuple[str, ...], type | str], ...] = (
     (("metadata", "labels"), "strings"),
     (("metadata", "annotations"), "strings"),
     (("metadata", "ownerReferences"), list),
-    (("metadata", "ownerReferences", "[]"), dict),
+    (("metadata", "ownerReferences", "[]"), "reference"),
     (("spec",), dict),
     (("spec", "nodeName"), str),
     (("spec", "overhead"), dict),
@@ -65,20 +65,28 @@ OBJECT_SHAPE: tuple[tuple[tuple[str, ...], type | str], ...] = (
     (("spec", "schedulingGates", "[]", "name"), str),
     *_CONTAINER_FIELDS,
 )
-_TYPE_NAMES = {dict: "a JSON object", list: "a JSON array", str: "a string", "strings": "a map of strings"}
+_TYPE_NAMES = {dict: "a JSON object", list: "a JSON array", str: "a string", "strings": "a map of strings",
+               "reference": "an object with string name and uid (an OwnerReference)"}
 
 
 def shape_problems(obj: dict) -> list[str]:
-    """`path: must be …` for every field the policy reads that has the wrong JSON type (null is
-    accepted everywhere: the policy reads it as absent)."""
+    """`path: must be …` for every field the policy reads that has the wrong JSON type (a null
+    field is accepted: the policy reads it as absent; a null item of a list is not)."""
     problems = []
     for steps, expected in OBJECT_SHAPE:
         for path, value in _found(obj, steps, ""):
-            ok = (isinstance(value, dict) and all(isinstance(item, str) for item in value.values())
-                  if expected == "strings" else isinstance(value, expected))
-            if value is not None and not ok:
+            ok = _has_shape(value, expected)
+            if not ok and (value is not None or steps[-1] == "[]"):
                 problems.append(f"{path}: must be {_TYPE_NAMES[expected]}, not a JSON {_json_type(value)}")
     return problems
+
+
+def _has_shape(value: object, expected: type | str) -> bool:
+    if expected == "strings":
+        return isinstance(value, dict) and all(isinstance(item, str) for item in value.values())
+    if expected == "reference":
+        return isinstance(value, dict) and isinstance(value.get("name"), str) and isinstance(value.get("uid"), str)
+    return isinstance(value, expected)
 
 
 def _found(node: object, steps: tuple[str, ...], path: str):

@@ -214,5 +214,8 @@ def _labels(obj: Mapping) -> Mapping:
 
 def _shown(value: object) -> str:
     """The value as the user wrote it, cut so that a huge value does not flood the message."""
-    text = json.dumps(value, ensure_ascii=False, default=str)
+    try:
+        text = json.dumps(value, ensure_ascii=False, default=str)
+    except RecursionError:  # found by webhook/fuzz.py: a Gang's minCount nested 1,000 levels deep
+        text = f"(a JSON {type(value).__name__} nested too deeply to show)"
     return text if len(text) <= _SHOWN_CHARS else text[: _SHOWN_CHARS - 1] + "…"
