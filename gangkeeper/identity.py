@@ -89,12 +89,27 @@ def classify(pod: Mapping, *, namespace: str, excluded_namespaces: Iterable[str]
              fallback_name: str = "") -> Classification:
     """The group of a pod being created, first match wins (DESIGN.md order).
 
-    `fallback_name` names a lone pod that has no name yet (created with `generateName`: the API
-    server calls admission before it picks the name).
+    The source of an explicit label is what the rules say when they give the same name, else
+    `explicit`: the source is never taken from what the pod claims, so a pod cannot pass for a
+    member of a job it does not belong to. `fallback_name` names a lone pod that has no name yet
+    (created with `generateName`: the API server calls admission before it picks the name).
     """
     reason = leave_alone_reason(pod, namespace, excluded_namespaces)
     if reason:
         return Classification(None, reason)
+    derived = _derived(pod, accelerator_patterns, fallback_name)
+    explicit = _explicit(pod)
+    if explicit is None:
+        return derived
+    if derived.identity is not None and derived.identity.name == explicit.identity.name:
+        # The label is the one the rules give (our own from an earlier admission pass, or the
+        # user's spelling of it): the group's source is where the rules found it.
+        return derived
+    return explicit
+
+
+def _derived(pod: Mapping, accelerator_patterns: Iterable[str], fallback_name: str) -> Classification:
+    """The group the rules after the explicit label give (DESIGN.md order, first match wins)."""
     for rule in _RULES:
         found = rule(pod)
         if found is not None:
@@ -176,7 +191,7 @@ def _job(pod: Mapping) -> Classification | None:
                   f"Job {owner['name']} (uid {owner['uid']})")
 
 
-_RULES = (_explicit, _native_pod_group, _plugins_or_volcano_pod_group, _pytorchjob, _jobset, _job)
+_RULES = (_native_pod_group, _plugins_or_volcano_pod_group, _pytorchjob, _jobset, _job)
 
 
 def _accelerator_pod(pod: Mapping, patterns: Iterable[str], fallback_name: str) -> Classification:

@@ -16,6 +16,9 @@ MIN_COUNT_ANNOTATION = f"{DOMAIN}/min-count"
 SCHEDULE_TIMEOUT_ANNOTATION = f"{DOMAIN}/schedule-timeout-seconds"
 SCHEDULING_GATE = f"{DOMAIN}/gang"
 RESERVED_NODE_ANNOTATION = f"{DOMAIN}/reserved-node"
+# When the controller removed the gate (RFC 3339, written in the same patch): the bind timeout
+# counts from it, so a restarted or newly elected controller keeps the same deadline.
+RELEASED_AT_ANNOTATION = f"{DOMAIN}/released-at"
 
 GANG_GROUP = DOMAIN
 GANG_VERSION = "v1alpha1"

@@ -25,12 +25,10 @@ def gate_and_label(pod: Mapping, identity: GroupIdentity) -> list[dict]:
     before, after = _touched_fields(pod), _touched_fields(pod)
     metadata = after.setdefault("metadata", {})
     labels, annotations = metadata.setdefault("labels", {}), metadata.setdefault("annotations", {})
-    if names.GROUP_LABEL in labels:
-        # Ours from an earlier pass (reinvocation) or the user's: the label and its source stand.
-        annotations.setdefault(names.GROUP_SOURCE_ANNOTATION, identity.source)
-    else:
-        labels[names.GROUP_LABEL] = identity.name
-        annotations[names.GROUP_SOURCE_ANNOTATION] = identity.source
+    # An explicit label stands as written (identity.name is that label then); the source is
+    # always ours, whatever the pod claimed.
+    labels.setdefault(names.GROUP_LABEL, identity.name)
+    annotations[names.GROUP_SOURCE_ANNOTATION] = identity.source
     gates = after.setdefault("spec", {}).setdefault("schedulingGates", [])
     if not has_gate(pod):
         gates.append({"name": names.SCHEDULING_GATE})

@@ -53,11 +53,13 @@ def validate(request: AdmissionRequest, policy: Policy) -> Verdict:
         return _verdict(gang_problems(new), (), f"{names.GANG_KIND} {request.operation}")
     if request.group or request.kind != "Pod":
         return Verdict(reason=f"{request.kind}: nothing to check")
+    ledger = controller_annotation_problems(old, new, request.username, policy.controller_username)
     if request.operation == "CREATE":
         warnings = [*accelerator_warnings(new, policy.accelerator_patterns), *_min_count_warnings(new, request, policy)]
-        return _verdict(declaration_problems(new), warnings, "pod CREATE")
+        return _verdict([*declaration_problems(new), *ledger], warnings, "pod CREATE")
     problems = [*gate_removal_problems(old, new, request.username, policy.controller_username),
                 *group_change_problems(old, new),
+                *ledger,
                 *declaration_problems(new, changed_keys(old, new))]
     return _verdict(problems, (), "pod UPDATE")
 
@@ -81,12 +83,33 @@ def gate_removal_problems(old: Mapping, new: Mapping, username: str, controller_
 
 
 def group_change_problems(old: Mapping, new: Mapping) -> list[str]:
-    """A gated pod's group is fixed: the controller counts it as a member of that group."""
-    before, after = _labels(old).get(names.GROUP_LABEL), _labels(new).get(names.GROUP_LABEL)
-    if not has_gate(old) or before == after:
+    """A gated pod's group, and where the webhook found it, are fixed: the controller counts the
+    pod as a member of that group, and the source tells it whether the pod belongs to the job."""
+    if not has_gate(old):
         return []
-    return [f"metadata.labels[{names.GROUP_LABEL}]: changed from {_shown(before)} to {_shown(after)} while the pod "
-            f"is gated by {names.SCHEDULING_GATE}; the group of a gated pod cannot change (delete and re-create the pod)"]
+    problems = []
+    for section, key in (("labels", names.GROUP_LABEL), ("annotations", names.GROUP_SOURCE_ANNOTATION)):
+        before, after = _metadata(old, section).get(key), _metadata(new, section).get(key)
+        if before != after:
+            problems.append(f"metadata.{section}[{key}]: changed from {_shown(before)} to {_shown(after)} while the "
+                            f"pod is gated by {names.SCHEDULING_GATE}; the group of a gated pod cannot change "
+                            f"(delete and re-create the pod)")
+    return problems
+
+
+# The reservation ledger: a pod whose owner could write these would reserve a node of its own
+# choosing, or reset its bind timeout.
+CONTROLLER_ANNOTATIONS = (names.RESERVED_NODE_ANNOTATION, names.RELEASED_AT_ANNOTATION)
+
+
+def controller_annotation_problems(old: Mapping, new: Mapping, username: str, controller_username: str) -> list[str]:
+    """Only the controller writes the reservation annotations, on creation (nobody) or after."""
+    if username == controller_username:
+        return []
+    before, after = _metadata(old, "annotations"), _metadata(new, "annotations")
+    return [f"metadata.annotations[{key}]: {'set' if key not in before else 'changed'} to {_shown(after.get(key))} "
+            f"by {username or 'an anonymous user'}; only {controller_username} writes it"
+            for key in CONTROLLER_ANNOTATIONS if before.get(key) != after.get(key)]
 
 
 def declaration_problems(pod: Mapping, keys: Iterable[tuple[str, str]] | None = None) -> list[str]:

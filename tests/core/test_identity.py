@@ -160,3 +160,14 @@ def test_valid_label_values(value):
 @pytest.mark.parametrize("value", ["-a", "a-", "a b", "x" * 64, "é", None, 3])
 def test_invalid_label_values(value):
     assert not is_valid_label_value(value)
+
+
+def test_an_explicit_label_naming_another_jobs_group_is_explicit_not_that_job():
+    impostor = pod("sneaky", {names.GROUP_LABEL: f"pytorch-dist-{JOB_UID}"}, gpus=1)
+    assert group_of(impostor).source == names.SOURCE_EXPLICIT
+
+
+def test_our_own_label_from_an_earlier_pass_keeps_its_derived_source():
+    member = pytorchjob_pod()
+    member["metadata"]["labels"][names.GROUP_LABEL] = f"pytorch-dist-{JOB_UID}"
+    assert group_of(member) == group_of(pytorchjob_pod())

@@ -191,3 +191,21 @@ json_values = st.recursive(st.none() | st.booleans() | st.integers() | st.text(m
 def test_diff_turns_any_document_into_any_other(before, after):
     before, after = {"doc": before}, {"doc": after}
     assert applied(before, list(diff(before, after))) == after
+
+
+def test_a_pod_cannot_claim_a_source_it_was_not_found_by():
+    """A user labels a plain pod into a PyTorchJob's group and claims the job as its source: the
+    label stands (it is theirs to write), but the source says what the pod really is."""
+    victim_group = "bert-6f1c7c1e-8f31-4a44-9f7e-1b2f2c8e9a01"
+    impostor = pod("sneaky", gpus=1, labels={names.GROUP_LABEL: victim_group},
+                   annotations={names.GROUP_SOURCE_ANNOTATION: names.SOURCE_PYTORCHJOB})
+    result = applied(impostor, mutated(impostor).ops)
+    assert result["metadata"]["labels"][names.GROUP_LABEL] == victim_group
+    assert result["metadata"]["annotations"][names.GROUP_SOURCE_ANNOTATION] == names.SOURCE_EXPLICIT
+
+
+def test_a_label_that_matches_the_rules_keeps_the_rules_source():
+    member = pytorchjob_pod()
+    member["metadata"]["labels"][names.GROUP_LABEL] = "bert-6f1c7c1e-8f31-4a44-9f7e-1b2f2c8e9a01"
+    mutation = mutated(member)
+    assert mutation.source == names.SOURCE_PYTORCHJOB

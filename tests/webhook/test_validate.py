@@ -165,3 +165,28 @@ def test_gang_named_beyond_a_label_value_needs_a_group_name():
 @pytest.mark.parametrize("request_kw", [{"operation": "DELETE"}, {"kind": "ConfigMap"}])
 def test_nothing_else_is_checked(request_kw):
     assert judged(pod("p", annotations={MIN: "bad"}), **request_kw).allowed
+
+
+def test_group_source_of_a_gated_pod_cannot_change():
+    old = gated(annotations={names.GROUP_SOURCE_ANNOTATION: names.SOURCE_EXPLICIT})
+    new = gated(annotations={names.GROUP_SOURCE_ANNOTATION: names.SOURCE_PYTORCHJOB})
+    verdict = judged(new, operation="UPDATE", old=old, user="alice")
+    assert not verdict.allowed
+    assert f"metadata.annotations[{names.GROUP_SOURCE_ANNOTATION}]" in verdict.message
+
+
+@pytest.mark.parametrize("key", [names.RESERVED_NODE_ANNOTATION, names.RELEASED_AT_ANNOTATION])
+def test_a_user_cannot_write_the_reservation_ledger(key):
+    """A pod that reserved its own node would jump the queue; one that reset its release time
+    would dodge the bind timeout."""
+    on_create = judged(gated(annotations={key: "gpu-node-1"}), user="alice")
+    assert not on_create.allowed and f'metadata.annotations[{key}]: set to "gpu-node-1" by alice' in on_create.message
+    on_update = judged(gated(annotations={key: "gpu-node-2"}), operation="UPDATE",
+                       old=gated(annotations={key: "gpu-node-1"}), user="alice")
+    assert not on_update.allowed and 'changed to "gpu-node-2"' in on_update.message
+
+
+def test_the_controller_writes_the_reservation_ledger():
+    verdict = judged(gated(annotations={names.RESERVED_NODE_ANNOTATION: "gpu-node-1"}), operation="UPDATE",
+                     old=gated(), user=CONTROLLER)
+    assert verdict.allowed
