@@ -15,6 +15,7 @@ SUBCOMMANDS = (
     "webhook.cli",
     "certs.cli",
     "controller.cli",
+    "sim.cli",
     "bench.cli",
     "demo.cli",
 )
