@@ -15,6 +15,7 @@ import ssl
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -82,6 +83,25 @@ class Process:
     def failed(self, why: str) -> ProcessError:
         return ProcessError(f"{self.name}: {why} (log {self.log_path}):\n{self.log_tail()}")
 
+    def check_running(self) -> None:
+        if not self.alive():
+            raise self.failed(f"exited with code {self.popen.returncode}")
+
+    def wait_until_ready(self, connect: Callable[[], http.client.HTTPConnection], timeout: float) -> None:
+        """GET /readyz on fresh connections until it answers 200; fail at once if the process exits."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            self.check_running()
+            try:
+                connection = connect()
+                connection.request("GET", "/readyz")
+                if connection.getresponse().status == 200:
+                    return
+            except OSError:
+                pass
+            time.sleep(0.1)
+        raise self.failed(f"not ready after {timeout:g} s")
+
     def stop(self, timeout: float = 10.0) -> None:
         if not self.alive():
             return
@@ -112,19 +132,8 @@ class WebhookProcess(Process):
     def wait_ready(self, timeout: float = 30.0) -> None:
         """Poll /readyz over TLS, verifying the certificate against our CA, as the API server does."""
         context = ssl.create_default_context(cadata=self.certs.ca_pem.decode())
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if not self.alive():
-                raise self.failed(f"exited with code {self.popen.returncode}")
-            try:
-                connection = http.client.HTTPSConnection(LOOPBACK, self.port, context=context, timeout=1)
-                connection.request("GET", "/readyz")
-                if connection.getresponse().status == 200:
-                    return
-            except OSError:
-                pass
-            time.sleep(0.1)
-        raise self.failed(f"not ready after {timeout:g} s")
+        self.wait_until_ready(lambda: http.client.HTTPSConnection(LOOPBACK, self.port, context=context, timeout=1),
+                              timeout)
 
 
 class ControllerProcess(Process):
@@ -139,21 +148,6 @@ class ControllerProcess(Process):
             "--metrics-port", str(self.metrics_port), "--audit-file", str(self.audit_path),
         ], workdir / "controller.log")
 
-    def check_running(self) -> None:
-        if not self.alive():
-            raise self.failed(f"exited with code {self.popen.returncode}")
-
     def wait_ready(self, timeout: float = 30.0) -> None:
         """Poll /readyz: ready once its caches have synced from the API server."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            self.check_running()
-            try:
-                connection = http.client.HTTPConnection(LOOPBACK, self.health_port, timeout=1)
-                connection.request("GET", "/readyz")
-                if connection.getresponse().status == 200:
-                    return
-            except OSError:
-                pass
-            time.sleep(0.1)
-        raise self.failed(f"not ready after {timeout:g} s")
+        self.wait_until_ready(lambda: http.client.HTTPConnection(LOOPBACK, self.health_port, timeout=1), timeout)

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
+from sim.patching import apply_merge_patch
+
 CORE = {("", "v1"): {"pods": ("Pod", True), "nodes": ("Node", False), "namespaces": ("Namespace", False),
                      "events": ("Event", True)},
         ("coordination.k8s.io", "v1"): {"leases": ("Lease", True)}}
@@ -39,19 +41,6 @@ def status(code: int, reason: str, message: str, **details) -> dict:
     if details:
         body["details"] = details
     return body
-
-
-def merge_patch(target, patch):
-    """RFC 7386."""
-    if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
-    result = dict(target) if isinstance(target, dict) else {}
-    for key, value in patch.items():
-        if value is None:
-            result.pop(key, None)
-        else:
-            result[key] = merge_patch(result.get(key), value)
-    return result
 
 
 @dataclass
@@ -264,7 +253,7 @@ def _handler(api: FakeAPI):
                 return 409, status(409, "Conflict", f'Operation cannot be fulfilled on {resource[2]} "{name}": the '
                                    "object has been modified; please apply your changes to the latest version and "
                                    "try again", name=name, kind=resource[2])
-            return 200, api._commit(resource, (namespace, name), merge_patch(current, body), "MODIFIED", True)
+            return 200, api._commit(resource, (namespace, name), apply_merge_patch(current, body), "MODIFIED", True)
 
         def _delete(self, resource, namespace, name, query, body):
             code, current = self._get(resource, namespace, name, query, body)

@@ -11,7 +11,6 @@ with its user. The real emulated API server replaces it in the integration tests
 
 from __future__ import annotations
 
-import copy
 import pickle
 import random
 import threading
@@ -21,6 +20,7 @@ import jsonpatch
 
 from sim.api import ADMIN, SCHEDULER, APIError, User, WatchEvent
 from sim.clock import Clock, rfc3339
+from sim.patching import apply_merge_patch
 
 CLUSTER_SCOPED = ("nodes", "namespaces")
 SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
@@ -34,19 +34,6 @@ def error(code: int, reason: str, message: str) -> APIError:
 def clone(obj: dict) -> dict:
     """A deep copy, the fast way (objects are JSON shapes)."""
     return pickle.loads(pickle.dumps(obj, pickle.HIGHEST_PROTOCOL))
-
-
-def merge_patch(target, patch):
-    """RFC 7386."""
-    if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
-    result = dict(target) if isinstance(target, dict) else {}
-    for key, value in patch.items():
-        if value is None:
-            result.pop(key, None)
-        else:
-            result[key] = merge_patch(result.get(key), value)
-    return result
 
 
 class FakeAPI:
@@ -122,7 +109,7 @@ class FakeAPI:
             if patch_type == "application/json-patch+json":
                 changed = jsonpatch.apply_patch(current, patch)
             else:
-                changed = merge_patch(current, patch)
+                changed = apply_merge_patch(current, patch)
             if subresource == "status":
                 changed = {**current, "status": changed.get("status", {})}
             else:
