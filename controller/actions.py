@@ -1,16 +1,19 @@
 """Carry out a pass's actions through `controller.kube`, one at a time, each on its own.
 
-A Conflict (409, or a failed JSON Patch `test`) means the cache was behind: the action is
-dropped and the next pass, on fresher data, decides again; it is never retried blindly. Any
-other failure is logged and the remaining actions still run: one bad object never stops the
-loop. `--dry-run` records the decisions (audit, log) and writes nothing.
+Pod writes go first, then Gang statuses, then Events: what the scheduler waits for is not held
+up behind what people read. A Conflict (409, or a failed JSON Patch `test`) means the cache was
+behind: the action is dropped and the next pass, on fresher data, decides again; it is never
+retried blindly. Any other failure is logged and the remaining actions still run: one bad object
+never stops the loop. `--dry-run` records the decisions (audit, log) and writes nothing.
 
 Events are core/v1 Events named after the object and a hash of reason and message, so that
-the same news bumps `count` on one Event instead of piling up new ones.
+the same news bumps `count` on one Event instead of piling up new ones. A report goes to its
+Gang (or first pod) and, when it says so (release, rollback), to each pod it names as well.
 """
 
 import hashlib
 import logging
+from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from datetime import datetime, timezone
 
@@ -21,6 +24,9 @@ from gangkeeper.audit import AuditLog
 
 log = logging.getLogger("gangkeeper.controller.actions")
 COMPONENT = "gangkeeper-controller"
+# Event counts remembered: enough for every group under way; an older Event that comes back is
+# found by its name (AlreadyExists) and bumped.
+REMEMBERED_EVENTS = 16_384
 
 
 class Executor:
@@ -31,12 +37,16 @@ class Executor:
                  clock: Callable[[], datetime] = lambda: datetime.now(timezone.utc)):
         self._kube, self._audit, self._dry_run = kube, audit, dry_run
         self._written, self._clock = written, clock
-        self._event_counts: dict[str, int] = {}
+        self._event_counts: OrderedDict[str, int] = OrderedDict()
 
-    def execute(self, actions: Iterable[Action]) -> int:
-        """Run every action; return how many failed."""
+    def execute(self, actions: Iterable[Action], proceed: Callable[[], bool] = lambda: True) -> int:
+        """Run every action while `proceed()` (still the leader, say); return how many failed or were left."""
         failed = 0
-        for action in actions:
+        actions = sorted(actions, key=_urgency)
+        for position, action in enumerate(actions):
+            if not proceed():
+                log.warning("stopped after %d of %d actions: no longer allowed to write", position, len(actions))
+                return failed + len(actions) - position
             try:
                 if isinstance(action, Report):
                     self._record(action)
@@ -72,7 +82,11 @@ class Executor:
                     pass
             self._kube.patch_status(GANGS, namespace, action.name, {"status": dict(action.status)}, MERGE_PATCH)
         elif isinstance(action, Report):
-            self._event(action)
+            self._event(action, action.involved, action.message)
+            if action.on_pods:
+                group = "/".join(action.group)
+                for pod in action.pods:
+                    self._event(action, ("v1", "Pod", pod), f"group {group}: {action.message}")
 
     def _record(self, report: Report) -> None:
         namespace, group = report.group
@@ -81,20 +95,22 @@ class Executor:
                                                  "dry_run": self._dry_run})
         log.info("%s/%s %s: %s %s", namespace, group, report.event, report.reason, report.message)
 
-    def _event(self, report: Report) -> None:
+    def _event(self, report: Report, involved: tuple[str, str, str], message: str) -> None:
         namespace = report.group[0]
-        api_version, kind, name = report.involved
-        digest = hashlib.sha256(f"{kind}/{name}/{report.reason}/{report.message}".encode()).hexdigest()[:12]
+        api_version, kind, name = involved
+        digest = hashlib.sha256(f"{kind}/{name}/{report.reason}/{message}".encode()).hexdigest()[:12]
         event_name = f"{name}.{digest}"[-253:].lstrip(".-")
         stamp = self._clock().strftime("%Y-%m-%dT%H:%M:%SZ")
-        count = self._event_counts.get(event_name, 0) + 1
+        count = self._event_counts.pop(event_name, 0) + 1
         self._event_counts[event_name] = count
+        if len(self._event_counts) > REMEMBERED_EVENTS:
+            self._event_counts.popitem(last=False)
         if count > 1:
             self._kube.patch(EVENTS, namespace, event_name, {"count": count, "lastTimestamp": stamp}, MERGE_PATCH)
             return
         body = {"apiVersion": "v1", "kind": "Event", "metadata": {"name": event_name, "namespace": namespace},
                 "involvedObject": {"apiVersion": api_version, "kind": kind, "name": name, "namespace": namespace},
-                "reason": report.reason, "message": report.message[:1024], "type": "Warning" if report.warning
+                "reason": report.reason, "message": message[:1024], "type": "Warning" if report.warning
                 else "Normal", "source": {"component": COMPONENT}, "firstTimestamp": stamp, "lastTimestamp": stamp,
                 "count": 1}
         try:
@@ -102,6 +118,10 @@ class Executor:
         except AlreadyExists:  # an Event from before a restart: bump it
             self._event_counts[event_name] = count = 2
             self._kube.patch(EVENTS, namespace, event_name, {"count": count, "lastTimestamp": stamp}, MERGE_PATCH)
+
+
+def _urgency(action: Action) -> int:
+    return 2 if isinstance(action, Report) else 1 if isinstance(action, SaveGang) else 0
 
 
 def _group(action: Action) -> str:

@@ -2,6 +2,7 @@
 
 import argparse
 import logging
+import signal
 import threading
 
 from gangkeeper import names
@@ -15,7 +16,9 @@ SYNC_TIMEOUT_SECONDS = 120.0
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser("controller", help="reserve capacity for whole groups and release their gates")
     add_flag(parser, "--kubeconfig", default=None, help="kubeconfig file; in-cluster credentials when unset")
-    add_flag(parser, "--namespace", default=None, help="only watch this namespace (all when unset)")
+    add_flag(parser, "--namespace", default=None,
+             help="only manage groups in this namespace (all when unset); pods of every namespace still count "
+                  "against node capacity")
     add_bool_flag(parser, "--dry-run", help="decide, log and audit, but write nothing")
     add_bool_flag(parser, "--once", help="sync the caches, run one pass without leader election, exit")
     add_flag(parser, "--resync-seconds", default=30, type=positive_int, help="a pass at least this often")
@@ -25,6 +28,9 @@ def add_parser(subparsers) -> None:
              help="queue order")
     add_flag(parser, "--starvation-seconds", default=300, type=int_in_range(0, 10**7, "a number of seconds"),
              help="under BestEffortFIFO, a group waiting this long gets freed capacity held for it")
+    add_bool_flag(parser, "--fail-on-schedule-timeout",
+                  help="give up a group not admitted within its schedule timeout (Gang phase Failed) "
+                       "instead of reporting TimedOut and waiting on")
     add_flag(parser, "--health-port", default=8081, type=port, help="/healthz and /readyz")
     add_flag(parser, "--metrics-port", default=8080, type=port, help="Prometheus /metrics")
     add_flag(parser, "--audit-file", default="", help="rotating audit log file; stdout when empty")
@@ -39,7 +45,8 @@ def settings_from(args: argparse.Namespace):
     from controller.queue import Order, QueuePolicy
     from controller.reconciler import Settings
     return Settings(bind_timeout_seconds=float(args.bind_timeout_seconds),
-                    policy=QueuePolicy(order=Order(args.policy), starvation_seconds=float(args.starvation_seconds)))
+                    policy=QueuePolicy(order=Order(args.policy), starvation_seconds=float(args.starvation_seconds)),
+                    fail_on_schedule_timeout=args.fail_on_schedule_timeout)
 
 
 def run(args: argparse.Namespace, stop: threading.Event | None = None) -> int:
@@ -64,16 +71,25 @@ def run(args: argparse.Namespace, stop: threading.Event | None = None) -> int:
                 return 1
             controller.reconcile_once()
             return 0
-        return _serve(args, controller, metrics, kube, stop or threading.Event(), serve_health, LeaderElector)
+        return _serve(args, controller, metrics, kube, stop or _stopped_by_sigterm(), serve_health, LeaderElector)
     finally:
         controller.stop()
+
+
+def _stopped_by_sigterm() -> threading.Event:
+    """Set on SIGTERM (the kubelet stopping the pod): the leader hands its Lease back on the way out,
+    so that the other replica takes over at its next try instead of after a whole lease duration."""
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    return stop
 
 
 def _serve(args, controller, metrics, kube, stop, serve_health, elector_class) -> int:
     health = serve_health(args.health_port, lambda: controller.alive(3 * args.resync_seconds + 30),
                           controller.synced)
-    metrics.serve(args.metrics_port)
-    elector = elector_class(kube, args.lease_namespace, args.lease_name, args.identity).start()
+    metrics_server = metrics.serve(args.metrics_port)
+    elector = elector_class(kube, args.lease_namespace, args.lease_name, args.identity,
+                            on_started_leading=controller.wake).start()
     try:
         controller.run(stop, lambda: elector.is_leader)
     except KeyboardInterrupt:
@@ -81,4 +97,5 @@ def _serve(args, controller, metrics, kube, stop, serve_health, elector_class) -
     finally:
         elector.stop()
         health.shutdown()
+        metrics_server.shutdown()
     return 0

@@ -12,11 +12,17 @@ none is found, the group gets a `problem` and nothing of it is reserved.
 
 The cache holds `PodFacts` and `Workload`s, small frozen values made once per API object by
 `pod_facts` and `workload_from_api` (the informers' transforms).
+
+When a group was first seen orders the queue and starts its schedule timeout and starvation
+clocks. The controller remembers it, and after a restart (or with nothing remembered) takes the
+creation time of the group's oldest member: durable, so a restart neither moves a group to the
+back of the queue nor restarts its timeout.
 """
 
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from controller.model import Group, GroupKey, Member, group_of, member_from_api
 from gangkeeper import names
@@ -29,6 +35,10 @@ JOBSETS = "jobsets.jobset.x-k8s.io"
 JOBS = "jobs.batch"
 GANGS = f"{names.GANG_PLURAL}.{names.GANG_GROUP}"
 
+# How a PodGroup-declared group finds its PodGroup: resource, and the pod label naming it (None: the group label).
+_POD_GROUPS = {names.SOURCE_NATIVE_POD_GROUP: (PODGROUPS_NATIVE, names.NATIVE_POD_GROUP_LABEL),
+               names.SOURCE_PLUGINS_POD_GROUP: (PODGROUPS_PLUGINS, names.PLUGINS_POD_GROUP_LABEL),
+               names.SOURCE_VOLCANO_POD_GROUP: (PODGROUPS_VOLCANO, None)}
 # The labels a member carries that lead to its owner; everything else is dropped from the cache.
 _KEPT_LABELS = (names.JOBSET_NAME_LABEL, names.JOBSET_UID_LABEL, names.JOBSET_REPLICATED_JOB_LABEL,
                 names.NATIVE_POD_GROUP_LABEL, names.PLUGINS_POD_GROUP_LABEL)
@@ -50,6 +60,7 @@ class PodFacts:
 
     `affinity_depth` says how much of `spec.affinity.nodeAffinity.required…` exists (0 to 3),
     so that the pin can be added with JSON Patch `add` operations that never replace anything.
+    `released_at` is the controller's release annotation (epoch seconds), when it can be read.
     """
 
     member: Member
@@ -63,6 +74,7 @@ class PodFacts:
     gate_index: int | None
     affinity_depth: int
     unschedulable: str | None
+    released_at: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +134,7 @@ def pod_facts(pod: Mapping) -> PodFacts | None:
         owner=_controller_owner(metadata), resource_version=str(metadata.get("resourceVersion", "")),
         gate_index=gates.index(names.SCHEDULING_GATE) if names.SCHEDULING_GATE in gates else None,
         affinity_depth=_affinity_depth(spec), unschedulable=_unschedulable(pod),
+        released_at=_epoch(annotations.get(names.RELEASED_AT_ANNOTATION)),
     )
 
 
@@ -194,6 +207,14 @@ def _affinity_depth(spec: Mapping) -> int:
     return depth
 
 
+def _epoch(stamp: str | None) -> float | None:
+    """An RFC 3339 time as epoch seconds; None when absent or unreadable (someone edited it)."""
+    try:
+        return datetime.fromisoformat(stamp).timestamp() if stamp else None
+    except ValueError:
+        return None
+
+
 def _unschedulable(pod: Mapping) -> str | None:
     for condition in (pod.get("status") or {}).get("conditions") or ():
         if condition.get("type") == "PodScheduled" and condition.get("reason") == "Unschedulable":
@@ -203,12 +224,61 @@ def _unschedulable(pod: Mapping) -> str | None:
 
 # --- grouping ----------------------------------------------------------------------------------
 
-WorkloadIndex = Mapping[tuple[str, str, str], Workload]  # (resource, namespace, name)
+WorkloadKey = tuple[str, str, str]  # (resource, namespace, name)
+WorkloadIndex = Mapping[WorkloadKey, Workload]
+
+
+class Workloads(Mapping):
+    """Workloads by (resource, namespace, name), with Gangs also found by the group they declare.
+
+    A Gang may declare any group (`spec.groupName`); finding it by scanning every workload would
+    cost O(workloads) per group and pass, so Gangs are indexed by (namespace, group) as well.
+    """
+
+    __slots__ = ("_items", "_gangs")
+
+    def __init__(self, items: WorkloadIndex | None = None):
+        self._items: dict[WorkloadKey, Workload] = {}
+        self._gangs: dict[tuple[str, str], set[str]] = {}
+        for key, workload in (items or {}).items():
+            self.put(key, workload)
+
+    def __getitem__(self, key: WorkloadKey) -> Workload:
+        return self._items[key]
+
+    def __iter__(self) -> Iterator[WorkloadKey]:
+        return iter(self._items)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def put(self, key: WorkloadKey, workload: Workload | None) -> Workload | None:
+        """Store (None: forget) the workload at `key`; return what was there."""
+        previous = self._items.pop(key, None)
+        if previous is not None and previous.resource == GANGS:
+            self._gangs.get((previous.namespace, previous.group_name), set()).discard(previous.name)
+        if workload is not None:
+            self._items[key] = workload
+            if workload.resource == GANGS:
+                self._gangs.setdefault((workload.namespace, workload.group_name), set()).add(workload.name)
+        return previous
+
+    def gang_declaring(self, namespace: str, group: str) -> Workload | None:
+        """The Gang named like the group when it declares it, else the first (by name) that does."""
+        declaring = self._gangs.get((namespace, group))
+        if not declaring:
+            return None
+        return self._items[(GANGS, namespace, group if group in declaring else min(declaring))]
+
+
+def as_workloads(workloads: WorkloadIndex) -> Workloads:
+    return workloads if isinstance(workloads, Workloads) else Workloads(workloads)
 
 
 def build_groups(pods: Iterable[PodFacts], workloads: WorkloadIndex, first_seen: Mapping[GroupKey, float],
                  now: float) -> list[GangView]:
-    """Every group the members make, sized; `first_seen` missing a key means seen `now`."""
+    """Every group the members make, sized (see the module docstring for when each was first seen)."""
+    workloads = as_workloads(workloads)
     members: dict[GroupKey, list[PodFacts]] = {}
     for facts in pods:
         if facts.group is not None:
@@ -216,8 +286,52 @@ def build_groups(pods: Iterable[PodFacts], workloads: WorkloadIndex, first_seen:
     views = []
     for key, facts in sorted(members.items()):
         facts.sort(key=lambda f: f.member.name)
-        views.append(_view(key, tuple(facts), workloads, first_seen.get(key, now)))
+        views.append(_view(key, tuple(facts), workloads, _first_seen(key, facts, first_seen, now)))
     return views
+
+
+def _first_seen(key: GroupKey, pods: Iterable[PodFacts], remembered: Mapping[GroupKey, float], now: float) -> float:
+    if key in remembered:
+        return remembered[key]
+    created = [facts.member.created for facts in pods if facts.member.created is not None]
+    return min([now, *created])
+
+
+def dependencies(facts: PodFacts) -> tuple[WorkloadKey, ...]:
+    """The workloads whose change may change the group of this pod, as `Workloads` keys.
+
+    Gangs are looked up by the group they declare, so a Gang dependency is written
+    (GANGS, namespace, group) whatever the Gang's own name; every group may have one.
+    """
+    namespace, source, label = facts.member.namespace, facts.source, facts.group or ""
+    keys = [(GANGS, namespace, label)]
+    owner_resource = {names.SOURCE_PYTORCHJOB: PYTORCHJOBS, names.SOURCE_JOB: JOBS}.get(source)
+    if owner_resource and facts.owner is not None:
+        keys.append((owner_resource, namespace, facts.owner.name))
+    elif source == names.SOURCE_JOBSET:
+        keys.append((JOBSETS, namespace, facts.labels.get(names.JOBSET_NAME_LABEL, "")))
+    elif source in _POD_GROUPS:
+        resource, name_label = _POD_GROUPS[source]
+        keys.append((resource, namespace, facts.labels.get(name_label, label) if name_label else label))
+    return tuple(keys)
+
+
+def dependents(key: WorkloadKey, workload: Workload | None) -> tuple[WorkloadKey, ...]:
+    """The `dependencies` keys a change of this workload affects (a Gang: the group it declares)."""
+    if key[0] == GANGS:
+        return ((GANGS, key[1], workload.group_name if workload is not None else key[2]),)
+    return (key,)
+
+
+def settled_phase(view: GangView) -> str | None:
+    """Running, Succeeded or Failed when nothing about the group changes until one of its pods
+    does: no problem, and every live member bound (or none live). None while it is under way."""
+    if view.problem:
+        return None
+    live = [member for member in view.group.members if not member.terminal]
+    if not live:
+        return "Failed" if any(member.phase == "Failed" for member in view.group.members) else "Succeeded"
+    return "Running" if all(member.node for member in live) else None
 
 
 def group_key(facts: PodFacts, workloads: WorkloadIndex) -> GroupKey:
@@ -231,7 +345,7 @@ def group_key(facts: PodFacts, workloads: WorkloadIndex) -> GroupKey:
     return namespace, facts.group or ""
 
 
-def _view(key: GroupKey, pods: tuple[PodFacts, ...], workloads: WorkloadIndex, first_seen: float) -> GangView:
+def _view(key: GroupKey, pods: tuple[PodFacts, ...], workloads: Workloads, first_seen: float) -> GangView:
     source, label = pods[0].source, pods[0].group or ""
     declarations, owner, missing = _declarations(key, pods, workloads)
     values = {value for _, value in declarations}
@@ -250,7 +364,7 @@ def _view(key: GroupKey, pods: tuple[PodFacts, ...], workloads: WorkloadIndex, f
 
 
 def _declarations(key: GroupKey, pods: tuple[PodFacts, ...],
-                  workloads: WorkloadIndex) -> tuple[list[tuple[str, int]], Owner | None, str | None]:
+                  workloads: Workloads) -> tuple[list[tuple[str, int]], Owner | None, str | None]:
     """(who, size) for every declaration found, the owner to hang the Gang on, and what is missing."""
     namespace, source, label = key[0], pods[0].source, pods[0].group or ""
     found: list[tuple[str, int]] = []
@@ -271,9 +385,7 @@ def _declarations(key: GroupKey, pods: tuple[PodFacts, ...],
             return found, None, f"JobSet {pods[0].labels.get(names.JOBSET_NAME_LABEL)} not in the cache (yet)"
         part = key[1][len(label) + 1:] if jobset.in_order else ""
         return found + [(f"JobSet {jobset.name} {part}".strip(), jobset.sizes.get(part, 0))], jobset.owner, None
-    pod_group = {names.SOURCE_NATIVE_POD_GROUP: (PODGROUPS_NATIVE, names.NATIVE_POD_GROUP_LABEL),
-                 names.SOURCE_PLUGINS_POD_GROUP: (PODGROUPS_PLUGINS, names.PLUGINS_POD_GROUP_LABEL),
-                 names.SOURCE_VOLCANO_POD_GROUP: (PODGROUPS_VOLCANO, None)}.get(source)
+    pod_group = _POD_GROUPS.get(source)
     if pod_group:
         name = pods[0].labels.get(pod_group[1], label) if pod_group[1] else label
         workload = workloads.get((pod_group[0], namespace, name))
@@ -301,16 +413,12 @@ def _jobset(facts: PodFacts, workloads: WorkloadIndex) -> Workload | None:
     return workload
 
 
-def gang_for(namespace: str, label: str, workloads: WorkloadIndex) -> Workload | None:
-    """The user's Gang declaring this group: by `spec.groupName`, else by its name."""
-    named = workloads.get((GANGS, namespace, label))
-    if named is not None and named.group_name == label:
-        return named
-    return next((w for (resource, ns, _), w in workloads.items()
-                 if resource == GANGS and ns == namespace and w.group_name == label), None)
+def gang_for(namespace: str, label: str, workloads: Workloads) -> Workload | None:
+    """The user's Gang declaring this group (`spec.groupName`, which defaults to its name)."""
+    return workloads.gang_declaring(namespace, label)
 
 
-def _timeout(pods: tuple[PodFacts, ...], workloads: WorkloadIndex, key: GroupKey) -> float | None:
+def _timeout(pods: tuple[PodFacts, ...], workloads: Workloads, key: GroupKey) -> float | None:
     gang = gang_for(key[0], pods[0].group or "", workloads)
     if gang is not None and gang.schedule_timeout is not None:
         return gang.schedule_timeout

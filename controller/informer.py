@@ -9,7 +9,9 @@ exponentially and tries again: the loop never ends until `stop()`.
 
 The cache keeps what `transform` makes of each object, not the object: a pod is kilobytes, and
 the planner needs a few fields of it. `transform` returning None drops the object (a pod that
-has finished frees its node and needs no decision).
+has finished frees its node and needs no decision). `on_object(key, value)` hears of every
+change to the cache (see `Cache`), value None meaning gone — a relist reports every key it keeps
+and every key it drops — so that a consumer can keep its own index without rescanning the cache.
 
 A resource whose API is not served (a CRD not installed) is switched off with one log line,
 counts as synced with nothing in it, and is looked up again every `recheck_seconds`.
@@ -37,23 +39,38 @@ def object_key(obj: dict) -> str:
 
 
 class Cache:
-    """Small objects by key, safe to read from any thread while the informer writes."""
+    """Small objects by key, safe to read from any thread while the informer writes.
 
-    def __init__(self) -> None:
+    `on_change(key, value)` hears of every change (value None: gone) under the cache's lock, so
+    that a `snapshot` never holds a change not yet told: a consumer that keeps its own index from
+    what it is told can compare it with a snapshot exactly. It must return quickly.
+    """
+
+    def __init__(self, on_change: Callable[[str, Any], None] = lambda key, value: None) -> None:
         self._items: dict[str, Any] = {}
         self._lock = threading.Lock()
+        self._on_change = on_change
 
     def replace(self, items: dict[str, Any]) -> None:
+        """Hold `items` from now on: every key dropped is told gone, every key kept is told again."""
         with self._lock:
-            self._items = dict(items)
+            previous, self._items = self._items, dict(items)
+            for key in previous.keys() - self._items.keys():
+                self._on_change(key, None)
+            for key, value in self._items.items():
+                self._on_change(key, value)
 
     def put(self, key: str, value: Any) -> None:
         with self._lock:
             self._items[key] = value
+            self._on_change(key, value)
 
     def remove(self, key: str) -> bool:
         with self._lock:
-            return self._items.pop(key, None) is not None
+            present = self._items.pop(key, None) is not None
+            if present:
+                self._on_change(key, None)
+            return present
 
     def get(self, key: str, default: Any = None) -> Any:
         with self._lock:
@@ -88,11 +105,12 @@ class Informer:
 
     def __init__(self, kube: Kube, resource: Resource, transform: Transform, *, namespace: str | None = None,
                  label_selector: str = "", field_selector: str = "", hooks: Hooks | None = None,
-                 on_change: Callable[[str], None] = _ignore, watch_timeout: float = 300.0,
+                 on_change: Callable[[str], None] = _ignore,
+                 on_object: Callable[[str, Any], None] = _ignore, watch_timeout: float = 300.0,
                  recheck_seconds: float = 60.0, backoff: Backoff | None = None,
                  wait: Callable[[float], Any] | None = None, random: Callable[[], float] = random.random):
         self.resource = resource
-        self.cache = Cache()
+        self.cache = Cache(on_object)
         self.resource_version: str | None = None  # None: the next step lists
         self.hooks = hooks or Hooks()
         self._kube, self._transform, self._on_change = kube, transform, on_change
@@ -111,6 +129,11 @@ class Informer:
     def has_synced(self) -> bool:
         """The cache has held a complete list once (or the resource is known not to be served)."""
         return self._synced.is_set()
+
+    @property
+    def served(self) -> bool | None:
+        """Whether discovery found the resource served (None: not asked yet)."""
+        return self._served
 
     def start(self) -> "Informer":
         self._thread = threading.Thread(target=self.run, name=f"informer-{self.resource.name}", daemon=True)
@@ -193,15 +216,16 @@ class Informer:
             self.hooks.watch_restarted(self.resource.name, "closed")
 
     def _apply(self, kind: str, obj: dict) -> None:
+        key = object_key(obj)
         if kind in ("ADDED", "MODIFIED"):
             value = self._small(obj)
             if value is not None:
-                self.cache.put(object_key(obj), value)
+                self.cache.put(key, value)
                 self._on_change(self.resource.name)
-            elif self.cache.remove(object_key(obj)):
+            elif self.cache.remove(key):
                 self._on_change(self.resource.name)
         elif kind == "DELETED":
-            if self.cache.remove(object_key(obj)):
+            if self.cache.remove(key):
                 self._on_change(self.resource.name)
         elif kind != "BOOKMARK":
             log.warning("%s: ignoring a watch event of unknown type %r", self.resource.name, kind)

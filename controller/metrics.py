@@ -19,6 +19,9 @@ class Metrics:
                                          registry=self.registry)
         self.watch_restarts = Counter("gangkeeper_watch_restarts", "Watches started again",
                                       ["resource", "reason"], registry=self.registry)
+        self.index_inconsistencies = Counter(
+            "gangkeeper_index_inconsistencies", "Consistency checks that found the incremental index off the caches",
+            registry=self.registry)
 
     def observe_pass(self, phases: dict, reserved_accelerators: int, released_after, rollbacks: int,
                      seconds: float) -> None:
@@ -30,5 +33,7 @@ class Metrics:
         self.rollbacks.inc(rollbacks)
         self.planner_seconds.observe(seconds)
 
-    def serve(self, port: int) -> None:
-        start_http_server(port, registry=self.registry)
+    def serve(self, port: int, host: str = "0.0.0.0"):
+        """Serve /metrics on a thread; returns the server, to shut down."""
+        server, _ = start_http_server(port, addr=host, registry=self.registry)
+        return server

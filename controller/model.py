@@ -69,8 +69,10 @@ class Node:
 class Member:
     """A pod of a group. `affinity_terms` is None when the pod has no required node affinity.
 
-    `reserved_node` is the reservation annotation, or failing that the node of the pin: a
-    released member carries both, and either one is enough to rebuild the ledger after a restart.
+    `reserved_node` is the reservation annotation or, once the gate is gone, the node of the pin:
+    a released member carries both, and either one is enough to rebuild the ledger after a
+    restart. A gated pod is reserved by the annotation alone: the pin and the gate's removal are
+    one patch, so a pin on a gated pod is the user's own constraint, not a reservation.
     """
 
     namespace: str
@@ -156,7 +158,7 @@ def member_from_api(pod: Mapping) -> Member:
     spec = pod.get("spec") or {}
     annotations = metadata.get("annotations") or {}
     terms = required_affinity_terms(spec)
-    gates = spec.get("schedulingGates") or ()
+    gated = any(gate.get("name") == names.SCHEDULING_GATE for gate in spec.get("schedulingGates") or ())
     return Member(
         namespace=sys.intern(metadata.get("namespace", "")),
         name=metadata.get("name", ""),
@@ -166,10 +168,10 @@ def member_from_api(pod: Mapping) -> Member:
         node_selector=_shared(tuple(sorted((spec.get("nodeSelector") or {}).items()))),
         affinity_terms=_shared(terms),
         tolerations=_shared(tuple(_toleration(t) for t in spec.get("tolerations") or ())),
-        reserved_node=annotations.get(names.RESERVED_NODE_ANNOTATION) or pinned_node(terms),
+        reserved_node=annotations.get(names.RESERVED_NODE_ANNOTATION) or (None if gated else pinned_node(terms)),
         node=spec.get("nodeName") or None,
         phase=(pod.get("status") or {}).get("phase") or "Pending",
-        gated=any(gate.get("name") == names.SCHEDULING_GATE for gate in gates),
+        gated=gated,
         created=_timestamp(metadata.get("creationTimestamp")),
     )
 

@@ -6,7 +6,9 @@ group was first seen (oldest first), then by key so that a pass is deterministic
 no waiting member are in flight (reserved, released or bound) and are not the queue's business.
 
 Groups are planned in queue order on a copy of the ledger; each admitted plan is counted there
-as reserved, so one pass never books the same capacity twice. The caller's ledger is untouched.
+as reserved, so one pass never books the same capacity twice. The caller's ledger is untouched;
+the copy, with every admitted plan and the held capacity counted, is handed back in the `Pass`
+so that the caller can plan more (one member at a time for elastic groups) without another copy.
 
 StrictFIFO: the first group that does not fit stops the pass; every group behind it waits.
 
@@ -58,6 +60,7 @@ class Pass:
     admitted: tuple[tuple[Group, Plan], ...]
     waiting: tuple[Waiting, ...]
     held_for: Group | None = None
+    ledger: Ledger | None = None
 
 
 def queued(groups: Iterable[Group]) -> list[Group]:
@@ -98,4 +101,4 @@ def plan_pass(groups: Iterable[Group], nodes: NodePool, ledger: Ledger, now: flo
         if head is None and now - group.first_seen >= policy.starvation_seconds:
             head = group
             apply(outcome, working)
-    return Pass(tuple(admitted), tuple(waiting), head)
+    return Pass(tuple(admitted), tuple(waiting), head, working)

@@ -1,27 +1,36 @@
-"""One reconcile pass, decided on a snapshot of the cache: what to write, never writing it.
+"""One reconcile pass, decided on the cluster as the index holds it: what to write, never writing it.
 
 A group moves through reserve → release → bound, one durable step per pass:
   - reserve: the planner admitted the group; each waiting member gets the reservation
-    annotation (it stays gated). Capacity is booked from now on: the ledger is rebuilt every
-    pass from reservations and pins on the pods, so a restarted controller books exactly
-    what its predecessor booked and nothing twice.
+    annotation (it stays gated). Capacity is booked from now on: the ledger counts reservations
+    and pins found on the pods, so a restarted controller books exactly what its predecessor
+    booked and nothing twice.
   - release: at least min count members hold a reservation (or are further along); every
-    reserved, still-gated member gets one JSON Patch that pins it to its node and removes our
-    gate, guarded by `test`s so that a stale cache gets a Conflict instead of a wrong write.
+    reserved, still-gated member gets one JSON Patch that pins it to its node, removes our gate
+    and records when (`gangkeeper.io/released-at`), guarded by `test`s so that a stale cache
+    gets a Conflict instead of a wrong write.
   - rollback: a released member not bound within the bind timeout, or reported Unschedulable,
     means the plan was wrong (something the model does not see). All members that have an
     owner are deleted so the owner recreates them gated; the group then backs off
     exponentially. Capacity stays booked until the pods are gone, so nothing else can take it
     before the rollback completes. Pods without an owner are reported, never deleted.
-Elastic groups (min count below the declared size) are admitted with min count members; the
-others are reserved one at a time, in later passes, from what the queue leaves over.
+Once admitted, a group's other members — elastic ones beyond min count, or replacements of
+members that finished or failed — are reserved one at a time, in later passes, from what the
+queue leaves over, and released like the rest.
+
+The bind timeout counts from the release annotation, which survives a restart or a change of
+leader; only when it is missing or unreadable does it count from when this controller first saw
+the member released. A group not admitted within its schedule timeout gets a TimedOut condition
+and an Event, and keeps waiting unless `Settings.fail_on_schedule_timeout` gives it up (phase
+Failed; its pods stay gated for their owner to clean up).
 
 `Memory` is what the controller remembers between passes and may lose on a restart: when
-each group was first seen, when a release was first seen unbound, rollback backoff, and what
-was last reported (so that Events and audit lines follow changes, not passes).
+each group was first seen (durably approximated by its oldest member's creation), rollback
+backoff, and what was last reported (so that Events and audit lines follow changes, not passes).
 """
 
 import hashlib
+import logging
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -30,13 +39,15 @@ from datetime import datetime, timezone
 
 from controller.capacity import Ledger
 from controller.eligibility import NodePool
-from controller.groups import GANGS, GangView, PodFacts, WorkloadIndex, build_groups, gang_for
+from controller.groups import GANGS, GangView, PodFacts, WorkloadIndex, gang_for, settled_phase
+from controller.index import ClusterIndex, Pending
 from controller.model import Group, GroupKey, Node
 from controller.planner import Plan, apply, plan_group
-from controller.queue import QueuePolicy, plan_pass
+from controller.queue import Order, QueuePolicy, plan_pass
 from gangkeeper import names
 from gangkeeper.resources import accelerators
 
+log = logging.getLogger("gangkeeper.controller.reconciler")
 
 _AFFINITY_PATH = ("affinity", "nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution", "nodeSelectorTerms")
 
@@ -48,6 +59,7 @@ class Settings:
     rollback_backoff_seconds: float = 30.0
     rollback_backoff_cap_seconds: float = 960.0
     accelerator_patterns: tuple[str, ...] = names.DEFAULT_ACCELERATORS
+    fail_on_schedule_timeout: bool = False
 
 
 @dataclass(frozen=True)
@@ -86,7 +98,8 @@ class DeletePod:
 
 @dataclass(frozen=True)
 class Report:
-    """One decision worth an audit line and an Event on `involved` (api_version, kind, name)."""
+    """One decision worth an audit line and an Event on `involved` (api_version, kind, name),
+    and with `on_pods` one on each of `pods` too (what `kubectl describe pod` shows)."""
 
     group: GroupKey
     event: str
@@ -96,6 +109,7 @@ class Report:
     involved: tuple[str, str, str]
     pods: tuple[str, ...] = ()
     warning: bool = False
+    on_pods: bool = False
 
 
 @dataclass(frozen=True)
@@ -131,6 +145,7 @@ class _Pass:
     settings: Settings
     memory: Memory
     workloads: WorkloadIndex
+    serves_gangs: bool = True
     actions: list = field(default_factory=list)
     reasons: dict = field(default_factory=dict)    # key → (phase, reason, message)
     reported: dict = field(default_factory=dict)
@@ -140,59 +155,66 @@ class _Pass:
 
 
 def reconcile(pods: Sequence[PodFacts], workloads: WorkloadIndex, nodes: Sequence[Node], memory: Memory,
-              now: float, settings: Settings = Settings()) -> Outcome:
-    views = build_groups(pods, workloads, memory.first_seen, now)
-    ledger = build_ledger(nodes, pods, settings.accelerator_patterns)
-    state = _Pass(now, settings, memory, workloads, rollbacks=dict(memory.rollbacks))
+              now: float, settings: Settings = Settings(), *, index: ClusterIndex | None = None) -> Outcome:
+    """Decide one pass on whole lists of pods, workloads and nodes, or on an incremental `index`.
+
+    Given an `index` (fed by informers, see `controller.index`), `pods`, `workloads` and `nodes`
+    are not read (pass them empty) and the pass costs O(groups under way + objects changed since
+    the last one); it moves the index on (`ClusterIndex.pending`). Without one, an index of the
+    lists is built first: O(pods), and every group is decided.
+    """
+    if index is None:
+        index = ClusterIndex.build(pods, workloads, nodes, settings.accelerator_patterns)
+    pending = index.pending(memory.first_seen, now)
+    state = _Pass(now, settings, memory, index.workloads, index.serves_gangs, rollbacks=dict(memory.rollbacks))
     queue, extras = [], []
-    for view in views:
-        candidate = _decide_in_flight(state, view)
+    for view in pending.views:
+        candidate = _guarded(_decide_in_flight, state, view)
         if candidate == "plan":
             queue.append(view)
         elif candidate == "extras":
             extras.append(view)
-    _plan(state, queue, extras, NodePool(nodes), ledger)
-    for view in views:
-        _report_and_status(state, view)
-    return _outcome(state, views, pods)
+    _plan(state, queue, extras, index.pool, index.ledger)
+    for view in pending.views:
+        _guarded(_report_and_status, state, view)
+    return _outcome(state, pending, index)
 
 
-def build_ledger(nodes: Sequence[Node], pods: Sequence[PodFacts], patterns: Sequence[str]) -> Ledger:
-    """Capacity from the pods alone: bound pods, and members holding a reservation or a pin."""
-    ledger = Ledger(nodes, patterns)
-    for facts in pods:
-        member = facts.member
-        if member.terminal:
-            continue
-        if member.node:
-            ledger.bind(member.uid, member.node, member.requests)
-        elif member.reserved_node:
-            ledger.reserve(member.uid, member.reserved_node, member.requests)
-    return ledger
+def _guarded(decide, state: _Pass, view: GangView):
+    """One group's decision; a group that breaks it is logged and skipped, never the whole pass."""
+    try:
+        return decide(state, view)
+    except Exception:
+        log.exception("%s: no decision this pass", view.group)
+        return None
 
 
 def _decide_in_flight(state: _Pass, view: GangView) -> str | None:
-    """Release, roll back or report a group already under way; say whether the queue should plan it."""
+    """Release, roll back or report a group already under way; say what planning it needs:
+    "plan" (the queue admits its min count), "extras" (one more member at a time), or None."""
     group, key = view.group, view.group.key
-    live = [m for m in group.members if not m.terminal]
     if view.problem:
         state.reasons[key] = ("Waiting", *view.problem)
         return None
-    if group.members and not live:
-        failed = any(m.phase == "Failed" for m in group.members)
-        state.reasons[key] = ("Failed" if failed else "Succeeded", "Finished", "every member has finished")
+    settled = settled_phase(view)
+    if settled is not None:  # what the index counts for it while it is not decided again
+        live = sum(1 for m in group.members if not m.terminal)
+        state.reasons[key] = ((settled, "Finished", "every member has finished") if settled != "Running"
+                              else ("Running", "Bound", f"{live}/{live} members bound"))
         return None
     attempts, not_before = state.rollbacks.get(key, (0, 0.0))
     if state.now < not_before:
         state.reasons[key] = ("Waiting", "BackingOff", f"rolled back {attempts}×; planning again in "
                               f"{not_before - state.now:.0f}s")
         return None
-    if _bind_failed(state, view):
-        _roll_back(state, view, attempts)
+    failure = _bind_failed(state, view)
+    if failure:
+        _roll_back(state, view, attempts, failure)
         return None
+    live = [m for m in group.members if not m.terminal]
     booked = [m for m in live if m.node or m.reserved_node]
-    if group.min_count == 0 or len(booked) < group.min_count:
-        return "plan"
+    if len(booked) < group.min_count and all(m.gated for m in live):
+        return _not_admitted(state, view)
     _release(state, view)
     bound = sum(1 for m in live if m.node)
     if bound >= group.min_count:
@@ -200,6 +222,20 @@ def _decide_in_flight(state: _Pass, view: GangView) -> str | None:
     else:
         state.reasons[key] = ("Admitted", "Released", f"{bound}/{len(live)} members bound")
     return "extras" if group.waiting_members else None
+
+
+def _not_admitted(state: _Pass, view: GangView) -> str | None:
+    """A group still to be admitted goes to the queue, unless it timed out and timing out fails it."""
+    if state.settings.fail_on_schedule_timeout and _timed_out(state, view.group):
+        state.reasons[view.group.key] = ("Failed", "TimedOut", f"not admitted within "
+                                         f"{view.group.schedule_timeout_seconds:g}s; given up")
+        return None
+    return "plan"
+
+
+def _timed_out(state: _Pass, group: Group) -> bool:
+    timeout = group.schedule_timeout_seconds
+    return timeout is not None and state.now - group.first_seen >= timeout
 
 
 def _bind_failed(state: _Pass, view: GangView) -> str | None:
@@ -210,14 +246,20 @@ def _bind_failed(state: _Pass, view: GangView) -> str | None:
             continue
         if facts.unschedulable:
             return f"{member.name} is Unschedulable on {member.reserved_node}: {facts.unschedulable}"
-        released = state.memory.released_at.get(member.uid, state.now)
-        if state.now - released >= state.settings.bind_timeout_seconds:
+        if state.now - _released_at(state, facts) >= state.settings.bind_timeout_seconds:
             return f"{member.name} not bound to {member.reserved_node} within {state.settings.bind_timeout_seconds:g}s"
     return None
 
 
-def _roll_back(state: _Pass, view: GangView, attempts: int) -> None:
-    key, why = view.group.key, _bind_failed(state, view)
+def _released_at(state: _Pass, facts: PodFacts) -> float:
+    """When the member was released: its annotation, else when this controller first saw it released."""
+    if facts.released_at is not None:
+        return facts.released_at
+    return state.memory.released_at.get(facts.member.uid, state.now)
+
+
+def _roll_back(state: _Pass, view: GangView, attempts: int, why: str) -> None:
+    key = view.group.key
     owned = [f.member for f in view.pods if f.owner is not None and f.owner.kind != "Pod"]
     lone = sorted(f.member.name for f in view.pods if f.owner is None)
     delay = min(state.settings.rollback_backoff_cap_seconds, state.settings.rollback_backoff_seconds * 2 ** attempts)
@@ -228,7 +270,8 @@ def _roll_back(state: _Pass, view: GangView, attempts: int) -> None:
     if lone:
         message += f"; not deleted, no owner to recreate them: {', '.join(lone[:10])}"
     state.reasons[key] = ("Waiting", "RolledBack", message)
-    _report(state, view, "gang.rolled_back", "rolled_back", "RolledBack", message, warning=True, force=True)
+    _report(state, view, "gang.rolled_back", "rolled_back", "RolledBack", message, warning=True, force=True,
+            pods=[m.name for m in owned] + lone, on_pods=True)
 
 
 def _release(state: _Pass, view: GangView) -> None:
@@ -237,25 +280,30 @@ def _release(state: _Pass, view: GangView) -> None:
         member = facts.member
         if member.gated and member.reserved_node and not member.terminal and facts.gate_index is not None:
             state.actions.append(Release(view.group.key, member.name, member.reserved_node,
-                                         release_patch(facts, member.reserved_node)))
+                                         release_patch(facts, member.reserved_node, state.now)))
             released.append(member.name)
     if released:
         key = view.group.key
         if state.memory.reported.get((key, "state")) != "Released" and key in state.memory.complete_at:
             state.released_after.append(state.now - state.memory.complete_at[key])
         _report(state, view, "gang.released", "released", "Released",
-                f"released {len(released)} members to their reserved nodes", pods=released)
+                f"released {len(released)} members to their reserved nodes", pods=released, on_pods=True)
 
 
-def release_patch(facts: PodFacts, node: str) -> tuple[Mapping, ...]:
+def release_patch(facts: PodFacts, node: str, released_at: float | None = None) -> tuple[Mapping, ...]:
     """Pin to `node` and remove our gate, in one JSON Patch that fails unless the pod is as read.
 
     The pin is added to every existing required term (terms are ORed: a pin missing from one
     would let the pod land anywhere that term allows), or as a new term when there are none.
-    Only our gate is removed, by index, after a `test` that the index still names it.
+    Only our gate is removed, by index, after a `test` that the index still names it. With
+    `released_at`, the release annotation records it (the member is reserved, so it has
+    annotations to add it to), and the bind timeout counts from it even after a restart.
     """
     pin = {"key": names.PIN_FIELD, "operator": "In", "values": [node]}
     ops: list[Mapping] = [{"op": "test", "path": "/metadata/resourceVersion", "value": facts.resource_version}]
+    if released_at is not None:
+        ops.append({"op": "add", "path": f"/metadata/annotations/{_escape(names.RELEASED_AT_ANNOTATION)}",
+                    "value": _micro_time(released_at)})
     terms = facts.member.affinity_terms
     if terms:
         for index, term in enumerate(terms):
@@ -273,26 +321,33 @@ def release_patch(facts: PodFacts, node: str) -> tuple[Mapping, ...]:
     return tuple(ops)
 
 
+def _escape(key: str) -> str:
+    """A map key as a JSON Pointer token (RFC 6901)."""
+    return key.replace("~", "~0").replace("/", "~1")
+
+
 # --- planning ------------------------------------------------------------------------------
 
 def _plan(state: _Pass, queue: list[GangView], extras: list[GangView], pool: NodePool, ledger: Ledger) -> None:
-    """Admit what the queue admits; then give elastic groups one more member each, from what is left."""
+    """Admit what the queue admits; then give each admitted group with members still waiting (elastic
+    ones beyond min count, replacements) one more, from what is left."""
     views = {view.group.key: view for view in queue}
     for view in queue:
         state.reasons[view.group.key] = ("Waiting", *_incomplete_or_queued(view.group))
+    if not queue and not extras:
+        return
     result = plan_pass([_admission_view(view.group) for view in queue], pool, ledger, state.now, state.settings.policy)
-    working = ledger.copy()
+    working = result.ledger  # admitted plans and the starving head's hold are counted in it
     for group, plan in result.admitted:
-        apply(plan, working)
         _reserve(state, views[group.key], plan)
         state.reasons[group.key] = ("Admitted", "Reserved", f"{len(plan.assignments)} members reserved")
     for waiting in result.waiting:
         if waiting.no_fit is not None:
-            if waiting.group is result.held_for:
-                apply(waiting.no_fit, working)
             state.reasons[waiting.group.key] = ("Waiting", "NoFit", waiting.reason)
         elif "StrictFIFO" in waiting.reason:
             state.reasons[waiting.group.key] = ("Waiting", "Queued", waiting.reason)
+    if state.settings.policy.order is Order.STRICT_FIFO and any(w.no_fit for w in result.waiting):
+        return  # members beyond an admitted group's min count queue behind every group, too
     for view in extras:
         member = view.group.waiting_members[0]
         plan = plan_group(replace(view.group, members=(member,), min_count=1), pool, working,
@@ -334,38 +389,48 @@ def _reserve(state: _Pass, view: GangView, plan: Plan) -> None:
 
 # --- reporting and status ------------------------------------------------------------------
 
+_CHANNELS = ("state", "timeout")  # what `_report` deduplicates on, per group
+
+
 def _report(state: _Pass, view: GangView, event: str, decision: str, reason: str, message: str, *,
             pods: Sequence[str] = (), warning: bool = False, force: bool = False, channel: str = "state",
-            token: str | None = None) -> None:
+            token: str | None = None, on_pods: bool = False) -> None:
     """A Report, unless the same was reported last time on this channel (Events follow changes)."""
     key, token = view.group.key, token or reason
     state.reported[(key, channel)] = token
     if force or state.memory.reported.get((key, channel)) != token:
         state.actions.append(Report(key, event, decision, reason, message, _involved(state, view),
-                                    tuple(pods), warning))
+                                    tuple(pods), warning, on_pods))
 
 
 def _involved(state: _Pass, view: GangView) -> tuple[str, str, str]:
     """The Gang when there is (or will be) one, else the group's first pod."""
-    if view.problem is None or _existing_gang(state, view) is not None:
+    if state.serves_gangs and (view.problem is None or _existing_gang(state, view) is not None):
         return f"{names.GANG_GROUP}/{names.GANG_VERSION}", names.GANG_KIND, _gang_name_of(state, view)
     return "v1", "Pod", view.pods[0].member.name
 
 
 def _report_and_status(state: _Pass, view: GangView) -> None:
+    """Events and audit lines when the group's state changed, and its Gang's status when that did.
+
+    A waiting group is reported when the reason it waits changes (the Gang's status carries the
+    details, which change with every bit of capacity freed); a problem, when its message does.
+    """
     key = view.group.key
     phase, reason, message = state.reasons.get(key, ("Waiting", *_incomplete_or_queued(view.group)))
     if phase == "Waiting" and reason != "RolledBack":
         _report(state, view, "gang.waiting", "waiting", reason, message, warning=view.problem is not None,
-                token=f"{reason}: {message}")
+                token=f"{reason}: {message}" if view.problem else reason)
     elif phase == "Running":
         _report(state, view, "gang.bound", "bound", "Bound", message)
-    timeout = view.group.schedule_timeout_seconds
-    timed_out = phase == "Waiting" and timeout is not None and state.now - view.group.first_seen >= timeout
+    timed_out = reason == "TimedOut" or (phase == "Waiting" and _timed_out(state, view.group))
     if timed_out:
-        _report(state, view, "gang.timed_out", "timed_out", "TimedOut", f"not admitted within {timeout:g}s",
-                warning=True, channel="timeout")
+        _report(state, view, "gang.timed_out", "timed_out", "TimedOut",
+                f"not admitted within {view.group.schedule_timeout_seconds:g}s"
+                + ("; given up" if phase == "Failed" else "; still waiting"), warning=True, channel="timeout")
     attempts = state.rollbacks.get(key, (0, 0.0))[0]
+    if not state.serves_gangs:
+        return
     existing = _existing_gang(state, view)
     status = gang_status(view, phase, reason, message, timed_out, attempts, state.settings.accelerator_patterns,
                          (existing.status if existing else None) or {}, state.now)
@@ -436,22 +501,40 @@ def _rfc3339(moment: float) -> str:
     return datetime.fromtimestamp(moment, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _outcome(state: _Pass, views: list[GangView], pods: Sequence[PodFacts]) -> Outcome:
-    keys = {view.group.key for view in views}
-    memory = state.memory
-    released_at = {f.member.uid: memory.released_at.get(f.member.uid, state.now) for f in pods
+def _outcome(state: _Pass, pending: Pending, index: ClusterIndex) -> Outcome:
+    """What to remember: fresh entries for the groups decided, the old ones of groups left alone
+    (settled, so unchanged), none for groups that are gone or, after a complete pass, undecided."""
+    memory, decided = state.memory, {view.group.key for view in pending.views}
+
+    def kept(old: Mapping, channels: Sequence[str] = ()) -> dict:
+        """`old` without the groups decided or gone: a copy and O(decided) deletions, not a scan."""
+        if pending.complete:
+            return {}
+        kept = dict(old)
+        for key in decided | pending.gone:
+            for entry in [(key, channel) for channel in channels] if channels else [key]:
+                kept.pop(entry, None)
+        return kept
+
+    released_at = {f.member.uid: memory.released_at.get(f.member.uid, state.now)
+                   for view in pending.views for f in view.pods
                    if not f.member.terminal and not f.member.node and not f.member.gated and f.member.reserved_node}
-    complete_at = {view.group.key: memory.complete_at.get(view.group.key, state.now) for view in views
+    complete_at = {view.group.key: memory.complete_at.get(view.group.key, state.now) for view in pending.views
                    if view.problem is None
                    and sum(1 for m in view.group.members if not m.terminal) >= view.group.min_count > 0}
-    reserved = sum(sum(accelerators(f.member.requests, state.settings.accelerator_patterns).values())
-                   for f in pods if f.member.reserved_node and not f.member.node and not f.member.terminal)
     new_memory = Memory(
-        first_seen={view.group.key: view.group.first_seen for view in views},
+        first_seen={**kept(memory.first_seen), **{view.group.key: view.group.first_seen for view in pending.views}},
         released_at=released_at,
-        rollbacks={key: value for key, value in state.rollbacks.items() if key in keys},
-        reported={key: value for key, value in state.reported.items() if key[0] in keys},
-        complete_at=complete_at)
-    phases = Counter(state.reasons.get(view.group.key, ("Waiting",))[0] for view in views)
-    return Outcome(tuple(state.actions), new_memory, dict(phases), int(reserved),
+        rollbacks={key: value for key, value in state.rollbacks.items()
+                   if key in decided or (not pending.complete and key not in pending.gone)},
+        reported={**kept(memory.reported, _CHANNELS), **state.reported},
+        complete_at={**kept(memory.complete_at), **complete_at})
+    phases = Counter(state.reasons.get(view.group.key, ("Waiting",))[0] for view in pending.views)
+    phases.update(pending.settled_phases)
+    return Outcome(tuple(state.actions), new_memory, dict(phases), index.reserved_accelerators,
                    tuple(state.released_after), state.rolled_back)
+
+
+def _micro_time(moment: float) -> str:
+    """Kubernetes MicroTime (RFC 3339, UTC, microseconds): a bind timeout of seconds needs better than seconds."""
+    return datetime.fromtimestamp(moment, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")

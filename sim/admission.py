@@ -100,13 +100,22 @@ def selector_requirements(selector: dict | None) -> list[Requirement] | None:
     return out
 
 
+# Serves a webhook in process: (URL path, AdmissionReview request) → the AdmissionReview answer,
+# as the webhook's HTTP endpoint would answer it. The review holds the object under admission
+# itself, not a copy: the handler must not change it.
+InProcessWebhook = Callable[[str, dict], dict]
+
+
 class Admission:
     """The webhook chain of one API server."""
 
     def __init__(self, configurations: Callable[[str], list[dict]], namespace_labels: Callable[[str], dict | None],
-                 services: dict[str, str] | None = None):
+                 services: dict[str, str | InProcessWebhook] | None = None):
         """`configurations(plural)` lists the stored webhook configurations of that kind;
-        `services` maps `NAME.NAMESPACE.svc[:PORT]` to the `HOST:PORT` that really serves it."""
+        `services` maps `NAME.NAMESPACE.svc[:PORT]` to the `HOST:PORT` that really serves it, or to
+        an `InProcessWebhook` that answers in this process: the webhook's configuration (rules,
+        selectors, failurePolicy) and answer (patch, denial) are applied as for HTTPS, without the
+        transport, so that a long replay on a virtual clock can run a real webhook's policy."""
         self._configurations = configurations
         self._namespace_labels = namespace_labels
         self.services = dict(services or {})
@@ -186,6 +195,8 @@ class Admission:
     def _post(self, client_config: dict, url: str, review: dict, timeout: int) -> dict:
         parsed = urllib.parse.urlsplit(url)
         address = self.services.get(parsed.netloc) or self.services.get(parsed.hostname or "") or parsed.netloc
+        if callable(address):
+            return address(parsed.path, review)
         host, _, port = address.rpartition(":")
         context = _tls_context(client_config.get("caBundle"))
         path = parsed.path + (f"?{parsed.query}" if parsed.query else "")

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import re
 import time
-from typing import Callable
+from typing import Callable, Iterable
 
 from sim import podrules
-from sim.admission import Admission, Attributes
+from sim.admission import Admission, Attributes, InProcessWebhook
 from sim.api import ADMIN, SCHEDULER, APIError, User, WatchEvent
 from sim.defaults import apply_defaults, prepare_for_create, rfc3339
 from sim.kinds import Kind, Registry
@@ -42,11 +42,14 @@ _ORPHAN_BY_DEFAULT = {"jobs"}
 class APIServer:
     """A Kubernetes API server in a process (see module docstring)."""
 
-    def __init__(self, *, native_pod_groups: bool = False, webhook_services: dict[str, str] | None = None,
+    def __init__(self, *, native_pod_groups: bool = False, unserved: Iterable[str] = (),
+                 webhook_services: dict[str, str | InProcessWebhook] | None = None,
                  history_size: int = 200_000, clock: Callable[[], float] = time.time):
         """`native_pod_groups` serves scheduling.k8s.io/v1beta1 PodGroups, as a 1.37 cluster with the gate on;
-        `webhook_services` maps `NAME.NAMESPACE.svc[:PORT]` to `HOST:PORT`; `clock` gives epoch seconds."""
-        self.kinds = Registry(native_pod_groups)
+        `webhook_services` maps `NAME.NAMESPACE.svc[:PORT]` to `HOST:PORT`, or to a callable that serves
+        the webhook in process (`sim.admission.InProcessWebhook`); `clock` gives epoch seconds.
+        `unserved` leaves resources out (`pytorchjobs.kubeflow.org`), as when their CRD is not installed."""
+        self.kinds = Registry(native_pod_groups, frozenset(unserved))
         self.store = Store(history_size)
         self.admission = Admission(self._webhook_configurations, self._namespace_labels, webhook_services)
         self.clock = clock

@@ -71,8 +71,10 @@ class Registry:
     scheduler-plugins one, which every cluster in the emulation serves.
     """
 
-    def __init__(self, native_pod_groups: bool = False):
-        self.kinds = list(_CORE) + ([NATIVE_POD_GROUP] if native_pod_groups else [])
+    def __init__(self, native_pod_groups: bool = False, unserved: frozenset[str] = frozenset()):
+        """`unserved` names resources (`pytorchjobs.kubeflow.org`) left out, as when a CRD is not installed."""
+        kinds = list(_CORE) + ([NATIVE_POD_GROUP] if native_pod_groups else [])
+        self.kinds = [k for k in kinds if k.qualified_resource not in unserved]
         self._by_path = {(k.group, k.version, k.plural): k for k in self.kinds}
         self._by_name: dict[str, Kind] = {}
         for k in self.kinds:

@@ -111,6 +111,19 @@ def test_a_copy_is_independent():
     assert copy.nodes_by_free(GPU) == {6: {"n1"}, 4: {"n2"}, 8: {"n3"}}
 
 
+def test_a_copy_shares_node_figures_until_either_side_changes_them():
+    ledger = ledger_with_two_nodes()
+    first = ledger.copy()
+    ledger.bind("a", "n1", REQUESTS)  # the source changes after the copy
+    second = first.copy()
+    first.reserve("b", "n2", REQUESTS)
+    second.reserve("c", "n1", REQUESTS)
+    assert (ledger.free("n1")[GPU], ledger.free("n2")[GPU]) == (6, 4)
+    assert (first.free("n1")[GPU], first.free("n2")[GPU]) == (8, 2)
+    assert (second.free("n1")[GPU], second.free("n2")[GPU]) == (6, 4)
+    assert ledger.counted() == {"a": ("n1", True)} and second.counted() == {"c": ("n1", False)}
+
+
 def test_init_containers_sidecars_and_overhead_are_counted():
     sidecar = {"name": "proxy", "restartPolicy": "Always", "resources": {"requests": {"cpu": "2"}}}
     pod = member("p", gpus=2, cpu="4", init_containers=[sidecar], overhead={"cpu": "1"})

@@ -1,0 +1,300 @@
+"""The cluster as the controller decides on it, kept up to date one object at a time.
+
+The informers report each change of a pod, node or workload; `apply` takes a batch of them and
+keeps, incrementally:
+  - the capacity ledger (bound pods, reservations), the accelerators reserved and not yet
+    bound, and the node pool (rebuilt only when a node really changes, not on heartbeats);
+  - the members of each group, by bucket (namespace, group label): a bucket holds one group,
+    or several (an InOrder JobSet has one per replicated job, lone accelerator pods one each);
+  - which buckets changed since the last pass (dirty) and which hold a group still under way
+    (unsettled: incomplete, queued, reserved, released and not yet bound, or with a problem).
+A pass decides on the dirty and unsettled buckets only, so it costs O(groups under way + objects
+changed) rather than O(pods). A group whose live members are all bound, or that has finished, is
+settled: nothing about it changes with time, so it is decided again only when one of its pods,
+or a workload it depends on, changes. A full rebuild happens at start, when leadership is
+taken, and on the periodic consistency check (`rebuilt_from`).
+
+Our own writes arrive twice: as the API's answer to the patch (so that the next pass already
+sees the reservation) and later from the watch. A pod's facts are replaced only by facts at
+least as new (by resourceVersion), so a watch event older than our write cannot undo it; a pod
+deleted earlier in the same batch is not brought back by the answer to a write that preceded
+the deletion.
+
+Not thread-safe: the controller's loop is the only thread that applies and reads.
+"""
+
+import logging
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+
+from controller.capacity import Ledger
+from controller.eligibility import NodePool
+from controller.groups import (GangView, PodFacts, Workload, WorkloadIndex, WorkloadKey, Workloads, build_groups,
+                               dependencies, dependents, settled_phase)
+from controller.model import GroupKey, Node
+from gangkeeper.names import DEFAULT_ACCELERATORS
+from gangkeeper.resources import accelerators
+
+log = logging.getLogger("gangkeeper.controller.index")
+
+Bucket = tuple[str, str]  # (namespace, group label)
+PODS, NODES = "pods", "nodes"
+Change = tuple[str, str, object]  # (resource name, cache key, value or None when gone)
+
+
+@dataclass(frozen=True)
+class Pending:
+    """What one pass decides on: `views` (by group key), the groups gone since the last pass,
+    the phases of the settled groups not in `views`, and whether `views` holds every group."""
+
+    views: tuple[GangView, ...]
+    gone: frozenset[GroupKey]
+    settled_phases: Counter
+    complete: bool
+
+
+class ClusterIndex:
+    """Pods, nodes and workloads, the ledger and the groups; see the module docstring.
+
+    `namespace`, when set, limits the groups managed to that namespace; capacity always counts
+    the pods of every namespace, as the scheduler does. `serves_gangs` says whether the API serves
+    the Gang CRD: without it, groups are reported on their pods and no Gang status is written.
+    """
+
+    def __init__(self, accelerator_patterns: Iterable[str] = DEFAULT_ACCELERATORS, *, namespace: str | None = None):
+        self.namespace = namespace
+        self.serves_gangs = True
+        self.patterns = tuple(accelerator_patterns)
+        self.pods: dict[str, PodFacts] = {}
+        self.nodes: dict[str, Node] = {}
+        self.workloads = Workloads()
+        self.ledger = Ledger((), self.patterns)
+        self.reserved_accelerators = 0
+        self._pool: NodePool | None = None
+        self._buckets: dict[Bucket, dict[str, PodFacts]] = {}
+        self._dependents: dict[WorkloadKey, set[Bucket]] = {}
+        self._dependencies: dict[Bucket, set[WorkloadKey]] = {}
+        self._views: dict[Bucket, tuple[GangView, ...]] = {}
+        self._dirty: set[Bucket] = set()
+        self._unsettled: set[Bucket] = set()
+        self._settled: dict[Bucket, Counter] = {}
+        self._settled_phases: Counter = Counter()
+        self._gone: set[GroupKey] = set()
+        self._deleted: dict[str, str] = {}
+
+    @classmethod
+    def build(cls, pods: Iterable[PodFacts], workloads: WorkloadIndex, nodes: Iterable[Node],
+              accelerator_patterns: Iterable[str] = DEFAULT_ACCELERATORS, *, namespace: str | None = None
+              ) -> "ClusterIndex":
+        """An index of whole lists (every bucket dirty): a restart, or a caller without informers."""
+        index = cls(accelerator_patterns, namespace=namespace)
+        index.apply([(NODES, node.name, node) for node in nodes])
+        index.apply([(key[0], key, workload) for key, workload in workloads.items()])
+        index.apply([(PODS, f"{facts.member.namespace}/{facts.member.name}", facts) for facts in pods])
+        return index
+
+    # --- changes -------------------------------------------------------------------------------
+
+    def apply(self, changes: Iterable[Change]) -> int:
+        """Take a batch of changes; one that cannot be applied is logged and skipped. Returns how many failed."""
+        failed = 0
+        for resource, key, value in changes:
+            try:
+                if resource == PODS:
+                    self.put_pod(key, value)
+                elif resource == NODES:
+                    self.put_node(key, value)
+                else:
+                    self.put_workload(_workload_key(resource, key), value)
+            except Exception:
+                log.exception("%s %s: change not applied to the index", resource, key)
+                failed += 1
+        self._deleted.clear()
+        return failed
+
+    def put_pod(self, key: str, facts: PodFacts | None) -> None:
+        old = self.pods.get(key)
+        if facts is None:
+            if old is None:
+                return
+            self._deleted[key] = old.member.uid
+            del self.pods[key]
+        elif old is facts or (old is not None and not _newer(facts, old)) or self._deleted.get(key) == facts.member.uid:
+            return
+        else:
+            self.pods[key] = facts
+        self._count(old, -1)
+        self._count(facts, +1)
+        self._regroup(key, old, facts)
+
+    def put_node(self, name: str, node: Node | None) -> None:
+        if self.nodes.get(name) == node:
+            return
+        if node is None:
+            del self.nodes[name]
+            self.ledger.remove_node(name)
+        else:
+            self.nodes[name] = node
+            self.ledger.set_node(node)
+        self._pool = None
+
+    def put_workload(self, key: WorkloadKey, workload: Workload | None) -> None:
+        previous = self.workloads.put(key, workload)
+        if _declaration(previous) == _declaration(workload):
+            return  # a status write (ours, on a Gang) changes no group
+        for dependency in {*dependents(key, previous), *dependents(key, workload)}:
+            self._dirty |= self._dependents.get(dependency, set())
+
+    def touch_all(self) -> None:
+        """Decide on every group at the next pass (a new leadership term, a consistency check)."""
+        self._dirty |= self._buckets.keys()
+
+    # --- reading -------------------------------------------------------------------------------
+
+    @property
+    def pool(self) -> NodePool:
+        if self._pool is None:
+            self._pool = NodePool(self.nodes.values())
+        return self._pool
+
+    def pending(self, first_seen: Mapping[GroupKey, float], now: float) -> Pending:
+        """The groups one pass must decide on: those of changed buckets (regrouped now) and those
+        still under way. Regrouping is remembered, so this is the one call that moves the index on."""
+        dirty, self._dirty = self._dirty, set()
+        complete = dirty >= self._buckets.keys()
+        settled_elsewhere = self._settled_phases.copy()
+        for bucket in dirty:
+            settled_elsewhere.subtract(self._regroup_views(bucket, first_seen, now))
+        decided = sorted(dirty | self._unsettled)
+        views = sorted((view for bucket in decided for view in self._views.get(bucket, ())), key=_by_key)
+        gone, self._gone = frozenset(self._gone), set()
+        return Pending(tuple(views), gone, +settled_elsewhere, complete)
+
+    def rebuilt_from(self, pods: Iterable[PodFacts], workloads: Iterable[Workload], nodes: Iterable[Node],
+                     changes: Sequence[Change] = ()) -> tuple["ClusterIndex", list[str]]:
+        """A fresh index of the informers' caches, and how this one differs from it (nothing,
+        unless an incremental update has a bug). `changes` (queued after the caches were read) go
+        to both; our writes that the caches have not seen yet are kept."""
+        self.apply(changes)
+        fresh = ClusterIndex.build(pods, {(w.resource, w.namespace, w.name): w for w in workloads},
+                                   nodes, self.patterns, namespace=self.namespace)
+        fresh.apply(changes)
+        fresh.apply([(PODS, key, facts) for key, facts in self.pods.items()
+                     if key in fresh.pods and _newer(facts, fresh.pods[key])])
+        return fresh, self._differences(fresh)
+
+    def _differences(self, other: "ClusterIndex") -> list[str]:
+        found = []
+        pods = [key for key in self.pods.keys() | other.pods.keys() if self.pods.get(key) != other.pods.get(key)]
+        if pods:
+            found.append(f"{len(pods)} pods differ, e.g. {sorted(pods)[:3]}")
+        nodes = [name for name in self.nodes.keys() | other.nodes.keys()
+                 if dict(self.ledger.free(name)) != dict(other.ledger.free(name))]
+        if nodes or self.ledger.counted() != other.ledger.counted():
+            found.append(f"ledger differs on {len(nodes)} nodes, e.g. {sorted(nodes)[:3]}")
+        if self.reserved_accelerators != other.reserved_accelerators:
+            found.append(f"reserved accelerators {self.reserved_accelerators} ≠ {other.reserved_accelerators}")
+        buckets = {b: set(m) for b, m in self._buckets.items()} != {b: set(m) for b, m in other._buckets.items()}
+        if buckets:
+            found.append("group membership differs")
+        return found
+
+    # --- bookkeeping ---------------------------------------------------------------------------
+
+    def _count(self, facts: PodFacts | None, sign: int) -> None:
+        """Add (+1) or take away (−1) what a pod holds: capacity in the ledger, reserved accelerators."""
+        if facts is None:
+            return
+        member = facts.member
+        if sign < 0:
+            self.ledger.forget(member.uid)
+        elif not member.terminal and member.node:
+            self.ledger.bind(member.uid, member.node, member.requests)
+        elif not member.terminal and member.reserved_node:
+            self.ledger.reserve(member.uid, member.reserved_node, member.requests)
+        if not member.terminal and member.reserved_node and not member.node:
+            self.reserved_accelerators += sign * int(sum(accelerators(member.requests, self.patterns).values()))
+
+    def _regroup(self, key: str, old: PodFacts | None, new: PodFacts | None) -> None:
+        before, after = self._bucket_of(old), self._bucket_of(new)
+        if before is not None:
+            members = self._buckets[before]
+            del members[key]
+            self._dirty.add(before)
+            if not members:
+                self._forget_bucket(before)
+        if after is not None:
+            self._buckets.setdefault(after, {})[key] = new
+            self._dirty.add(after)
+            for dependency in dependencies(new):
+                self._dependents.setdefault(dependency, set()).add(after)
+                self._dependencies.setdefault(after, set()).add(dependency)
+
+    def _forget_bucket(self, bucket: Bucket) -> None:
+        del self._buckets[bucket]
+        for dependency in self._dependencies.pop(bucket, ()):
+            users = self._dependents.get(dependency)
+            if users is not None:
+                users.discard(bucket)
+                if not users:
+                    del self._dependents[dependency]
+
+    def _bucket_of(self, facts: PodFacts | None) -> Bucket | None:
+        if facts is None or facts.group is None:
+            return None
+        namespace = facts.member.namespace
+        return None if self.namespace is not None and namespace != self.namespace else (namespace, facts.group)
+
+    def _regroup_views(self, bucket: Bucket, first_seen: Mapping[GroupKey, float], now: float) -> Counter:
+        """Group a changed bucket again; return the settled phases it counted before."""
+        before = self._settled.pop(bucket, Counter())
+        self._settled_phases.subtract(before)
+        old = self._views.pop(bucket, ())
+        self._unsettled.discard(bucket)
+        members = self._buckets.get(bucket)
+        views: tuple[GangView, ...] = ()
+        if members:
+            try:
+                views = tuple(build_groups(members.values(), self.workloads, first_seen, now))
+            except Exception:  # one bad group never stops the pass: it is grouped again when it changes
+                log.exception("%s/%s: cannot be grouped; left out until its pods change", *bucket)
+        self._gone |= {view.group.key for view in old} - {view.group.key for view in views}
+        if views:
+            self._views[bucket] = views
+            phases = [settled_phase(view) for view in views]
+            if all(phases):
+                self._settled[bucket] = Counter(phases)
+                self._settled_phases.update(phases)
+            else:
+                self._unsettled.add(bucket)
+        return before
+
+
+def _newer(facts: PodFacts, than: PodFacts) -> bool:
+    """Whether `facts` may replace `than`: another pod of that name, or a later version of the same.
+
+    resourceVersions are opaque in general; kube-apiserver (etcd revisions) and the emulation use
+    increasing integers, and anything else is taken as newer.
+    """
+    if facts.member.uid != than.member.uid:
+        return True
+    new, old = facts.resource_version, than.resource_version
+    return not (new.isdigit() and old.isdigit()) or int(new) > int(old)
+
+
+def _declaration(workload: Workload | None) -> Workload | None:
+    """What a workload says about groups: everything but a Gang's status."""
+    return None if workload is None else replace(workload, status=None)
+
+
+def _workload_key(resource: str, key: str | WorkloadKey) -> WorkloadKey:
+    """(resource, namespace, name) from an informer's `namespace/name` key (or a ready-made key)."""
+    if isinstance(key, tuple):
+        return key
+    namespace, _, name = key.rpartition("/")
+    return resource, namespace, name
+
+
+def _by_key(view: GangView) -> GroupKey:
+    return view.group.key

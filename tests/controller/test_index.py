@@ -1,0 +1,177 @@
+"""The incremental index agrees with a rebuild from scratch, and passes on it decide like full passes."""
+
+import random
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from controller.groups import GANGS, PYTORCHJOBS, pod_facts, workload_from_api
+from controller.index import PODS, ClusterIndex
+from controller.model import node_from_api
+from controller.reconciler import Memory, Settings, reconcile
+from gangkeeper import names
+from tests.controller.builders import node_object
+from tests.controller.world import NS, World, member_object
+
+OPS = st.lists(st.tuples(st.sampled_from(["add", "reserve", "bind", "finish", "delete", "regroup", "node"]),
+                         st.integers(0, 11), st.integers(0, 3)), max_size=40)
+
+
+def pod_variant(index: int, variant: int, rv: int) -> dict:
+    """Pods that cover what the index tells apart: namespaces, groups, gated, reserved, bound, terminal."""
+    name = f"p{index}"
+    namespace = NS if index % 3 else "other"
+    pod = member_object(name, group=f"g{variant % 2}", namespace=namespace, gpus=(0, 2, 4, 8)[variant])
+    if variant == 1:
+        pod["metadata"]["annotations"][names.RESERVED_NODE_ANNOTATION] = f"n{index % 3}"
+    elif variant >= 2:
+        pod["spec"].pop("schedulingGates")
+        pod["spec"]["nodeName"] = f"n{index % 3}"
+        pod["status"]["phase"] = "Running" if variant == 2 else "Succeeded"
+        if index % 4 == 0:
+            del pod["metadata"]["labels"][names.GROUP_LABEL]
+    pod["metadata"]["resourceVersion"] = str(rv)
+    return pod
+
+
+def replay(ops) -> tuple[ClusterIndex, dict, dict]:
+    """Apply the operations one by one to an index; return it with the final pods and nodes."""
+    index = ClusterIndex(namespace=NS)
+    pods, nodes = {}, {}
+    for rv, (op, which, variant) in enumerate(ops, start=1):
+        key = f"{NS if which % 3 else 'other'}/p{which}"
+        if op == "delete":
+            pods.pop(key, None)
+            index.apply([(PODS, key, None)])
+        elif op == "node":
+            nodes[f"n{which % 3}"] = node_from(which % 3, gpus=(8, 4, 0, 16)[variant])
+            index.apply([("nodes", f"n{which % 3}", nodes[f"n{which % 3}"])])
+        else:
+            variant = {"add": 0, "reserve": 1, "bind": 2, "finish": 3, "regroup": variant}[op]
+            facts = pod_facts(pod_variant(which, variant, rv))
+            if facts is None:
+                pods.pop(key, None)
+            else:
+                pods[key] = facts
+            index.apply([(PODS, key, facts)])
+    return index, pods, nodes
+
+
+def node_from(number: int, gpus: int):
+    return node_from_api(node_object(f"n{number}", gpus=gpus))
+
+
+@settings(max_examples=60, deadline=None)
+@given(OPS)
+def test_incremental_changes_end_where_a_rebuild_starts(ops):
+    index, pods, nodes = replay(ops)
+    fresh = ClusterIndex.build(pods.values(), {}, nodes.values(), namespace=NS)
+    assert index.pods == fresh.pods
+    assert index.ledger.counted() == fresh.ledger.counted()
+    assert all(dict(index.ledger.free(n)) == dict(fresh.ledger.free(n)) for n in nodes)
+    assert index.reserved_accelerators == fresh.reserved_accelerators
+    assert index._differences(fresh) == []
+    groups = {v.group.key: v.group for v in index.pending({}, 0.0).views}
+    assert groups == {v.group.key: v.group for v in fresh.pending({}, 0.0).views}
+    assert all(key[0] == NS for key in groups), "groups only in the managed namespace"
+
+
+def test_capacity_counts_pods_of_every_namespace_but_groups_only_the_managed_one():
+    index = ClusterIndex(namespace=NS)
+    index.apply([("nodes", "n0", node_from(0, gpus=8))])
+    elsewhere = pod_variant(3, 2, 1)  # bound to n0 with 4 GPUs, in namespace "other"
+    index.apply([(PODS, "other/p3", pod_facts(elsewhere)), (PODS, "other/p2", pod_facts(member_object(
+        "p2", namespace="other")))])
+    assert index.ledger.free("n0")["nvidia.com/gpu"] == 4
+    assert index.pending({}, 0.0).views == ()
+
+
+def test_an_older_version_never_replaces_a_newer_one_and_a_deletion_is_not_undone():
+    index = ClusterIndex()
+    pod = member_object("p0")
+    new, old = dict(pod, metadata={**pod["metadata"], "resourceVersion": "9"}), \
+        dict(pod, metadata={**pod["metadata"], "resourceVersion": "5"})
+    index.apply([(PODS, f"{NS}/p0", pod_facts(new)), (PODS, f"{NS}/p0", pod_facts(old))])
+    assert index.pods[f"{NS}/p0"].resource_version == "9"
+    index.apply([(PODS, f"{NS}/p0", None), (PODS, f"{NS}/p0", pod_facts(new))])
+    assert f"{NS}/p0" not in index.pods, "the answer to a write made before the deletion came late"
+
+
+def test_a_gang_status_write_regroups_nothing_but_a_new_min_count_does():
+    index = ClusterIndex()
+    index.apply([(PODS, f"{NS}/p0", pod_facts(member_object("p0")))])
+    index.pending({}, 0.0)
+    gang = {"metadata": {"name": "g", "namespace": NS}, "spec": {"minCount": 2}}
+    index.apply([(GANGS, f"{NS}/g", workload_from_api(GANGS, gang))])
+    assert [v.group.min_count for v in index.pending({}, 0.0).views] == [2]
+    index.apply([(GANGS, f"{NS}/g", workload_from_api(GANGS, {**gang, "status": {"phase": "Waiting"}}))])
+    assert index._dirty == set()
+    unrelated = {"metadata": {"name": "other", "namespace": NS}, "spec": {}}
+    index.apply([(PYTORCHJOBS, f"{NS}/other", workload_from_api(PYTORCHJOBS, unrelated))])
+    assert index._dirty == set()
+
+
+def test_a_rebuild_reports_drift_and_keeps_writes_the_caches_have_not_seen():
+    index = ClusterIndex()
+    index.apply([("nodes", "n0", node_from(0, gpus=8))])
+    reserved, bound = pod_variant(1, 1, 5), pod_variant(2, 2, 6)
+    index.apply([(PODS, f"{NS}/p1", pod_facts(reserved)), (PODS, f"{NS}/p2", pod_facts(bound))])
+    cache = {f"{NS}/p1": pod_facts(reserved), f"{NS}/p2": pod_facts(bound)}
+    ahead = pod_variant(1, 1, 9)  # the API's answer to our write, not in the cache yet
+    index.apply([(PODS, f"{NS}/p1", pod_facts(ahead))])
+    fresh, differences = index.rebuilt_from(cache.values(), [], [node_from(0, gpus=8)])
+    assert differences == [] and fresh.pods[f"{NS}/p1"].resource_version == "9"
+    index.ledger.forget(pod_facts(bound).member.uid)  # a bookkeeping bug
+    _, differences = index.rebuilt_from(cache.values(), [], [node_from(0, gpus=8)])
+    assert [d.split(" on ")[0] for d in differences] == ["ledger differs"]
+
+
+# --- passes on the index decide exactly what full passes decide -----------------------------------
+
+def scenario(seed: int, passes: int = 60):
+    """Groups arrive (some in parts), members bind or not, finish, disappear; nodes come and go."""
+    rng = random.Random(seed)
+    world = World([node_object(f"n{i}", gpus=8) for i in range(4)])
+    pending_members: list[dict] = []
+    for step in range(passes):
+        roll = rng.random()
+        if roll < 0.3:
+            size, gpus = rng.choice((1, 2, 3, 4)), rng.choice((2, 4, 8))
+            owner = ("Job", f"j{step}") if rng.random() < 0.5 else None
+            members = [member_object(f"s{step}-{i}", group=f"s{step}", min_count=size, gpus=gpus, owner=owner,
+                                     timeout=rng.choice((None, 30))) for i in range(size)]
+            cut = rng.randint(1, size)
+            for pod in members[:cut]:
+                world.add(pod)
+            pending_members += members[cut:]
+        elif roll < 0.45 and pending_members:
+            world.add(pending_members.pop(0))
+        elif roll < 0.6:
+            running = [k for k, p in world.pods.items() if p["status"]["phase"] == "Running"]
+            if running:
+                world.finish(rng.choice(running), rng.choice(("Succeeded", "Failed")))
+        elif roll < 0.65 and world.pods:
+            world.delete(rng.choice(sorted(world.pods)))
+        elif roll < 0.7:
+            world.node(f"n{rng.randint(0, 5)}", gpus=rng.choice((4, 8)))
+        if rng.random() < 0.7:
+            world.bind()
+        yield world, rng.choice((1.0, 10.0, 200.0))
+
+
+def test_passes_on_the_index_decide_what_full_passes_decide():
+    policy_settings = Settings(bind_timeout_seconds=120.0)
+    for seed in range(6):
+        index, full_memory, memory, now = ClusterIndex(), Memory(), Memory(), 1_800_000_000.0
+        for step, (world, elapsed) in enumerate(scenario(seed)):
+            full = reconcile(world.facts(), world.workload_index(), world.node_list(), full_memory, now,
+                             policy_settings)
+            index.apply(world.take_changes())
+            incremental = reconcile((), {}, (), memory, now, policy_settings, index=index)
+            where = f"seed {seed}, step {step}"
+            assert incremental.actions == full.actions, where
+            assert incremental.phases == full.phases, where
+            assert incremental.reserved_accelerators == full.reserved_accelerators, where
+            full_memory, memory = full.memory, incremental.memory
+            world.apply(full.actions)
+            now += elapsed

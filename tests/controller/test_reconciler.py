@@ -1,0 +1,218 @@
+"""Pure decisions of `reconcile()`, pass after pass on a stand-in API (tests/controller/world.py)."""
+
+from controller.groups import GANGS, PYTORCHJOBS
+from controller.queue import Order, QueuePolicy
+from controller.reconciler import DeletePod, Memory, Release, Report, Reserve, SaveGang, Settings, reconcile
+from gangkeeper import names
+from tests.controller.builders import node_object, pod_object
+from tests.controller.world import NS, World, member_object
+
+NOW = 1_800_000_000.0
+CREATED = "2027-01-15T08:00:00Z"  # NOW is 2027-01-15T08:00:00Z
+
+
+class Run:
+    """A world and the controller's memory, advanced one pass at a time."""
+
+    def __init__(self, world: World, settings: Settings = Settings()):
+        self.world, self.settings, self.memory, self.now = world, settings, Memory(), NOW
+
+    def step(self, seconds: float = 1.0, bind: bool = False):
+        outcome = reconcile(self.world.facts(), self.world.workload_index(), self.world.node_list(), self.memory,
+                            self.now, self.settings)
+        self.memory = outcome.memory
+        self.world.apply(outcome.actions)
+        if bind:
+            self.world.bind()
+        self.now += seconds
+        return outcome
+
+
+def nodes(count, gpus=8):
+    return [node_object(f"n{i}", gpus=gpus) for i in range(count)]
+
+
+def add_group(world, group, size, gpus=8, created=CREATED, **kwargs):
+    for i in range(size):
+        world.add(member_object(f"{group}-{i}", group=group, min_count=kwargs.pop("min_count", size), gpus=gpus,
+                                created=created, **kwargs))
+
+
+def of(outcome, kind, group=None):
+    return [a for a in outcome.actions if isinstance(a, kind) and (group is None or a.group[1] == group)]
+
+
+def reports(outcome, event):
+    return [a for a in of(outcome, Report) if a.event == event]
+
+
+def pod(world, name):
+    return world.pods[f"{NS}/{name}"]
+
+
+# --- queue policy ----------------------------------------------------------------------------
+
+def blocked_head_and_small_group(order: Order, starvation: float = 300.0) -> Run:
+    world = World(nodes(2))
+    add_group(world, "big", 3, created="2027-01-15T07:00:00Z")  # older, does not fit on 16 GPUs
+    add_group(world, "small", 1)
+    return Run(world, Settings(policy=QueuePolicy(order=order, starvation_seconds=starvation)))
+
+
+def test_best_effort_fifo_admits_a_smaller_group_behind_one_that_does_not_fit():
+    outcome = blocked_head_and_small_group(Order.BEST_EFFORT_FIFO, starvation=7200).step()
+    assert [a.group[1] for a in of(outcome, Reserve)] == ["small"]
+
+
+def test_strict_fifo_admits_nothing_behind_a_group_that_does_not_fit():
+    run = blocked_head_and_small_group(Order.STRICT_FIFO)
+    outcome = run.step()
+    assert of(outcome, Reserve) == []
+    status = of(outcome, SaveGang, "small")[0].status
+    assert status["phase"] == "Waiting" and "StrictFIFO" in status["conditions"][0]["message"]
+
+
+def test_a_starving_group_holds_what_fits_of_it_so_smaller_ones_cannot_take_it():
+    run = blocked_head_and_small_group(Order.BEST_EFFORT_FIFO, starvation=600)  # big waited 3,600 s
+    outcome = run.step()
+    assert of(outcome, Reserve) == []
+    message = of(outcome, SaveGang, "small")[0].status["conditions"][0]["message"]
+    assert "capacity is held for team/big" in message
+    run.world.node("n2")
+    assert {a.group[1] for a in of(run.step(), Reserve)} == {"big"}
+
+
+# --- elastic groups and replacements ---------------------------------------------------------
+
+def test_members_beyond_min_count_are_reserved_and_released_one_at_a_time():
+    world = World(nodes(3), [(PYTORCHJOBS, {"metadata": {"name": "pj"}, "spec": {
+        "elasticPolicy": {"minReplicas": 2}, "pytorchReplicaSpecs": {"Worker": {"replicas": 4}}}})])
+    for i in range(4):
+        world.add(member_object(f"w{i}", source=names.SOURCE_PYTORCHJOB, owner=("PyTorchJob", "pj")))
+    run = Run(world)
+    assert len(of(run.step(), Reserve)) == 2, "admitted with min count"
+    second = run.step(bind=True)
+    assert len(of(second, Release)) == 2 and len(of(second, Reserve)) == 1, "then one extra"
+    third = run.step(bind=True)
+    assert len(of(third, Release)) == 1 and of(third, Reserve) == [], "no room for the fourth"
+    waiting = [p for p in world.pods.values() if p["spec"].get("schedulingGates")]
+    assert [p["metadata"]["name"] for p in waiting] == ["w3"]
+
+
+def test_a_running_group_with_finished_members_stays_running_and_a_replacement_goes_alone():
+    world = World(nodes(2))
+    add_group(world, "g", 2)
+    run = Run(world)
+    run.step()
+    run.step(bind=True)
+    world.finish(f"{NS}/g-0")
+    outcome = run.step()
+    assert of(outcome, SaveGang)[0].status["phase"] == "Running"
+    world.add(member_object("g-2", group="g", min_count=2, created=CREATED))
+    assert [a.pod for a in of(run.step(), Reserve)] == ["g-2"]
+    assert [a.pod for a in of(run.step(), Release)] == ["g-2"]
+
+
+# --- bind timeout and rollback -----------------------------------------------------------------
+
+def test_the_release_records_when_and_the_bind_timeout_survives_a_restart():
+    world = World(nodes(1))
+    world.add(member_object("p0", group="g", min_count=1, owner=("Job", "j"), created=CREATED))
+    run = Run(world, Settings(bind_timeout_seconds=60))
+    run.step()
+    release = of(run.step(), Release)[0]
+    stamp = pod(world, "p0")["metadata"]["annotations"][names.RELEASED_AT_ANNOTATION]
+    assert stamp == "2027-01-15T08:00:01.000000Z" and release.patch[1]["op"] == "add"
+    run.memory, run.now = Memory(), NOW + 1 + 60  # a new leader, right at the deadline
+    outcome = run.step()
+    assert [a.pod for a in of(outcome, DeletePod)] == ["p0"]
+    assert reports(outcome, "gang.rolled_back")[0].on_pods
+
+
+def test_a_rollback_deletes_owned_members_reports_lone_ones_and_backs_off():
+    world = World(nodes(1))
+    world.add(member_object("owned", group="g", min_count=2, gpus=4, owner=("Job", "j"), created=CREATED))
+    world.add(member_object("lone", group="g", min_count=2, gpus=4, created=CREATED))
+    run = Run(world, Settings(bind_timeout_seconds=5, rollback_backoff_seconds=30))
+    run.step()
+    run.step(seconds=10)
+    outcome = run.step()
+    assert [a.pod for a in of(outcome, DeletePod)] == ["owned"]
+    message = reports(outcome, "gang.rolled_back")[0].message
+    assert "not deleted, no owner to recreate them: lone" in message and "planning again in 30s" in message
+    assert f"{NS}/lone" in world.pods, "capacity stays booked by what was not deleted"
+
+
+# --- schedule timeout, Gang status, reporting ---------------------------------------------------
+
+def test_a_group_past_its_schedule_timeout_is_reported_once_and_keeps_waiting():
+    world = World(nodes(1))
+    add_group(world, "g", 2, timeout=10)
+    run = Run(world)
+    first = run.step(seconds=11)
+    assert reports(first, "gang.timed_out") == []
+    timed_out = run.step()
+    assert reports(timed_out, "gang.timed_out")[0].warning
+    status = of(timed_out, SaveGang)[0].status
+    assert status["phase"] == "Waiting"
+    assert {c["type"]: c["status"] for c in status["conditions"]} == {"Admitted": "False", "TimedOut": "True"}
+    later = run.step()
+    assert reports(later, "gang.timed_out") == [] and of(later, SaveGang) == []
+    world.node("n1")
+    assert len(of(run.step(), Reserve)) == 2, "still admitted when capacity comes"
+
+
+def test_a_timed_out_group_is_given_up_when_configured_to_fail():
+    world = World(nodes(1))
+    add_group(world, "g", 2, timeout=10, created="2027-01-15T07:00:00Z")
+    run = Run(world, Settings(fail_on_schedule_timeout=True))
+    outcome = run.step()
+    assert of(outcome, SaveGang)[0].status["phase"] == "Failed"
+    assert "given up" in reports(outcome, "gang.timed_out")[0].message
+    world.node("n1")
+    assert of(run.step(), Reserve) == []
+
+
+def test_gang_status_follows_the_group_and_events_follow_changes_only():
+    world = World(nodes(2))
+    add_group(world, "g", 2)
+    run = Run(world)
+    reserved = run.step()
+    create = of(reserved, SaveGang)[0]
+    assert create.create["spec"] == {"minCount": 2, "groupName": "g"}
+    assert create.status["phase"] == "Admitted" and create.status["present"] == 2
+    assert create.status["accelerators"] == 16 and create.status["minCount"] == 2
+    admitted = create.status["conditions"][0]
+    assert (admitted["type"], admitted["status"], admitted["reason"]) == ("Admitted", "True", "Reserved")
+    released = run.step(bind=True)
+    assert reports(released, "gang.released")[0].pods == ("g-0", "g-1")
+    running = run.step()
+    assert of(running, SaveGang)[0].status["phase"] == "Running"
+    assert [r.event for r in of(running, Report)] == ["gang.bound"]
+    quiet = run.step()
+    assert quiet.actions == (), "nothing changed: no Event, no audit line, no status write"
+    assert world.gang("g")["status"]["conditions"][0]["lastTransitionTime"] == admitted["lastTransitionTime"]
+
+
+def test_a_group_whose_declarations_disagree_is_reported_on_its_pod_and_never_reserved():
+    world = World(nodes(2), [(GANGS, {"metadata": {"name": "g"}, "spec": {"minCount": 3}})])
+    add_group(world, "g", 2)
+    outcome = Run(world).step()
+    assert of(outcome, Reserve) == []
+    (report,) = of(outcome, Report)
+    assert report.reason == "Disagreement" and report.warning and report.involved[1] == "Gang"
+
+
+def test_a_pin_on_a_gated_pod_is_the_users_constraint_not_a_reservation():
+    world = World(nodes(2))
+    pin = [{"matchFields": [{"key": names.PIN_FIELD, "operator": "In", "values": ["n1"]}]}]
+    world.add(member_object("p0", group="g", min_count=1, affinity_terms=pin, created=CREATED))
+    outcome = Run(world).step()
+    assert [(a.pod, a.node) for a in of(outcome, Reserve)] == [("p0", "n1")]
+
+
+def test_a_pod_bound_outside_any_group_takes_capacity():
+    world = World(nodes(1))
+    world.add(pod_object("other", gated=False, node_name="n0", phase="Running", namespace="elsewhere", gpus=8))
+    add_group(world, "g", 1)
+    assert of(Run(world).step(), Reserve) == []

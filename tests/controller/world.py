@@ -1,0 +1,150 @@
+"""A small stand-in for the API server and the scheduler, to drive `reconcile()` pass after pass.
+
+Pods are raw objects with resourceVersions; the reconciler's actions are applied the way the API
+applies them (a stale Reserve or a Release whose `test` fails is a conflict and changes nothing);
+`bind()` plays the scheduler, binding each released member to the node it is pinned to. Every
+change is also recorded as an informer would report it, so that the same run can feed a
+`ClusterIndex` incrementally and be compared with full rebuilds.
+"""
+
+import copy
+
+import jsonpatch
+
+from controller.groups import GANGS, pod_facts, workload_from_api
+from controller.index import NODES, PODS, Change
+from controller.model import node_from_api
+from controller.reconciler import DeletePod, Release, Reserve, SaveGang
+from gangkeeper import names
+from tests.controller.builders import node_object, pod_object
+
+NS = "team"
+
+
+def member_object(name, group="g", *, min_count=None, source=names.SOURCE_EXPLICIT, namespace=NS, owner=None,
+                  timeout=None, **pod_kwargs):
+    """A gated member as the webhook leaves it: group label, source annotation, gate."""
+    pod = pod_object(name, namespace=namespace, **pod_kwargs)
+    pod["metadata"]["labels"] = {names.GROUP_LABEL: group}
+    annotations = pod["metadata"]["annotations"]
+    annotations[names.GROUP_SOURCE_ANNOTATION] = source
+    if min_count is not None:
+        annotations[names.MIN_COUNT_ANNOTATION] = str(min_count)
+    if timeout is not None:
+        annotations[names.SCHEDULE_TIMEOUT_ANNOTATION] = str(timeout)
+    if owner is not None:
+        kind, owner_name = owner
+        pod["metadata"]["ownerReferences"] = [{"apiVersion": "x/v1", "kind": kind, "name": owner_name,
+                                               "uid": f"uid-{owner_name}", "controller": True}]
+    return pod
+
+
+class World:
+    def __init__(self, nodes=(), workloads=()):
+        self.rv = 0
+        self.pods: dict[str, dict] = {}
+        self.nodes = {n["metadata"]["name"]: n for n in nodes}
+        self.workloads: dict[tuple, dict] = {}
+        self.changes: list[Change] = [(NODES, name, node_from_api(n)) for name, n in self.nodes.items()]
+        self.conflicts = 0
+        for resource, obj in workloads:
+            self.put_workload(resource, obj)
+
+    # --- objects ---------------------------------------------------------------------------------
+
+    def add(self, pod: dict) -> dict:
+        pod = copy.deepcopy(pod)
+        self._store(pod)
+        return pod
+
+    def node(self, name: str, **kwargs) -> None:
+        self.nodes[name] = node_object(name, **kwargs)
+        self.changes.append((NODES, name, node_from_api(self.nodes[name])))
+
+    def put_workload(self, resource: str, obj: dict) -> None:
+        obj = copy.deepcopy(obj)
+        metadata = obj.setdefault("metadata", {})
+        metadata.setdefault("namespace", NS)
+        metadata.setdefault("uid", f"uid-{metadata['name']}")
+        key = (resource, metadata["namespace"], metadata["name"])
+        self.workloads[key] = obj
+        self.changes.append((resource, key, workload_from_api(resource, obj)))
+
+    def delete(self, key: str) -> None:
+        del self.pods[key]
+        self.changes.append((PODS, key, None))
+
+    def finish(self, key: str, phase: str = "Succeeded") -> None:
+        self.pods[key]["status"]["phase"] = phase
+        self._store(self.pods[key])
+
+    def _store(self, pod: dict) -> None:
+        self.rv += 1
+        pod["metadata"]["resourceVersion"] = str(self.rv)
+        key = f"{pod['metadata']['namespace']}/{pod['metadata']['name']}"
+        self.pods[key] = pod
+        self.changes.append((PODS, key, pod_facts(pod)))
+
+    # --- views -------------------------------------------------------------------------------------
+
+    def facts(self) -> list:
+        return [f for f in map(pod_facts, self.pods.values()) if f is not None]
+
+    def node_list(self) -> list:
+        return [node_from_api(n) for n in self.nodes.values()]
+
+    def workload_index(self) -> dict:
+        return {key: workload_from_api(key[0], obj) for key, obj in self.workloads.items()}
+
+    def take_changes(self) -> list[Change]:
+        changes, self.changes = self.changes, []
+        return changes
+
+    def gang(self, name: str, namespace: str = NS) -> dict | None:
+        return self.workloads.get((GANGS, namespace, name))
+
+    # --- the API's side of actions, and the scheduler ---------------------------------------------
+
+    def apply(self, actions) -> None:
+        for action in actions:
+            key = f"{action.group[0]}/{getattr(action, 'pod', '')}"
+            if isinstance(action, Reserve):
+                pod = self.pods.get(key)
+                if pod is None or pod["metadata"]["resourceVersion"] != action.resource_version:
+                    self.conflicts += 1
+                    continue
+                pod["metadata"]["annotations"][names.RESERVED_NODE_ANNOTATION] = action.node
+                self._store(pod)
+            elif isinstance(action, Release):
+                try:
+                    self._store(jsonpatch.apply_patch(self.pods[key], list(action.patch)))
+                except (KeyError, jsonpatch.JsonPatchException):
+                    self.conflicts += 1
+            elif isinstance(action, DeletePod):
+                if key in self.pods:
+                    self.delete(key)
+            elif isinstance(action, SaveGang):
+                self._save_gang(action)
+
+    def _save_gang(self, action: SaveGang) -> None:
+        current = self.gang(action.name, action.group[0])
+        body = copy.deepcopy(action.create) if current is None else current
+        body["status"] = dict(action.status)
+        self.put_workload(GANGS, body)
+
+    def bind(self) -> list[str]:
+        """Bind every released, unbound member to its pinned node; return their keys."""
+        bound = []
+        for key, pod in self.pods.items():
+            spec = pod["spec"]
+            if spec.get("schedulingGates") or spec.get("nodeName") or pod["status"]["phase"] != "Pending":
+                continue
+            facts = pod_facts(pod)
+            if facts is None or facts.member.reserved_node is None:
+                continue
+            spec["nodeName"] = facts.member.reserved_node
+            pod["status"]["phase"] = "Running"
+            bound.append(key)
+        for key in bound:
+            self._store(self.pods[key])
+        return bound

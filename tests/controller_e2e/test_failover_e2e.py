@@ -1,0 +1,120 @@
+"""Two controller replicas with leader election on the emulated API server, over HTTP.
+
+The leader is cut off from the API (its front end answers every request 500, as in a partition;
+its open watches keep flowing); the follower, its cache warm, takes over within the lease
+duration. Then the cut-off replica is healed, the new leader stops cleanly and hands the lease
+back at once. The replicas' leadership terms never overlap, and neither writes an audit line
+(every decision has one) outside its own terms.
+"""
+
+import threading
+import time
+from datetime import datetime
+
+import pytest
+
+from controller.kube import load
+from controller.leader import JITTER_FACTOR, LeaderElector
+from controller.metrics import Metrics
+from controller.reconciler import Settings
+from controller.runner import Controller
+from gangkeeper import names
+from gangkeeper.audit import AuditLog
+from tests.controller_e2e.emulation import NS, Emulation, Lines, eventually, member, node, pytorchjob, released
+
+pytestmark = pytest.mark.e2e
+
+LEASE_SECONDS, RENEW_DEADLINE, RETRY_PERIOD = 2, 1.5, 0.3
+
+
+class Replica:
+    """A controller, its leader elector and its own HTTP front end on the shared API server."""
+
+    def __init__(self, emulation: Emulation, name: str):
+        path, self.server = emulation.kubeconfig()
+        kube = load(str(path))
+        self.name, self.audit, self.terms = name, Lines(), []
+        self.controller = Controller(kube, Settings(), AuditLog("controller", self.audit), Metrics(),
+                                     resync_seconds=0.3, debounce_seconds=0.02)
+        self.elector = LeaderElector(kube, names.DEFAULT_NAMESPACE, names.CONTROLLER_LEASE, name,
+                                     on_started_leading=self._started,
+                                     on_stopped_leading=lambda: self.terms[-1].__setitem__(1, time.time()),
+                                     lease_duration=LEASE_SECONDS, renew_deadline=RENEW_DEADLINE,
+                                     retry_period=RETRY_PERIOD)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self.controller.run, args=(self._stop, lambda: self.elector.is_leader),
+                                        daemon=True)
+
+    def _started(self) -> None:
+        self.terms.append([time.time(), None])
+        self.controller.wake()
+
+    def start(self) -> "Replica":
+        self.controller.start()
+        self.elector.start()
+        self._thread.start()
+        return self
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+        self.elector.stop()
+        self.controller.stop()
+
+    def decided(self, group: str) -> bool:
+        return any(line["group"] == group and line["event"] == "gang.released" for line in self.audit.lines)
+
+    def acted_only_while_leading(self) -> bool:
+        def leading(moment: float) -> bool:
+            return any(start <= moment and (stop is None or moment <= stop) for start, stop in self.terms)
+        return all(leading(datetime.fromisoformat(line["ts"]).timestamp()) for line in self.audit.lines)
+
+
+@pytest.fixture()
+def emulation(tmp_path):
+    emulation = Emulation(tmp_path)
+    for i in range(4):
+        emulation.api.create("nodes", node(f"n{i}"))
+    yield emulation
+    emulation.close()
+
+
+def released_job(emulation: Emulation, name: str, *replicas: Replica) -> str:
+    """Submit a one-pod job; return its group once it is released and the release audited."""
+    job, group = pytorchjob(emulation, name, 0)
+    member(emulation, job, 0)
+    eventually(lambda: released(emulation.pods()[f"{name}-0"]) and any(r.decided(group) for r in replicas),
+               what=f"{name} released")
+    return group
+
+
+def test_the_follower_takes_over_within_the_lease_and_two_leaders_never_act_at_once(emulation):
+    a = Replica(emulation, "replica-a").start()
+    eventually(lambda: a.elector.is_leader, what="a leads")
+    b = Replica(emulation, "replica-b").start()
+    try:
+        first = released_job(emulation, "first", a, b)
+        assert a.decided(first) and not b.audit.lines
+
+        a.server.faults.error_rate = 1.0  # a is cut off from the API
+        cut = time.time()
+        second = released_job(emulation, "second", a, b)
+        assert b.decided(second) and not a.decided(second)
+        takeover = b.terms[0][0] - cut
+        assert takeover <= LEASE_SECONDS + 2 * RETRY_PERIOD * (1 + JITTER_FACTOR) + 0.5, takeover
+        assert a.terms[0][1] is not None and a.terms[0][1] <= b.terms[0][0], "a stepped down before b took over"
+
+        a.server.faults.error_rate = 0.0
+        handed = time.time()
+        b.close()  # a clean stop releases the lease: a takes over at its next try
+        third = released_job(emulation, "third", a, b)
+        assert a.decided(third) and len(a.terms) == 2
+        assert a.terms[1][0] - handed <= 2 * RETRY_PERIOD * (1 + JITTER_FACTOR) + 1.0
+        assert b.terms[0][1] is not None and b.terms[0][1] <= a.terms[1][0]
+        assert a.acted_only_while_leading() and b.acted_only_while_leading()
+        assert {p["metadata"]["name"] for p in emulation.pods().values() if released(p)} == {
+            "first-0", "second-0", "third-0"}
+        assert not [p for p in emulation.api.list("pods", namespace=NS) if not released(p)]
+    finally:
+        a.close()
+        b.close()

@@ -1,0 +1,134 @@
+"""The executor: what it writes for each action, Events deduplicated, conflicts dropped, dry-run silent."""
+
+import json
+from datetime import datetime, timezone
+
+from controller.actions import Executor
+from controller.kube import EVENTS, GANGS, JSON_PATCH, PODS, AlreadyExists, Conflict, Forbidden
+from controller.reconciler import DeletePod, Release, Report, Reserve, SaveGang
+from gangkeeper import names
+from gangkeeper.audit import AuditLog
+
+GROUP = ("team", "g")
+GANG = ("gangkeeper.io/v1alpha1", "Gang", "g")
+
+
+class RecordingKube:
+    """Records every call; `refuse` maps (method, name) to the error to raise once."""
+
+    def __init__(self):
+        self.calls, self.refuse, self.events = [], {}, {}
+
+    def _call(self, method, resource, name, body=None):
+        self.calls.append((method, resource.name, name, body))
+        error = self.refuse.pop((method, name), None)
+        if error is not None:
+            raise error
+        return {"metadata": {"name": name, "namespace": "team", "resourceVersion": "2"}}
+
+    def patch(self, resource, namespace, name, body, patch_type=None, *, subresource=""):
+        if resource is EVENTS:
+            self.events[name]["count"] = body["count"]
+        return self._call("patch" + (f"/{subresource}" if subresource else ""), resource, name, body)
+
+    def patch_status(self, resource, namespace, name, body, patch_type=None):
+        return self.patch(resource, namespace, name, body, patch_type, subresource="status")
+
+    def create(self, resource, namespace, body):
+        name = body["metadata"]["name"]
+        if resource is EVENTS:
+            if name in self.events:
+                raise AlreadyExists(409, {"reason": "AlreadyExists"})
+            self.events[name] = dict(body)
+        return self._call("create", resource, name, body)
+
+    def delete(self, resource, namespace, name, *, uid=None):
+        return self._call("delete", resource, name, {"uid": uid})
+
+
+class Lines:
+    def __init__(self):
+        self.lines = []
+
+    def write_line(self, line):
+        self.lines.append(json.loads(line))
+
+
+def executor(kube=None, dry_run=False):
+    audit, written = Lines(), []
+    clock = lambda: datetime(2027, 1, 15, tzinfo=timezone.utc)  # noqa: E731 - a fixed clock
+    return Executor(kube, AuditLog("controller", audit), dry_run=dry_run, written=written.append,
+                    clock=clock), audit, written
+
+
+def released(pods=("p0", "p1")):
+    return Report(GROUP, "gang.released", "released", "Released", "released 2 members", GANG, tuple(pods),
+                  on_pods=True)
+
+
+ACTIONS = (released(),
+           SaveGang(GROUP, "g", {"phase": "Admitted"}, {"metadata": {"name": "g"}}),
+           Reserve(GROUP, "p0", "7", "n1"),
+           Release(GROUP, "p0", "n1", ({"op": "test", "path": "/metadata/resourceVersion", "value": "8"},)),
+           DeletePod(GROUP, "p1", "uid-p1"))
+
+
+def test_each_action_is_one_narrow_write_pods_first_and_the_api_answers_are_assumed():
+    kube = RecordingKube()
+    run, audit, written = executor(kube)
+    assert run.execute(ACTIONS) == 0
+    methods = [(method, resource, name) for method, resource, name, _ in kube.calls]
+    assert methods[:5] == [("patch", PODS.name, "p0"), ("patch", PODS.name, "p0"), ("delete", PODS.name, "p1"),
+                           ("create", GANGS.name, "g"), ("patch/status", GANGS.name, "g")]
+    assert {resource for _, resource, _ in methods[5:]} == {EVENTS.name}
+    reserve = kube.calls[0][3]
+    assert reserve == {"metadata": {"resourceVersion": "7", "annotations": {names.RESERVED_NODE_ANNOTATION: "n1"}}}
+    assert isinstance(kube.calls[1][3], list), f"a release is a {JSON_PATCH}"
+    assert kube.calls[2][3] == {"uid": "uid-p1"}
+    assert len(written) == 2, "both pod patches are laid over the cache at once"
+    assert [line["event"] for line in audit.lines] == ["gang.released"]
+
+
+def test_a_release_report_is_an_event_on_the_gang_and_on_each_pod():
+    kube = RecordingKube()
+    run, _, _ = executor(kube)
+    run.execute([released()])
+    involved = sorted((e["involvedObject"]["kind"], e["involvedObject"]["name"]) for e in kube.events.values())
+    assert involved == [("Gang", "g"), ("Pod", "p0"), ("Pod", "p1")]
+    assert all(e["source"] == {"component": "gangkeeper-controller"} for e in kube.events.values())
+    pod_event = next(e for e in kube.events.values() if e["involvedObject"]["name"] == "p0")
+    assert pod_event["message"] == "group team/g: released 2 members"
+
+
+def test_the_same_news_bumps_one_event_and_survives_a_restart():
+    kube = RecordingKube()
+    report = Report(GROUP, "gang.waiting", "waiting", "NoFit", "no room", GANG, warning=True)
+    first, _, _ = executor(kube)
+    first.execute([report, report])
+    (name,) = kube.events
+    assert kube.events[name]["count"] == 2 and kube.events[name]["type"] == "Warning"
+    restarted, _, _ = executor(kube)
+    restarted.execute([report])
+    assert len(kube.events) == 1 and kube.events[name]["count"] == 2
+    other = Report(GROUP, "gang.waiting", "waiting", "NoFit", "other message", GANG)
+    first.execute([other])
+    assert len(kube.events) == 2
+
+
+def test_a_conflict_is_dropped_and_the_rest_still_runs():
+    kube = RecordingKube()
+    kube.refuse[("patch", "p0")] = Conflict(422, {"reason": "Invalid"})
+    kube.refuse[("delete", "p1")] = Forbidden(403, {"reason": "Forbidden"})
+    run, _, written = executor(kube)
+    assert run.execute(ACTIONS) == 2
+    assert [c[:3] for c in kube.calls if c[2] == "p0"] == [("patch", PODS.name, "p0")] * 2, \
+        "the refused reserve is not retried; the release still runs"
+    assert len(kube.events) == 3
+    assert ("create", GANGS.name, "g", {"metadata": {"name": "g"}}) in kube.calls
+
+
+def test_dry_run_audits_every_decision_and_writes_nothing():
+    run, audit, written = executor(kube=None, dry_run=True)
+    assert run.execute(ACTIONS) == 0
+    assert written == []
+    assert [(line["event"], line["details"]["dry_run"]) for line in audit.lines] == [("gang.released", True)]

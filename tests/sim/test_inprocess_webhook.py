@@ -1,0 +1,95 @@
+"""A webhook service served in process: same configuration matching and answers, no transport."""
+
+import base64
+import json
+
+import pytest
+
+from sim.api import APIError
+from sim.apiserver import APIServer
+from tests.sim.helpers import namespace, pod
+
+GATE_PATCH = [{"op": "add", "path": "/spec/schedulingGates", "value": [{"name": "gangkeeper.io/gang"}]}]
+
+
+def configuration(kind: str, path: str, operations=("CREATE",), failure_policy="Fail") -> dict:
+    return {"apiVersion": "admissionregistration.k8s.io/v1", "kind": kind,
+            "metadata": {"name": f"inproc-{path.strip('/')}"},
+            "webhooks": [{"name": f"{path.strip('/')}.inproc.test", "admissionReviewVersions": ["v1"],
+                          "sideEffects": "None", "timeoutSeconds": 5, "failurePolicy": failure_policy,
+                          "clientConfig": {"service": {"name": "webhook", "namespace": "gangkeeper", "path": path}},
+                          "namespaceSelector": {"matchLabels": {"gangkeeper.io/enforce": "true"}},
+                          "rules": [{"operations": list(operations), "apiGroups": [""], "apiVersions": ["v1"],
+                                     "resources": ["pods"], "scope": "*"}]}]}
+
+
+class Handler:
+    """Records (path, review) and answers what `decide(path, request)` says."""
+
+    def __init__(self):
+        self.calls: list[tuple[str, dict]] = []
+        self.decide = lambda path, request: {"allowed": True}
+
+    def __call__(self, path: str, review: dict) -> dict:
+        self.calls.append((path, review))
+        response = dict(self.decide(path, review["request"]), uid=review["request"]["uid"])
+        return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response}
+
+
+@pytest.fixture()
+def handler():
+    return Handler()
+
+
+@pytest.fixture()
+def api(handler):
+    server = APIServer(webhook_services={"webhook.gangkeeper.svc:443": handler})
+    server.create("namespaces", namespace("ml", **{"gangkeeper.io/enforce": "true"}))
+    server.create("namespaces", namespace("free"))
+    server.create("mutatingwebhookconfigurations", configuration("MutatingWebhookConfiguration", "/mutate"))
+    server.create("validatingwebhookconfigurations",
+                  configuration("ValidatingWebhookConfiguration", "/validate", ("CREATE", "UPDATE")))
+    return server
+
+
+def patched(ops: list[dict]) -> dict:
+    return {"allowed": True, "patchType": "JSONPatch", "patch": base64.b64encode(json.dumps(ops).encode()).decode()}
+
+
+def test_the_handler_gets_the_review_on_the_configured_path_and_its_patch_is_applied(api, handler):
+    handler.decide = lambda path, request: patched(GATE_PATCH) if path == "/mutate" else {"allowed": True}
+    stored = api.create("pods", pod("p"), namespace="ml")
+    assert stored["spec"]["schedulingGates"] == [{"name": "gangkeeper.io/gang"}]
+    assert [path for path, _ in handler.calls] == ["/mutate", "/validate"]
+    review = handler.calls[0][1]
+    assert review["kind"] == "AdmissionReview" and review["request"]["operation"] == "CREATE"
+    assert review["request"]["namespace"] == "ml" and review["request"]["object"]["metadata"]["name"] == "p"
+
+
+def test_selectors_and_rules_decide_which_requests_reach_the_handler(api, handler):
+    api.create("pods", pod("elsewhere"), namespace="free")
+    assert handler.calls == []
+    api.create("pods", pod("p"), namespace="ml")
+    handler.calls.clear()
+    api.patch("pods", "p", {"status": {"phase": "Pending"}}, namespace="ml", subresource="status")
+    assert handler.calls == [], "pods/status is not in the rules"
+
+
+def test_a_denial_is_the_webhooks_own_status(api, handler):
+    handler.decide = lambda path, request: {"allowed": False, "status": {"code": 403, "message": "no GPUs today"}}
+    with pytest.raises(APIError) as refused:
+        api.create("pods", pod("p"), namespace="ml")
+    assert refused.value.code == 403
+    assert refused.value.status["message"] == 'admission webhook "mutate.inproc.test" denied the request: no GPUs today'
+
+
+def test_a_failing_handler_follows_the_failure_policy(handler):
+    api = APIServer(webhook_services={"webhook.gangkeeper.svc:443": handler})
+    api.create("namespaces", namespace("ml", **{"gangkeeper.io/enforce": "true"}))
+    api.create("mutatingwebhookconfigurations",
+               configuration("MutatingWebhookConfiguration", "/mutate", failure_policy="Ignore"))
+
+    def broken(path, request):
+        raise OSError("handler down")
+    handler.decide = broken
+    assert api.create("pods", pod("p"), namespace="ml")["metadata"]["name"] == "p"
