@@ -1,6 +1,8 @@
 """The HTTP front end, through the official kubernetes client and kubectl."""
 
+import json as jsonlib
 import subprocess
+from http.client import HTTPConnection
 from pathlib import Path
 
 import kubernetes
@@ -136,3 +138,18 @@ def test_kubectl_gets_nodes_and_pods_over_tls(api, tmp_path):
                                 capture_output=True, text=True, timeout=30)
     assert result.returncode == 0, result.stderr
     assert "node/n1" in result.stdout and "pod/p" in result.stdout
+
+
+def test_a_refused_request_with_a_body_leaves_the_kept_alive_connection_usable(served):
+    """A 404 answered before the body was read used to leave the body on the wire, so the next
+    request on the same connection was parsed from the middle of it."""
+
+    connection = HTTPConnection(served.url.removeprefix("http://"), timeout=5)
+    headers = {"Authorization": "Bearer admin-token", "Content-Type": "application/json"}
+    connection.request("POST", "/apis/nowhere.example.com/v1/namespaces/ml/things",
+                       body=jsonlib.dumps({"metadata": {"name": "x" * 2000}}), headers=headers)
+    refused = connection.getresponse()
+    assert refused.status == 404 and refused.read()
+    connection.request("GET", "/api/v1/namespaces/ml", headers=headers)
+    answer = connection.getresponse()
+    assert answer.status == 200 and jsonlib.loads(answer.read())["metadata"]["name"] == "ml"
