@@ -44,6 +44,15 @@ def _planner(quick: bool) -> str:
     return _planner_markdown(bench_planner.run(nodes=sizes, bound_pods=bound, waiting_groups=500))
 
 
+def _controller(quick: bool) -> str:
+    from controller import bench_controller
+
+    sizes = (500,) if quick else (500, 2_000, 5_000)
+    bound = 5_000 if quick else 50_000
+    return bench_controller.markdown(bench_controller.run(nodes=sizes, bound_pods=bound, waiting_groups=500,
+                                                          latency_groups=50))
+
+
 def _fuzz(quick: bool) -> str:
     from webhook import fuzz
 
@@ -51,11 +60,27 @@ def _fuzz(quick: bool) -> str:
     return fuzz.markdown(fuzz.run(examples=examples, server_examples=server_examples, seed=20261130))
 
 
+def _study(quick: bool) -> str:
+    from study import report, run
+
+    if quick:
+        results = run.run(jobs=200, seed=20190710, cluster=run.Cluster(nodes=16), progress=print)
+    else:
+        results = run.run(jobs=2_000, seed=20190710, progress=print)
+    directory = Path(DEFAULT_RESULTS).parent
+    prefix = "study-quick" if quick else "study"
+    paths = report.plot(results, directory, prefix)
+    report.save(results, directory / f"{prefix}.json")
+    return report.markdown(results, {name: path.name for name, path in paths.items()})
+
+
 SECTIONS: dict[str, Callable[[bool], str]] = {
     "webhook": _webhook,
     "store": _store,
     "planner": _planner,
+    "controller": _controller,
     "fuzz": _fuzz,
+    "study": _study,
 }
 
 
