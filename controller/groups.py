@@ -285,9 +285,38 @@ def build_groups(pods: Iterable[PodFacts], workloads: WorkloadIndex, first_seen:
             members.setdefault(group_key(facts, workloads), []).append(facts)
     views = []
     for key, facts in sorted(members.items()):
+        facts, impostors = _split_impostors(facts)
         facts.sort(key=lambda f: f.member.name)
         views.append(_view(key, tuple(facts), workloads, _first_seen(key, facts, first_seen, now)))
+        views.extend(_impostor_view(key, impostor, _first_seen(key, [impostor], first_seen, now))
+                     for impostor in impostors)
     return views
+
+
+# Sources the webhook derives from a controlling owner: only the owner's pods carry them.
+_OWNED_SOURCES = frozenset({names.SOURCE_PYTORCHJOB, names.SOURCE_JOBSET, names.SOURCE_JOB})
+
+
+def _split_impostors(pods: list[PodFacts]) -> tuple[list[PodFacts], list[PodFacts]]:
+    """The members of a job's group, and the pods that only labelled themselves into it.
+
+    The webhook marks a pod `explicit` when its label names a group its owner does not give it
+    (the source is never taken from the pod). Such a pod is no member of the job: counting it
+    would let anyone who can read a group name stall another team's job, or ride along when it
+    is released. It is set apart as a group of its own that is never reserved.
+    """
+    owned = [facts for facts in pods if facts.source in _OWNED_SOURCES]
+    if not owned or len(owned) == len(pods):
+        return pods, []
+    return owned, [facts for facts in pods if facts.source not in _OWNED_SOURCES]
+
+
+def _impostor_view(key: GroupKey, facts: PodFacts, first_seen: float) -> GangView:
+    label = facts.group or ""
+    group = group_of((key[0], f"{label}/pod/{facts.member.name}"), [facts.member], 0, first_seen)
+    return GangView(group, (facts,), facts.source, label, None,
+                    ("NotAMember", f"pod {facts.member.name} is labelled into group {label}, which belongs to a "
+                                   f"job that does not own it; it is never released with that group"))
 
 
 def _first_seen(key: GroupKey, pods: Iterable[PodFacts], remembered: Mapping[GroupKey, float], now: float) -> float:

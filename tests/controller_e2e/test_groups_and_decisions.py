@@ -99,3 +99,16 @@ def test_release_patch_adds_a_term_when_there_is_none():
     assert op == {"op": "add", "path": "/spec/affinity/nodeAffinity", "value": {
         "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
             {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}]}]}}}
+
+
+def test_a_pod_labelled_into_a_jobs_group_is_set_apart_not_counted():
+    """Someone labels their own pod with a PyTorchJob's group: the webhook marks it `explicit`.
+    The job's group keeps its size and stays reservable; the impostor is a group of its own that
+    is never reserved, with a reason saying why."""
+    job = index(PYTORCHJOBS, {"metadata": {"name": "pj"}, "spec": {"pytorchReplicaSpecs": {"Worker": {"replicas": 2}}}})
+    members = [pod(f"p{i}", "g", names.SOURCE_PYTORCHJOB, owner=("PyTorchJob", "pj", "w1")) for i in range(2)]
+    impostor = pod("sneaky", "g", names.SOURCE_EXPLICIT, annotations={names.MIN_COUNT_ANNOTATION: "1"})
+    views = {view.group.key: view for view in build_groups([*members, impostor], job, {}, 0.0)}
+    assert views[("ns", "g")].problem is None
+    assert [m.name for m in views[("ns", "g")].group.members] == ["p0", "p1"]
+    assert views[("ns", "g/pod/sneaky")].problem[0] == "NotAMember"
