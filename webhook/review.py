@@ -71,7 +71,13 @@ _TYPE_NAMES = {dict: "a JSON object", list: "a JSON array", str: "a string", "st
 
 def shape_problems(obj: dict) -> list[str]:
     """`path: must be …` for every field the policy reads that has the wrong JSON type (a null
-    field is accepted: the policy reads it as absent; a null item of a list is not)."""
+    field is accepted: the policy reads it as absent; a null item of a list is not).
+
+    A well-typed object, which is every object the API server sends, is confirmed by a walk that
+    builds no paths; the paths are spelled out only for an object that has a problem."""
+    if all(_acceptable(value, expected, steps) for steps, expected in OBJECT_SHAPE
+           for value in _values(obj, steps)):
+        return []
     problems = []
     for steps, expected in OBJECT_SHAPE:
         for path, value in _found(obj, steps, ""):
@@ -79,6 +85,26 @@ def shape_problems(obj: dict) -> list[str]:
             if not ok and (value is not None or steps[-1] == "[]"):
                 problems.append(f"{path}: must be {_TYPE_NAMES[expected]}, not a JSON {_json_type(value)}")
     return problems
+
+
+def _acceptable(value: object, expected: type | str, steps: tuple[str, ...]) -> bool:
+    return _has_shape(value, expected) or (value is None and steps[-1] != "[]")
+
+
+def _values(node: object, steps: tuple[str, ...]):
+    """The values at `steps` below `node`, as `_found` finds them, without their paths."""
+    for step in steps:
+        if step == "[]":
+            if not isinstance(node, list):
+                return
+            rest = steps[steps.index("[]") + 1:]
+            for item in node:
+                yield from _values(item, rest)
+            return
+        if not isinstance(node, dict) or step not in node:
+            return
+        node = node[step]
+    yield node
 
 
 def _has_shape(value: object, expected: type | str) -> bool:
