@@ -14,6 +14,7 @@ import json
 import logging
 import socket
 import ssl
+import threading
 import urllib.parse
 import uuid
 from dataclasses import dataclass, field
@@ -119,6 +120,7 @@ class Admission:
         self._configurations = configurations
         self._namespace_labels = namespace_labels
         self.services = dict(services or {})
+        self._connections = _Connections()
 
     def mutate(self, attrs: Attributes, obj: dict) -> tuple[dict, list[str]]:
         warnings: list[str] = []
@@ -197,21 +199,92 @@ class Admission:
         address = self.services.get(parsed.netloc) or self.services.get(parsed.hostname or "") or parsed.netloc
         if callable(address):
             return address(parsed.path, review)
-        host, _, port = address.rpartition(":")
-        context = _tls_context(client_config.get("caBundle"))
         path = parsed.path + (f"?{parsed.query}" if parsed.query else "")
-        with socket.create_connection((host, int(port)), timeout=timeout) as raw:
-            with context.wrap_socket(raw, server_hostname=parsed.hostname) as tls:
-                connection = http.client.HTTPConnection(parsed.hostname, timeout=timeout)
-                connection.sock = tls
-                connection.request("POST", path, json.dumps(review), headers=_HEADERS)
-                reply = connection.getresponse()
-                body = reply.read()
+        reply, body = self._connections.post(address, parsed.hostname or "", client_config.get("caBundle"),
+                                             path, json.dumps(review).encode(), timeout)
         if reply.status != 200:
             raise ValueError(f"expected webhook response of 200, got {reply.status}")
         if reply.getheader("Content-Encoding") == "gzip":
             body = gzip.decompress(body)
         return json.loads(body)
+
+
+class _Connections:
+    """Kept-alive HTTPS connections to webhooks, as the real API server keeps them: one TLS
+    handshake per connection, not per admission. Keyed by where the webhook listens, the name
+    its certificate must carry and the caBundle that must have signed it."""
+
+    def __init__(self):
+        self._idle: dict[tuple, list[http.client.HTTPConnection]] = {}
+        self._contexts: dict[str | None, ssl.SSLContext] = {}
+        self._lock = threading.Lock()
+
+    def post(self, address: str, hostname: str, ca_bundle: str | None, path: str, body: bytes,
+             timeout: float) -> tuple[http.client.HTTPResponse, bytes]:
+        key = (address, hostname, ca_bundle)
+        connection, reused = self._take(key, timeout)
+        try:
+            reply, data = self._exchange(connection, path, body, timeout)
+        except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError):
+            connection.close()
+            if not reused:
+                raise
+            # The webhook closed an idle kept-alive connection: a fresh one, once.
+            connection = self._connect(key, timeout)
+            reply, data = self._exchange(connection, path, body, timeout)
+        except Exception:
+            connection.close()
+            raise
+        if reply.will_close:
+            connection.close()
+        else:
+            with self._lock:
+                self._idle.setdefault(key, []).append(connection)
+        return reply, data
+
+    @staticmethod
+    def _exchange(connection: http.client.HTTPConnection, path: str, body: bytes,
+                  timeout: float) -> tuple[http.client.HTTPResponse, bytes]:
+        connection.timeout = timeout
+        if connection.sock is not None:
+            connection.sock.settimeout(timeout)
+        connection.request("POST", path, body, headers=_HEADERS)
+        reply = connection.getresponse()
+        return reply, reply.read()
+
+    def _take(self, key: tuple, timeout: float) -> tuple[http.client.HTTPConnection, bool]:
+        with self._lock:
+            idle = self._idle.get(key)
+            if idle:
+                return idle.pop(), True
+        return self._connect(key, timeout), False
+
+    def _connect(self, key: tuple, timeout: float) -> http.client.HTTPConnection:
+        address, hostname, ca_bundle = key
+        host, _, port = address.rpartition(":")
+        connection = _PinnedHTTPSConnection(host, int(port), hostname, self._context(ca_bundle), timeout)
+        connection.connect()
+        return connection
+
+    def _context(self, ca_bundle: str | None) -> ssl.SSLContext:
+        with self._lock:
+            if ca_bundle not in self._contexts:
+                self._contexts[ca_bundle] = _tls_context(ca_bundle)
+            return self._contexts[ca_bundle]
+
+
+class _PinnedHTTPSConnection(http.client.HTTPSConnection):
+    """Connects to `host:port` but verifies the certificate for `hostname` (the service's DNS
+    name: there is no cluster DNS here to resolve it)."""
+
+    def __init__(self, host: str, port: int, hostname: str, context: ssl.SSLContext, timeout: float):
+        super().__init__(host, port, timeout=timeout, context=context)
+        self._hostname = hostname
+
+    def connect(self) -> None:
+        raw = socket.create_connection((self.host, self.port), self.timeout)
+        raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.sock = self._context.wrap_socket(raw, server_hostname=self._hostname)
 
 
 def _tls_context(ca_bundle: str | None) -> ssl.SSLContext:
