@@ -69,6 +69,7 @@ class Memory:
     rollbacks: Mapping[GroupKey, tuple[int, float]] = field(default_factory=dict)
     reported: Mapping[tuple[GroupKey, str], str] = field(default_factory=dict)
     complete_at: Mapping[GroupKey, float] = field(default_factory=dict)
+    status_written: Mapping[GroupKey, float] = field(default_factory=dict)
 
 
 # --- actions: what a pass decides; `controller.actions` carries them out ------------------
@@ -151,6 +152,7 @@ class _Pass:
     reported: dict = field(default_factory=dict)
     rollbacks: dict = field(default_factory=dict)
     released_after: list = field(default_factory=list)
+    status_written: dict = field(default_factory=dict)
     rolled_back: int = 0
 
 
@@ -438,6 +440,10 @@ def _report_and_status(state: _Pass, view: GangView) -> None:
         return
     if existing is None and view.problem is not None:
         return
+    if existing is not None and _only_details_changed(existing.status or {}, status) and \
+            state.now - state.memory.status_written.get(key, float("-inf")) < STATUS_DETAILS_REFRESH_SECONDS:
+        return
+    state.status_written[key] = state.now
     state.actions.append(SaveGang(key, _gang_name_of(state, view), status,
                                   None if existing is not None else gang_body(view, _gang_name_of(state, view))))
 
@@ -497,6 +503,22 @@ def _same_status(current: Mapping, wanted: Mapping) -> bool:
     return {k: current.get(k) for k in wanted} == dict(wanted)
 
 
+# A waiting group's details (how many placeable, how much free) change with every pod that
+# starts or ends; rewriting its Gang on each would cost an API write per waiting group per
+# change. Phase, counts and condition reasons are written at once; details at most this often.
+STATUS_DETAILS_REFRESH_SECONDS = 30.0
+
+
+def _only_details_changed(current: Mapping, wanted: Mapping) -> bool:
+    """Whether the two statuses differ only in their conditions' messages."""
+    def without_messages(status: Mapping) -> dict:
+        conditions = [{k: v for k, v in condition.items() if k != "message"}
+                      for condition in status.get("conditions") or ()]
+        return {**{k: status.get(k) for k in wanted}, "conditions": conditions}
+
+    return without_messages(current) == without_messages(wanted)
+
+
 def _rfc3339(moment: float) -> str:
     return datetime.fromtimestamp(moment, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -528,7 +550,10 @@ def _outcome(state: _Pass, pending: Pending, index: ClusterIndex) -> Outcome:
         rollbacks={key: value for key, value in state.rollbacks.items()
                    if key in decided or (not pending.complete and key not in pending.gone)},
         reported={**kept(memory.reported, _CHANNELS), **state.reported},
-        complete_at={**kept(memory.complete_at), **complete_at})
+        complete_at={**kept(memory.complete_at), **complete_at},
+        status_written={**kept(memory.status_written),
+                        **{key: memory.status_written[key] for key in decided if key in memory.status_written},
+                        **state.status_written})
     phases = Counter(state.reasons.get(view.group.key, ("Waiting",))[0] for view in pending.views)
     phases.update(pending.settled_phases)
     return Outcome(tuple(state.actions), new_memory, dict(phases), index.reserved_accelerators,

@@ -216,3 +216,31 @@ def test_a_pod_bound_outside_any_group_takes_capacity():
     world.add(pod_object("other", gated=False, node_name="n0", phase="Running", namespace="elsewhere", gpus=8))
     add_group(world, "g", 1)
     assert of(Run(world).step(), Reserve) == []
+
+
+# --- Gang status writes ------------------------------------------------------------------------
+
+def test_a_waiting_groups_details_are_rewritten_at_most_every_30_seconds():
+    """A group that cannot fit is told why in its Gang; the free-capacity figures in that message
+    change with every pod that starts or ends, and are not worth an API write each time."""
+    world = World(nodes(2))
+    add_group(world, "small", 1, gpus=4)
+    add_group(world, "big", 3, created="2027-01-15T08:00:01Z")  # 24 GPUs never fit on 16
+    run = Run(world)
+    run.step(bind=True)
+    assert "16 free" in world.gang("big")["status"]["conditions"][0]["message"]
+    for _ in range(5):  # small is released and bound: 12 free now, but not worth a write yet
+        assert of(run.step(seconds=1, bind=True), SaveGang, "big") == []
+    run.now += 30
+    saved = of(run.step(), SaveGang, "big")
+    assert saved and "12 free" in saved[0].status["conditions"][0]["message"]
+
+
+def test_a_waiting_groups_phase_change_is_written_at_once():
+    world = World(nodes(1))
+    add_group(world, "g", 2)  # 16 GPUs on an 8-GPU node: waits
+    run = Run(world)
+    run.step()
+    world.node("n1", gpus=8)
+    outcome = run.step(seconds=1)
+    assert of(outcome, Reserve, "g") and of(outcome, SaveGang, "g")[0].status["phase"] == "Admitted"
