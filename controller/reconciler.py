@@ -407,9 +407,17 @@ def _report(state: _Pass, view: GangView, event: str, decision: str, reason: str
 
 def _involved(state: _Pass, view: GangView) -> tuple[str, str, str]:
     """The Gang when there is (or will be) one, else the group's first pod."""
-    if state.serves_gangs and (view.problem is None or _existing_gang(state, view) is not None):
+    if _keeps_gang(state, view) and (view.problem is None or _existing_gang(state, view) is not None):
         return f"{names.GANG_GROUP}/{names.GANG_VERSION}", names.GANG_KIND, _gang_name_of(state, view)
     return "v1", "Pod", view.pods[0].member.name
+
+
+def _keeps_gang(state: _Pass, view: GangView) -> bool:
+    """Whether the group has a Gang object: every group but a lone accelerator pod, whose state
+    its Events and the audit log carry. A Gang for each lone pod would be one object per
+    single-GPU pod, and its `groupName` (the pod's label) would declare a size of 1 for any
+    explicit group that happens to share the name."""
+    return state.serves_gangs and view.source != names.SOURCE_ACCELERATOR_POD
 
 
 def _report_and_status(state: _Pass, view: GangView) -> None:
@@ -431,7 +439,7 @@ def _report_and_status(state: _Pass, view: GangView) -> None:
                 f"not admitted within {view.group.schedule_timeout_seconds:g}s"
                 + ("; given up" if phase == "Failed" else "; still waiting"), warning=True, channel="timeout")
     attempts = state.rollbacks.get(key, (0, 0.0))[0]
-    if not state.serves_gangs:
+    if not _keeps_gang(state, view):
         return
     existing = _existing_gang(state, view)
     status = gang_status(view, phase, reason, message, timed_out, attempts, state.settings.accelerator_patterns,

@@ -99,13 +99,16 @@ def classify(pod: Mapping, *, namespace: str, excluded_namespaces: Iterable[str]
         return Classification(None, reason)
     derived = _derived(pod, accelerator_patterns, fallback_name)
     explicit = _explicit(pod)
-    if explicit is None:
+    if explicit is None or derived.identity is None or derived.identity.name != explicit.identity.name:
+        return explicit or derived
+    if derived.identity.source != names.SOURCE_ACCELERATOR_POD:
+        # The label is the one an owner or PodGroup gives (our own from an earlier admission pass,
+        # or the user's spelling of it): the group's source is where the rules found it.
         return derived
-    if derived.identity is not None and derived.identity.name == explicit.identity.name:
-        # The label is the one the rules give (our own from an earlier admission pass, or the
-        # user's spelling of it): the group's source is where the rules found it.
-        return derived
-    return explicit
+    # A label equal to the pod's own name: a group of one when the webhook wrote it (an earlier
+    # pass says so), else the user's explicit group that happens to share the pod's name.
+    annotations = (pod.get("metadata") or {}).get("annotations") or {}
+    return derived if annotations.get(names.GROUP_SOURCE_ANNOTATION) == names.SOURCE_ACCELERATOR_POD else explicit
 
 
 def _derived(pod: Mapping, accelerator_patterns: Iterable[str], fallback_name: str) -> Classification:

@@ -244,3 +244,17 @@ def test_a_waiting_groups_phase_change_is_written_at_once():
     world.node("n1", gpus=8)
     outcome = run.step(seconds=1)
     assert of(outcome, Reserve, "g") and of(outcome, SaveGang, "g")[0].status["phase"] == "Admitted"
+
+
+def test_a_lone_accelerator_pod_gets_no_gang_and_never_sizes_a_group_of_its_name():
+    """Lone GPU pods are reserved and released like any group, with their state in Events; a
+    Gang per pod would also declare a size of 1 for an explicit group sharing the pod's name."""
+    world = World(nodes(1))
+    world.add(member_object("trainer", group="trainer", source=names.SOURCE_ACCELERATOR_POD, gpus=1))
+    for index in range(2):
+        world.add(member_object(f"trainer-{index}", group="trainer", min_count=2, gpus=1))
+    run = Run(world)
+    outcome = run.step()
+    assert {a.pod for a in of(outcome, Reserve)} == {"trainer", "trainer-0", "trainer-1"}
+    assert [a.group for a in of(outcome, SaveGang)] == [(NS, "trainer")]
+    assert world.gang("trainer")["spec"]["minCount"] == 2

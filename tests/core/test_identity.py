@@ -171,3 +171,16 @@ def test_our_own_label_from_an_earlier_pass_keeps_its_derived_source():
     member = pytorchjob_pod()
     member["metadata"]["labels"][names.GROUP_LABEL] = f"pytorch-dist-{JOB_UID}"
     assert group_of(member) == group_of(pytorchjob_pod())
+
+
+def test_a_pod_labelled_with_its_own_name_is_an_explicit_group_not_a_lone_pod():
+    """Pods p, p-1, p-2 all labelled into group `p`: the first one's name equals the group, which
+    must not turn it into a group of one apart from the others."""
+    first = pod("p", {names.GROUP_LABEL: "p"}, {names.MIN_COUNT_ANNOTATION: "3"}, gpus=1)
+    assert group_of(first).source == names.SOURCE_EXPLICIT
+
+
+def test_a_lone_pod_labelled_by_an_earlier_admission_pass_stays_a_lone_pod():
+    labelled = pod("solo", {names.GROUP_LABEL: "solo"}, {names.GROUP_SOURCE_ANNOTATION: names.SOURCE_ACCELERATOR_POD},
+                   gpus=1)
+    assert group_of(labelled).source == names.SOURCE_ACCELERATOR_POD
