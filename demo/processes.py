@@ -114,10 +114,10 @@ class Process:
 
 
 class WebhookProcess(Process):
-    """`gangkeeper webhook` on a free loopback port."""
+    """`gangkeeper webhook` on a loopback port: a free one, or `port` (to start it again where it was)."""
 
-    def __init__(self, certs: WebhookCerts, workdir: Path, *, workers: int = 2):
-        self.port = free_port()
+    def __init__(self, certs: WebhookCerts, workdir: Path, *, workers: int = 2, port: int | None = None):
+        self.port = port or free_port()
         self.certs = certs
         self.audit_path = workdir / "webhook-audit.jsonl"
         super().__init__("webhook", [
@@ -137,15 +137,18 @@ class WebhookProcess(Process):
 
 
 class ControllerProcess(Process):
-    """`gangkeeper controller --kubeconfig K`, talking to the API server the kubeconfig names."""
+    """`gangkeeper controller --kubeconfig K`, talking to the API server the kubeconfig names;
+    managing groups in `namespace` only, or in every namespace when it is None."""
 
-    def __init__(self, kubeconfig: Path, workdir: Path, *, namespace: str):
+    def __init__(self, kubeconfig: Path, workdir: Path, *, namespace: str | None, identity: str | None = None):
         self.health_port, self.metrics_port = free_port(), free_port()
         self.audit_path = workdir / "controller-audit.jsonl"
+        scope = ["--namespace", namespace] if namespace else []
+        named = ["--identity", identity] if identity else []
         super().__init__("controller", [
-            sys.executable, "-m", "gangkeeper.cli", "controller", "--kubeconfig", str(kubeconfig),
-            "--namespace", namespace, "--health-port", str(self.health_port),
-            "--metrics-port", str(self.metrics_port), "--audit-file", str(self.audit_path),
+            sys.executable, "-m", "gangkeeper.cli", "controller", "--kubeconfig", str(kubeconfig), *scope, *named,
+            "--health-port", str(self.health_port), "--metrics-port", str(self.metrics_port),
+            "--audit-file", str(self.audit_path),
         ], workdir / "controller.log")
 
     def wait_ready(self, timeout: float = 30.0) -> None:

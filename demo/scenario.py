@@ -8,11 +8,6 @@ them the cluster simply moves fast.
 
 from __future__ import annotations
 
-import base64
-import secrets
-import shutil
-import subprocess
-import sys
 import threading
 import time
 from contextlib import ExitStack
@@ -22,29 +17,17 @@ from pathlib import Path
 import yaml
 
 from demo.observe import Observer, Snapshot
-from demo.processes import (
-    REPOSITORY,
-    ControllerProcess,
-    WebhookProcess,
-    controller_available,
-    issue_loopback_certs,
-)
+from demo.processes import ControllerProcess, WebhookProcess, controller_available, issue_loopback_certs
+from demo.stack import CONTROLLER_USER, api_with_webhook, serve
 from gangkeeper import names
 from sim import spec as sim_spec
 from sim.api import ADMIN, APIError, User, WatchEvent
 from sim.apiserver import APIServer
 from sim.cluster import Cluster, emulated_cluster
-from sim.kubeconfig import write_kubeconfig
 from sim.names import PODS
-from sim.server import RunningServer
 
 NAMESPACE = "ml-training"
 TICK = 0.25  # wall seconds between two looks at the cluster
-CONTROLLER_USER = User(names.DEFAULT_CONTROLLER_USERNAME,
-                       ("system:serviceaccounts", f"system:serviceaccounts:{names.DEFAULT_NAMESPACE}",
-                        "system:authenticated"))
-WEBHOOK_KINDS = {"MutatingWebhookConfiguration": "mutatingwebhookconfigurations",
-                 "ValidatingWebhookConfiguration": "validatingwebhookconfigurations"}
 
 
 @dataclass(frozen=True)
@@ -218,29 +201,6 @@ def phase1(settings: Settings, view) -> PhaseResult:
 
 # --- phase 2: gangkeeper ---------------------------------------------------------------------
 
-def kubectl() -> str:
-    beside = Path(sys.executable).parent / "kubectl"
-    found = str(beside) if beside.exists() else shutil.which("kubectl")
-    if not found:
-        raise RuntimeError("kubectl not found next to the Python interpreter nor on PATH; run `make install`")
-    return found
-
-
-def rendered_webhook_configurations(ca_pem: bytes) -> list[tuple[str, dict]]:
-    """The webhook configurations of `kubectl kustomize deploy/default`, with our CA as caBundle."""
-    rendered = subprocess.run([kubectl(), "kustomize", str(REPOSITORY / "deploy" / "default")],
-                              check=True, capture_output=True, text=True).stdout
-    configurations = []
-    for document in yaml.safe_load_all(rendered):
-        if document and document.get("kind") in WEBHOOK_KINDS:
-            for webhook in document.get("webhooks") or ():
-                webhook["clientConfig"]["caBundle"] = base64.b64encode(ca_pem).decode()
-            configurations.append((WEBHOOK_KINDS[document["kind"]], document))
-    if len(configurations) != 2:
-        raise RuntimeError(f"deploy/default renders {len(configurations)} webhook configurations; expected 2")
-    return configurations
-
-
 def try_to_remove_gate(api: APIServer, namespace: str, user: User) -> tuple[str, str | None]:
     """`user` removes our gate from a gated pod: (the pod, the refusal, or None if it was allowed).
 
@@ -286,20 +246,14 @@ def phase2(settings: Settings, view, workdir: Path, *, use_controller: bool = Tr
         view.say(f"webhook ready on https://{webhook.address} (log {webhook.log_path}, audit {webhook.audit_path})")
 
         clock = ScaledClock(settings.speed)
-        service = f"{names.WEBHOOK_SERVICE}.{names.DEFAULT_NAMESPACE}.svc:443"
-        api = APIServer(webhook_services={service: webhook.address}, clock=clock.now)
-        for resource, configuration in rendered_webhook_configurations(certs.ca_pem):
-            api.create(resource, configuration)
-        for name, labels in ((names.DEFAULT_NAMESPACE, {}),
-                             (settings.namespace, {names.ENFORCE_LABEL: names.ENFORCE_VALUE})):
-            api.create("namespaces", {"apiVersion": "v1", "kind": "Namespace",
-                                      "metadata": {"name": name, "labels": labels}})
-        controller_token = secrets.token_urlsafe(24)
-        server = RunningServer(api, tokens={controller_token: CONTROLLER_USER, secrets.token_urlsafe(24): ADMIN})
+        api = api_with_webhook(webhook.address, certs.ca_pem, clock=clock.now)
+        api.create("namespaces", {"apiVersion": "v1", "kind": "Namespace",
+                                  "metadata": {"name": settings.namespace,
+                                               "labels": {names.ENFORCE_LABEL: names.ENFORCE_VALUE}}})
+        server = serve(api, workdir)
         stack.callback(server.stop)
         if controller:
-            kubeconfig = write_kubeconfig(workdir / "controller.kubeconfig", server.url, controller_token)
-            process = ControllerProcess(kubeconfig, workdir, namespace=settings.namespace)
+            process = ControllerProcess(server.controller_kubeconfig, workdir, namespace=settings.namespace)
             stack.callback(process.stop)
             process.wait_ready()
             view.say(f"controller ready, talking to {server.url} as {CONTROLLER_USER.username} "

@@ -209,6 +209,12 @@ class Admission:
         return json.loads(body)
 
 
+# How a kept-alive connection the webhook closed while it was idle fails on its next use: a TLS
+# server that just closes the socket (gunicorn at its keepalive timeout, or when it stops) sends no
+# close_notify, so reading the answer ends in SSLEOFError rather than a clean RemoteDisconnected.
+_CLOSED_BY_PEER = (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError, ssl.SSLEOFError)
+
+
 class _Connections:
     """Kept-alive HTTPS connections to webhooks, as the real API server keeps them: one TLS
     handshake per connection, not per admission. Keyed by where the webhook listens, the name
@@ -225,7 +231,7 @@ class _Connections:
         connection, reused = self._take(key, timeout)
         try:
             reply, data = self._exchange(connection, path, body, timeout)
-        except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError):
+        except _CLOSED_BY_PEER:
             connection.close()
             if not reused:
                 raise

@@ -2,6 +2,7 @@
 
 import base64
 import json
+import socket
 import ssl
 import threading
 import urllib.request
@@ -25,6 +26,7 @@ class Webhook:
     def __init__(self, certs):
         self.received: list[dict] = []
         self.connections = 0
+        self.sockets: list = []
         self.decide = lambda path, request: {"allowed": True}
         webhook = self
 
@@ -36,6 +38,7 @@ class Webhook:
 
             def setup(self):
                 webhook.connections += 1
+                webhook.sockets.append(self.request)
                 super().setup()
 
             def do_POST(self):
@@ -56,6 +59,11 @@ class Webhook:
         self.http.socket = context.wrap_socket(self.http.socket, server_side=True)
         self.address = f"127.0.0.1:{self.http.server_address[1]}"
         threading.Thread(target=self.http.serve_forever, daemon=True).start()
+
+    def close_connections(self):
+        """Close every connection without a TLS close_notify, as gunicorn closes an idle kept-alive one."""
+        for sock in self.sockets:
+            sock.shutdown(socket.SHUT_RDWR)
 
     def stop(self):
         self.http.shutdown()
@@ -170,3 +178,14 @@ def test_admissions_share_a_kept_alive_connection(setup):
         api.create("pods", pod(f"p-{index}"), namespace="ml-training")
     assert len(webhook.received) == 10  # a mutate and a validate per pod
     assert webhook.connections == 1
+
+
+def test_a_kept_alive_connection_the_webhook_closed_is_replaced(setup):
+    """gunicorn closes a connection idle for its keepalive timeout (or all of them when it stops)
+    without a TLS close_notify; the next admission goes over a fresh connection instead of failing."""
+    api, webhook = setup
+    api.create("pods", pod("p-0"), namespace="ml-training")
+    webhook.close_connections()
+    api.create("pods", pod("p-1"), namespace="ml-training")
+    assert [r["review"]["request"]["name"] for r in webhook.received][-2:] == ["p-1", "p-1"]
+    assert webhook.connections == 2
