@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import IO, Protocol
 
+import orjson
+
 MAX_DETAIL_CHARS = 256
 MAX_DETAILS = 16
 
@@ -130,8 +132,17 @@ class AuditLog:
             "reason": reason,
             "details": _small(details or {}),
         }
-        self.sink.write_line(json.dumps(entry, separators=(",", ":"), ensure_ascii=False))
+        self.sink.write_line(_line(entry))
         return entry
+
+
+def _line(entry: dict) -> str:
+    """The entry as one line of JSON. A string Python holds but UTF-8 cannot (a lone surrogate)
+    is written escaped rather than lost or raised: a decision is never refused for its log line."""
+    try:
+        return orjson.dumps(entry).decode()
+    except TypeError:
+        return json.dumps(entry, separators=(",", ":"))
 
 
 def _small(details: Mapping[str, object]) -> dict:

@@ -205,9 +205,18 @@ class AdmissionRequest:
 
 
 def parse_review(document: object) -> AdmissionRequest:
-    """The request of an AdmissionReview v1 document; ReviewError names every bad field."""
+    """The request of an AdmissionReview v1 document; ReviewError names every bad field.
+
+    A plainly well-formed review (every one the API server sends) is read by `_well_formed`, a
+    few dict lookups; anything else goes through the marshmallow schema, which accepts what it
+    can convert and names every problem. The schema alone cost about a third of a request's
+    time in the webhook (bench/webhook.md), and a property test holds the two to the same answer.
+    """
     if not isinstance(document, dict):
         raise ReviewError(f"the body is a JSON {type(document).__name__}, not an {KIND} object")
+    quick = _well_formed(document)
+    if quick is not None:
+        return quick
     try:
         review = _SCHEMA.load(document)
     except ValidationError as error:
@@ -225,6 +234,32 @@ def parse_review(document: object) -> AdmissionRequest:
         old_object=request["oldObject"],
         dry_run=request["dryRun"],
     )
+
+
+def _well_formed(document: dict) -> AdmissionRequest | None:
+    """The request, when every field the schema checks already has its final type and value;
+    None when anything would need the schema (to convert a value, or to say what is wrong)."""
+    request = document.get("request")
+    if document.get("apiVersion") != API_VERSION or document.get("kind") != KIND or not isinstance(request, dict):
+        return None
+    uid, kind, user = request.get("uid"), request.get("kind"), request.get("userInfo")
+    name, namespace, dry_run = request.get("name", ""), request.get("namespace", ""), request.get("dryRun", False)
+    if not (isinstance(uid, str) and uid and request.get("operation") in OPERATIONS and isinstance(name, str)
+            and isinstance(namespace, str) and isinstance(dry_run, bool) and isinstance(kind, dict)
+            and isinstance(user, dict) and all(isinstance(kind.get(key), str) for key in ("group", "version", "kind"))
+            and all(isinstance(user.get(key, ""), str) for key in ("username", "uid"))
+            and _strings(user.get("groups", []))):
+        return None
+    obj, old = request.get("object"), request.get("oldObject")
+    if any(value is not None and (not isinstance(value, dict) or shape_problems(value)) for value in (obj, old)):
+        return None
+    return AdmissionRequest(uid=uid, group=kind["group"], kind=kind["kind"], operation=request["operation"],
+                            namespace=namespace, name=name, username=user.get("username", ""), object=obj,
+                            old_object=old, dry_run=dry_run)
+
+
+def _strings(value: object) -> bool:
+    return isinstance(value, list) and all(isinstance(item, str) for item in value)
 
 
 def _uid_of(document: Mapping) -> str:

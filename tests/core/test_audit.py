@@ -68,3 +68,9 @@ def test_several_processes_share_one_rotating_file_without_losing_or_tearing_lin
 def test_stdout_by_default(capsys):
     open_audit_log("controller").record("gang.reserved", decision="reserved", group="g")
     assert json.loads(capsys.readouterr().out)["component"] == "controller"
+
+
+def test_a_string_utf8_cannot_hold_is_escaped_not_raised():
+    stream = io.StringIO()
+    AuditLog("webhook", StreamSink(stream)).record("admission.mutate", decision="allowed", pod="bad\udc80name")
+    assert json.loads(stream.getvalue())["pod"] == "bad\udc80name"

@@ -4,9 +4,14 @@ import base64
 import json
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from marshmallow import ValidationError
 
 from tests.webhook.builders import pod, review
-from webhook.review import ReviewError, allowed, denied, errored, parse_review, patched
+from webhook import fuzz
+from webhook.review import (_SCHEMA, AdmissionRequest, ReviewError, _well_formed, allowed, denied, errored,
+                            parse_review, patched)
 
 UID = "5d3c1a2b-0000-4000-8000-000000000001"
 
@@ -63,3 +68,25 @@ def test_answers_echo_the_uid():
     ops = [{"op": "add", "path": "/metadata/labels/a~1b", "value": "c"}]
     response = patched(UID, ops)["response"]
     assert response["patchType"] == "JSONPatch" and json.loads(base64.b64decode(response["patch"])) == ops
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(document=st.one_of(fuzz.reviews(), fuzz.reviews().flatmap(
+    lambda review: st.sampled_from(fuzz.paths_in(review)).flatmap(
+        lambda path: fuzz.wrong_value().map(lambda value: fuzz.put(review, path, value))))))
+def test_the_quick_reading_and_the_schema_give_the_same_answer(document):
+    """The hot path reads well-formed reviews without marshmallow: whenever it answers, the schema
+    must give that very answer."""
+    quick = _well_formed(document) if isinstance(document, dict) else None
+    if quick is None:
+        return
+    try:
+        review = _SCHEMA.load(document)
+    except ValidationError as error:
+        raise AssertionError(f"the quick reading accepted what the schema refuses: {error.messages}") from None
+    request = review["request"]
+    assert quick == AdmissionRequest(
+        uid=request["uid"], group=request["kind"]["group"], kind=request["kind"]["kind"],
+        operation=request["operation"], namespace=request["namespace"], name=request["name"],
+        username=request["userInfo"].get("username", ""), object=request["object"],
+        old_object=request["oldObject"], dry_run=request["dryRun"])
