@@ -9,7 +9,7 @@ import argparse
 import datetime
 import os
 import platform
-import sys
+import re
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -74,6 +74,33 @@ def _study(quick: bool) -> str:
     return report.markdown(results, {name: path.name for name, path in paths.items()})
 
 
+def _reliability(quick: bool) -> str:
+    import tempfile
+
+    from reliability import chaos, ha, report
+
+    if quick:
+        campaign = chaos.Campaign(jobs=15, kills=10, kill_interval=(1.5, 3.0), cut_watch_after=30, gone_every=5.0,
+                                  deadline=180.0)
+    else:
+        campaign = chaos.Campaign()
+    with tempfile.TemporaryDirectory(prefix="gangkeeper-chaos-") as workdir:
+        campaign_result = chaos.run(Path(workdir), campaign, progress=print)
+    with tempfile.TemporaryDirectory(prefix="gangkeeper-ha-") as workdir:
+        failover = ha.run(Path(workdir), failovers=1 if quick else 3, progress=print)
+    return report.reliability_markdown(campaign_result, failover)
+
+
+def _load(quick: bool) -> str:
+    import tempfile
+
+    from reliability import load, report
+
+    spec = load.Load(pods_per_minute=200, seconds=30.0, sample_seconds=1.0) if quick else load.Load()
+    with tempfile.TemporaryDirectory(prefix="gangkeeper-load-") as workdir:
+        return report.load_markdown(load.run(Path(workdir), spec, progress=print))
+
+
 SECTIONS: dict[str, Callable[[bool], str]] = {
     "webhook": _webhook,
     "store": _store,
@@ -81,6 +108,8 @@ SECTIONS: dict[str, Callable[[bool], str]] = {
     "controller": _controller,
     "fuzz": _fuzz,
     "study": _study,
+    "reliability": _reliability,
+    "load": _load,
 }
 
 
@@ -119,14 +148,32 @@ def _planner_markdown(figures: dict) -> str:
             + "\n".join(lines) + "\n")
 
 
-def _header(command: str, sections: list[str]) -> str:
+_SECTION = re.compile(r"<!-- section: (?P<name>[a-z]+) -->\n(?P<body>.*?)<!-- /section: (?P=name) -->\n", re.S)
+
+
+def measured_section(name: str, body: str, command: str) -> str:
+    """One section's figures under a line saying when, how and on what machine they were measured."""
     load = os.getloadavg()
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    return (f"# gangkeeper benchmarks\n\n"
-            f"Measured {now} with `{command}` (sections: {', '.join(sections)}).\n"
-            f"Machine: {os.cpu_count()} CPUs, {platform.machine()}, Python {platform.python_version()}, "
-            f"load average at start {load[0]:.2f} / {load[1]:.2f} / {load[2]:.2f}. Shared machines are noisy: "
-            f"compare the ratios measured within one run, not absolute figures across runs.\n\n")
+    stamp = (f"*Measured {now} with `{command}` on {os.cpu_count()} CPUs ({platform.machine()}, Python "
+             f"{platform.python_version()}), load average at start {load[0]:.2f}.*\n\n")
+    return f"<!-- section: {name} -->\n{stamp}{body.rstrip()}\n<!-- /section: {name} -->\n"
+
+
+def merge(existing: str, fresh: dict[str, str]) -> str:
+    """The results file with `fresh` sections replacing theirs and every other section kept, so
+    that running one benchmark never throws away the figures of the others."""
+    sections = {match["name"]: match.group(0) for match in _SECTION.finditer(existing)}
+    sections.update(fresh)
+    ordered = [name for name in SECTIONS if name in sections] + sorted(set(sections) - set(SECTIONS))
+    return HEADER + "\n".join(sections[name] for name in ordered)
+
+
+HEADER = ("# gangkeeper benchmarks\n\n"
+          "Written by `make bench` (`gangkeeper bench`); `gangkeeper bench SECTION …` measures again only the "
+          "sections named and keeps the others. Each section says when and with what command it was measured. "
+          "The machines are shared and noisy: compare the ratios measured within one run, not absolute figures "
+          "across runs.\n\n")
 
 
 def _section(text: str) -> str:
@@ -148,14 +195,15 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     chosen = list(SECTIONS) if not args.sections or "all" in args.sections else list(dict.fromkeys(args.sections))
-    command = "gangkeeper bench " + " ".join(sys.argv[2:] if sys.argv[1:2] == ["bench"] else args.sections)
-    parts = [_header(command.strip(), chosen)]
+    command = " ".join(["gangkeeper bench", *chosen, *(["--quick"] if args.quick else [])])
+    results = Path(args.results)
+    fresh = {}
     for name in chosen:
         started = time.monotonic()
         print(f"bench: {name} ...", flush=True)
-        parts.append(SECTIONS[name](args.quick))
+        fresh[name] = measured_section(name, SECTIONS[name](args.quick), command)
         print(f"bench: {name} done in {time.monotonic() - started:.0f} s", flush=True)
-    Path(args.results).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.results).write_text("\n".join(parts))
-    print(f"bench: figures written to {args.results}")
+        results.parent.mkdir(parents=True, exist_ok=True)
+        results.write_text(merge(results.read_text() if results.exists() else "", fresh))
+    print(f"bench: figures written to {results}")
     return 0

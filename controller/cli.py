@@ -61,7 +61,8 @@ def run(args: argparse.Namespace, stop: threading.Event | None = None) -> int:
     log_config("controller", args)
     kube = load(args.kubeconfig)
     metrics = Metrics()
-    controller = Controller(kube, settings_from(args), open_audit_log("controller", args.audit_file), metrics,
+    audit = open_audit_log("controller", args.audit_file)
+    controller = Controller(kube, settings_from(args), audit, metrics,
                             namespace=args.namespace, dry_run=args.dry_run,
                             resync_seconds=float(args.resync_seconds)).start()
     try:
@@ -71,7 +72,8 @@ def run(args: argparse.Namespace, stop: threading.Event | None = None) -> int:
                 return 1
             controller.reconcile_once()
             return 0
-        return _serve(args, controller, metrics, kube, stop or _stopped_by_sigterm(), serve_health, LeaderElector)
+        return _serve(args, controller, metrics, kube, stop or _stopped_by_sigterm(), serve_health, LeaderElector,
+                      audit)
     finally:
         controller.stop()
 
@@ -84,12 +86,27 @@ def _stopped_by_sigterm() -> threading.Event:
     return stop
 
 
-def _serve(args, controller, metrics, kube, stop, serve_health, elector_class) -> int:
+def _serve(args, controller, metrics, kube, stop, serve_health, elector_class, audit=None) -> int:
     health = serve_health(args.health_port, lambda: controller.alive(3 * args.resync_seconds + 30),
                           controller.synced)
     metrics_server = metrics.serve(args.metrics_port)
+    elector = None
+
+    def leadership(event: str) -> None:
+        """An audit line when this replica starts or stops leading, naming it: with the decisions'
+        lines between them, the audit log shows which replica acted when (two never at once)."""
+        if audit is not None and elector is not None:
+            audit.record(event, decision=event.split(".")[1], namespace=args.lease_namespace,
+                         details={"identity": elector.identity, "lease": args.lease_name})
+
+    def started() -> None:
+        leadership("leader.started")
+        controller.wake()
+
     elector = elector_class(kube, args.lease_namespace, args.lease_name, args.identity,
-                            on_started_leading=controller.wake).start()
+                            on_started_leading=started,
+                            on_stopped_leading=lambda: leadership("leader.stopped"))
+    elector.start()
     try:
         controller.run(stop, lambda: elector.is_leader)
     except KeyboardInterrupt:

@@ -15,8 +15,18 @@ A group moves through reserve → release → bound, one durable step per pass:
     exponentially. Capacity stays booked until the pods are gone, so nothing else can take it
     before the rollback completes. Pods without an owner are reported, never deleted.
 Once admitted, a group's other members — elastic ones beyond min count, or replacements of
-members that finished or failed — are reserved one at a time, in later passes, from what the
-queue leaves over, and released like the rest.
+members that finished, failed or were deleted (with their node, say) — are reserved one at a
+time, in later passes, from what the queue leaves over, and released like the rest.
+
+A group that lost members while running holds GPUs without making progress until replacements
+are placed. When at least one of its live members is bound but fewer than min count are bound,
+reserved or succeeded (the others wait with nothing reserved: capacity is short, their node is
+gone), the group is incomplete; incomplete for longer than the bind timeout, it is rolled back like a
+failed release (same deletions, backoff and reporting), so that what it holds goes back to the
+queue and the whole group is admitted again when it fits. The clock is the controller's memory
+of when it first saw the group incomplete; after a restart, the creation of the group's newest
+live member (the replacement its owner recreated): durable, and no later than when the
+replacement began to wait, so a restart cannot postpone the rollback.
 
 The bind timeout counts from the release annotation, which survives a restart or a change of
 leader; only when it is missing or unreadable does it count from when this controller first saw
@@ -26,7 +36,8 @@ Failed; its pods stay gated for their owner to clean up).
 
 `Memory` is what the controller remembers between passes and may lose on a restart: when
 each group was first seen (durably approximated by its oldest member's creation), rollback
-backoff, and what was last reported (so that Events and audit lines follow changes, not passes).
+backoff, when a running group was first seen incomplete, and what was last reported (so that
+Events and audit lines follow changes, not passes).
 """
 
 import hashlib
@@ -70,6 +81,7 @@ class Memory:
     reported: Mapping[tuple[GroupKey, str], str] = field(default_factory=dict)
     complete_at: Mapping[GroupKey, float] = field(default_factory=dict)
     status_written: Mapping[GroupKey, float] = field(default_factory=dict)
+    incomplete_since: Mapping[GroupKey, float] = field(default_factory=dict)
 
 
 # --- actions: what a pass decides; `controller.actions` carries them out ------------------
@@ -153,6 +165,7 @@ class _Pass:
     rollbacks: dict = field(default_factory=dict)
     released_after: list = field(default_factory=list)
     status_written: dict = field(default_factory=dict)
+    incomplete_since: dict = field(default_factory=dict)
     rolled_back: int = 0
 
 
@@ -209,7 +222,7 @@ def _decide_in_flight(state: _Pass, view: GangView) -> str | None:
         state.reasons[key] = ("Waiting", "BackingOff", f"rolled back {attempts}×; planning again in "
                               f"{not_before - state.now:.0f}s")
         return None
-    failure = _bind_failed(state, view)
+    failure = _bind_failed(state, view) or _incomplete_too_long(state, view)
     if failure:
         _roll_back(state, view, attempts, failure)
         return None
@@ -251,6 +264,27 @@ def _bind_failed(state: _Pass, view: GangView) -> str | None:
         if state.now - _released_at(state, facts) >= state.settings.bind_timeout_seconds:
             return f"{member.name} not bound to {member.reserved_node} within {state.settings.bind_timeout_seconds:g}s"
     return None
+
+
+def _incomplete_too_long(state: _Pass, view: GangView) -> str | None:
+    """Why a group holding nodes counts as failed for being incomplete too long, if it does: some
+    live member bound, fewer than min count bound, reserved or succeeded (members that finished
+    did their part: the rest may run on a while), for longer than the bind timeout."""
+    group = view.group
+    live = [m for m in group.members if not m.terminal]
+    bound = sum(1 for m in live if m.node)
+    placed = sum(1 for m in live if m.node or m.reserved_node)
+    succeeded = sum(1 for m in group.members if m.phase == "Succeeded")
+    if bound == 0 or placed + succeeded >= group.min_count:
+        return None
+    created = [m.created for m in live if m.created is not None]
+    since = min(state.memory.incomplete_since.get(group.key, max(created, default=state.now)), state.now)
+    timeout = state.settings.bind_timeout_seconds
+    if state.now - since < timeout:
+        state.incomplete_since[group.key] = since
+        return None
+    return (f"incomplete for {state.now - since:.0f}s, longer than the bind timeout ({timeout:g}s): "
+            f"{placed} of min count {group.min_count} members bound or reserved")
 
 
 def _released_at(state: _Pass, facts: PodFacts) -> float:
@@ -559,6 +593,7 @@ def _outcome(state: _Pass, pending: Pending, index: ClusterIndex) -> Outcome:
                    if key in decided or (not pending.complete and key not in pending.gone)},
         reported={**kept(memory.reported, _CHANNELS), **state.reported},
         complete_at={**kept(memory.complete_at), **complete_at},
+        incomplete_since={**kept(memory.incomplete_since), **state.incomplete_since},
         status_written={**kept(memory.status_written),
                         **{key: memory.status_written[key] for key in decided if key in memory.status_written},
                         **state.status_written})

@@ -121,7 +121,7 @@ class _Handler(BaseHTTPRequestHandler):
             # unread would make the next request on this kept-alive connection start mid-body.
             self.raw_body = self._read_body()
             user = self.server.auth.user(self.headers.get("Authorization"))
-            error = self.server.faults.injected_error()
+            error = self.server.faults.injected_error(method)
             if error is not None:
                 raise error
             self._dispatch(method, url.path, user)
@@ -251,6 +251,7 @@ class _Handler(BaseHTTPRequestHandler):
         self._start_stream()
         try:
             if requested not in ("", "0") and faults.force_gone:
+                faults.count("410")
                 raise APIError(_gone(requested, api.store.resource_version))
             watcher, initial = self._open_watch(target, requested, selected)
         except APIError as e:
@@ -260,7 +261,8 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             for obj in initial:
                 self._write_event({"type": "ADDED", "object": obj})
-            self._follow(target, watcher, selected, deadline, faults.cut_watch_after)
+            if self._follow(target, watcher, selected, deadline, faults.cut_watch_after):
+                faults.count("watch-cut")
         finally:
             api.store.stop_watch(watcher)
         self._end_stream()
@@ -278,7 +280,8 @@ class _Handler(BaseHTTPRequestHandler):
             objects, rv = api.select(target.kind, target.namespace)
             return api.watch(target.kind, rv), [o for o in objects if selected(o)]
 
-    def _follow(self, target: Target, watcher, selected, deadline: float, cut_after: int | None) -> None:
+    def _follow(self, target: Target, watcher, selected, deadline: float, cut_after: int | None) -> bool:
+        """Stream events until the deadline; True when the stream was cut after `cut_after` events."""
         sent, bookmarked = 0, 0
         bookmarks = self.query.get("allowWatchBookmarks") in ("1", "true")
         while time.monotonic() < deadline and (cut_after is None or sent < cut_after):
@@ -293,6 +296,7 @@ class _Handler(BaseHTTPRequestHandler):
             if event is not None:
                 self._write_event(event)
                 sent += 1
+        return cut_after is not None and sent >= cut_after
 
     def _start_stream(self) -> None:
         self.send_response(200)

@@ -117,14 +117,15 @@ def replica_counts(pods: dict[str, dict], kind: str) -> dict[str, int]:
 
 def job_status(job: dict, pods: dict[str, dict], now: float) -> dict:
     """Created, then Running once the first replica type (master) runs, Succeeded when it has
-    succeeded in full."""
+    succeeded in full. Succeeded is final, as in the training operator: pods removed afterwards
+    (a deleted node's, by the pod garbage collector) neither take it back nor run the job again."""
     previous = job.get("status") or {}
     moment = rfc3339(now)
     name = job["metadata"]["name"]
     specs = job["spec"]["pytorchReplicaSpecs"]
     counts = {kind: replica_counts(pods, kind) for kind in replica_types(job)}
     leader = replica_types(job)[0]
-    succeeded = counts[leader]["succeeded"] >= int(specs[leader].get("replicas", 1))
+    succeeded = is_succeeded(job) or counts[leader]["succeeded"] >= int(specs[leader].get("replicas", 1))
     conditions = [condition("Created", "PyTorchJobCreated", f"PyTorchJob {name} is created.", moment)]
     if counts[leader]["active"] or succeeded:
         conditions.append(condition("Running", "PyTorchJobRunning", f"PyTorchJob {name} is running.", moment,

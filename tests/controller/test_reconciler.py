@@ -143,6 +143,82 @@ def test_a_rollback_deletes_owned_members_reports_lone_ones_and_backs_off():
     assert f"{NS}/lone" in world.pods, "capacity stays booked by what was not deleted"
 
 
+# --- a running group that lost members ------------------------------------------------------
+
+def lose_a_member_with_its_node(world: World, run: Run, replacement_created: str = "2027-01-15T08:00:02Z"):
+    """g-0 and g-1 (owned, 8 GPUs each) run on n0 and n1; n1 goes, with g-1; its owner recreates g-2."""
+    for i in range(2):
+        world.add(member_object(f"g-{i}", group="g", min_count=2, gpus=8, owner=("Job", "j"), created=CREATED))
+    run.step()
+    run.step(bind=True)
+    assert {p["spec"].get("nodeName") for p in world.pods.values()} == {"n0", "n1"}
+    lost = next(key for key, p in world.pods.items() if p["spec"]["nodeName"] == "n1")
+    del world.nodes["n1"]
+    world.delete(lost)
+    world.add(member_object("g-2", group="g", min_count=2, gpus=8, owner=("Job", "j"), created=replacement_created))
+
+
+def test_a_running_group_whose_replacement_cannot_be_placed_is_rolled_back_after_the_bind_timeout():
+    world = World(nodes(2))
+    run = Run(world, Settings(bind_timeout_seconds=20, rollback_backoff_seconds=30))
+    lose_a_member_with_its_node(world, run)
+    for _ in range(20):  # incomplete, holding n0's 8 GPUs: within the bind timeout it waits for room
+        assert of(run.step(), DeletePod) == []
+    survivor = next(p["metadata"]["name"] for p in world.pods.values() if p["spec"].get("nodeName") == "n0")
+    outcome = run.step()
+    assert {a.pod for a in of(outcome, DeletePod)} == {survivor, "g-2"}
+    message = reports(outcome, "gang.rolled_back")[0].message
+    assert "incomplete" in message and "1 of min count 2" in message and "planning again in 30s" in message
+    assert world.pods == {}, "every owned member deleted, for its owner to recreate gated"
+
+
+def test_the_incomplete_clock_survives_a_restart_from_the_replacement_creation():
+    world = World(nodes(2))
+    run = Run(world, Settings(bind_timeout_seconds=20))
+    lose_a_member_with_its_node(world, run, replacement_created="2027-01-15T08:00:05Z")  # NOW + 5
+    run.memory, run.now = Memory(), NOW + 5 + 19  # a new leader, before the deadline
+    assert of(run.step(), DeletePod) == []
+    run.memory = Memory()  # and another, at the deadline: the replacement's creation is the clock
+    assert len(of(run.step(), DeletePod)) == 2
+
+
+def test_a_replacement_placed_in_time_keeps_the_group():
+    world = World(nodes(2))
+    run = Run(world, Settings(bind_timeout_seconds=20))
+    lose_a_member_with_its_node(world, run)
+    for _ in range(10):
+        assert of(run.step(bind=True), DeletePod) == []
+    world.node("n1")  # the node comes back: the replacement is reserved, released and bound
+    for _ in range(30):
+        assert of(run.step(bind=True), DeletePod) == []
+    assert sorted(p["spec"].get("nodeName") for p in world.pods.values()) == ["n0", "n1"]
+
+
+def test_members_that_succeeded_count_toward_min_count_while_an_extra_waits():
+    world = World(nodes(2), [(PYTORCHJOBS, {"metadata": {"name": "pj"}, "spec": {
+        "elasticPolicy": {"minReplicas": 2}, "pytorchReplicaSpecs": {"Worker": {"replicas": 3}}}})])
+    for i in range(3):
+        world.add(member_object(f"w{i}", source=names.SOURCE_PYTORCHJOB, owner=("PyTorchJob", "pj")))
+    run = Run(world, Settings(bind_timeout_seconds=5))
+    run.step()
+    run.step(bind=True)
+    done = next(key for key, p in world.pods.items() if p["spec"].get("nodeName") == "n1")
+    world.finish(done)  # one worker finished; another workload takes its node before w2 gets it
+    world.add(pod_object("other", gpus=8, gated=False, node_name="n1", phase="Running"))
+    for _ in range(20):  # 1 bound + 1 succeeded of min count 2, and w2 waiting for room
+        assert of(run.step(seconds=10, bind=True), DeletePod) == []
+
+
+def test_an_elastic_group_running_at_its_min_count_is_not_incomplete():
+    world = World(nodes(3), [(PYTORCHJOBS, {"metadata": {"name": "pj"}, "spec": {
+        "elasticPolicy": {"minReplicas": 2}, "pytorchReplicaSpecs": {"Worker": {"replicas": 4}}}})])
+    for i in range(4):
+        world.add(member_object(f"w{i}", source=names.SOURCE_PYTORCHJOB, owner=("PyTorchJob", "pj")))
+    run = Run(world, Settings(bind_timeout_seconds=5))
+    for _ in range(20):  # w3 never fits; 3 of min count 2 run
+        assert of(run.step(seconds=10, bind=True), DeletePod) == []
+
+
 # --- schedule timeout, Gang status, reporting ---------------------------------------------------
 
 def test_a_group_past_its_schedule_timeout_is_reported_once_and_keeps_waiting():

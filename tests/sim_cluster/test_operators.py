@@ -109,6 +109,18 @@ def test_a_deleted_pod_is_recreated_until_the_job_succeeds(api, clock):
     assert len(pods_of(api, KUBEFLOW_JOB_NAME_LABEL, "pytorch-dist")) == 1
 
 
+def test_a_succeeded_job_stays_succeeded_when_its_pods_are_gone(api, clock):
+    cluster = full_cluster(api, clock)
+    api.create("pytorchjobs", pytorchjob(workers=1))
+    cluster.run_until_idle(clock.now() + 3600)
+    for name in ("pytorch-dist-master-0", "pytorch-dist-worker-0"):  # their node deleted: the pod GC removes them
+        api.delete("pods", name, namespace="ml-training", grace_period_seconds=0)
+    cluster.run_until_idle(clock.now() + 3600)
+    status = api.get("pytorchjobs", "pytorch-dist", namespace="ml-training")["status"]
+    assert {c["type"]: c["status"] for c in status["conditions"]}["Succeeded"] == "True"
+    assert pods_of(api, KUBEFLOW_JOB_NAME_LABEL, "pytorch-dist") == [], "a finished job is not run again"
+
+
 def batch_job(parallelism=3, completions=3, mode="Indexed"):
     spec = {"parallelism": parallelism, "completions": completions,
             "template": {"metadata": {"annotations": {"sim.gangkeeper.io/duration-seconds": "10",
