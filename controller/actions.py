@@ -17,8 +17,9 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from datetime import datetime, timezone
 
-from controller.kube import EVENTS, GANGS, JSON_PATCH, MERGE_PATCH, PODS, AlreadyExists, Conflict, Kube, KubeError
-from controller.reconciler import Action, DeletePod, Release, Report, Reserve, SaveGang
+from controller.kube import (EVENTS, GANGS, JSON_PATCH, MERGE_PATCH, PODS, AlreadyExists, Conflict, Kube, KubeError,
+                             NotFound)
+from controller.reconciler import Action, DeleteGang, DeletePod, Release, Report, Reserve, SaveGang
 from gangkeeper import names
 from gangkeeper.audit import AuditLog
 
@@ -81,6 +82,11 @@ class Executor:
                 except AlreadyExists:
                     pass
             self._kube.patch_status(GANGS, namespace, action.name, {"status": dict(action.status)}, MERGE_PATCH)
+        elif isinstance(action, DeleteGang):
+            try:
+                self._kube.delete(GANGS, namespace, action.name)
+            except NotFound:
+                pass
         elif isinstance(action, Report):
             self._event(action, action.involved, action.message)
             if action.on_pods:
@@ -121,7 +127,7 @@ class Executor:
 
 
 def _urgency(action: Action) -> int:
-    return 2 if isinstance(action, Report) else 1 if isinstance(action, SaveGang) else 0
+    return 2 if isinstance(action, Report) else 1 if isinstance(action, (SaveGang, DeleteGang)) else 0
 
 
 def _group(action: Action) -> str:
@@ -133,4 +139,6 @@ def _target(action: Action) -> str:
         return f"{type(action).__name__.lower()} pod {action.pod}"
     if isinstance(action, SaveGang):
         return f"save Gang {action.name}"
+    if isinstance(action, DeleteGang):
+        return f"delete Gang {action.name}"
     return f"event {action.reason}"

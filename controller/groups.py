@@ -92,6 +92,7 @@ class Workload:
     group_name: str = ""
     schedule_timeout: float | None = None
     status: Mapping | None = None  # a Gang's status, compared before it is written again
+    disposable: bool = False  # a Gang the controller created for a group without owner
 
     @property
     def owner(self) -> Owner:
@@ -153,10 +154,13 @@ def workload_from_api(resource: str, obj: Mapping) -> Workload:
         return Workload(**base, sizes={"": job_size(spec)})
     if resource == GANGS:
         timeout = spec.get("scheduleTimeoutSeconds")
+        labels = metadata.get("labels") or {}
         return Workload(**base, sizes={"": int(spec.get("minCount") or 0)},
                         group_name=spec.get("groupName") or base["name"],
                         schedule_timeout=float(timeout) if timeout is not None else None,
-                        status=obj.get("status") or {})
+                        status=obj.get("status") or {},
+                        disposable=labels.get(names.MANAGED_BY_LABEL) == names.MANAGED_BY_VALUE
+                        and not metadata.get("ownerReferences"))
     if resource == PODGROUPS_NATIVE:
         gang = (spec.get("schedulingPolicy") or {}).get("gang") or {}
         return Workload(**base, sizes={"": int(gang.get("minCount") or 0)})

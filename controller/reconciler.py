@@ -44,7 +44,7 @@ import hashlib
 import logging
 import re
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 
@@ -126,6 +126,14 @@ class Report:
 
 
 @dataclass(frozen=True)
+class DeleteGang:
+    """Delete a Gang the controller created for a group without owner, now that the group is gone."""
+
+    group: GroupKey
+    name: str
+
+
+@dataclass(frozen=True)
 class SaveGang:
     """Create the Gang (`create` is its body) or just write its status."""
 
@@ -135,7 +143,7 @@ class SaveGang:
     create: Mapping | None = None
 
 
-Action = Reserve | Release | DeletePod | Report | SaveGang
+Action = Reserve | Release | DeletePod | Report | SaveGang | DeleteGang
 
 
 @dataclass(frozen=True)
@@ -192,7 +200,28 @@ def reconcile(pods: Sequence[PodFacts], workloads: WorkloadIndex, nodes: Sequenc
     _plan(state, queue, extras, index.pool, index.ledger)
     for view in pending.views:
         _guarded(_report_and_status, state, view)
+    state.actions.extend(_disposed_gangs(state, _gone(pending, memory)))
     return _outcome(state, pending, index)
+
+
+def _gone(pending: Pending, memory: Memory) -> set[GroupKey]:
+    """Groups whose last pod went since the last pass: those the index saw go and, when the pass
+    decided every group (a fresh index knows no history), those remembered but not seen now."""
+    gone = set(pending.gone)
+    if pending.complete:
+        gone |= set(memory.first_seen) - {view.group.key for view in pending.views}
+    return gone
+
+
+def _disposed_gangs(state: _Pass, gone: Iterable[GroupKey]) -> list[DeleteGang]:
+    """The Gangs of groups whose pods are all gone, when nothing else would ever delete them: ours
+    (not a user's declaration) and without owner (an owned one is garbage-collected with it)."""
+    deletions = []
+    for key in gone:
+        gang = state.workloads.get((GANGS, key[0], gang_name(key)))
+        if gang is not None and gang.disposable:
+            deletions.append(DeleteGang(key, gang.name))
+    return deletions
 
 
 def _guarded(decide, state: _Pass, view: GangView):
@@ -512,7 +541,8 @@ def gang_status(view: GangView, phase: str, reason: str, message: str, timed_out
 
 
 def gang_body(view: GangView, name: str) -> dict:
-    metadata: dict = {"name": name, "namespace": view.group.key[0]}
+    metadata: dict = {"name": name, "namespace": view.group.key[0],
+                      "labels": {names.MANAGED_BY_LABEL: names.MANAGED_BY_VALUE}}
     if view.owner is not None:
         metadata["ownerReferences"] = [{"apiVersion": view.owner.api_version, "kind": view.owner.kind,
                                         "name": view.owner.name, "uid": view.owner.uid}]

@@ -20,6 +20,11 @@ RESERVED_NODE_ANNOTATION = f"{DOMAIN}/reserved-node"
 # counts from it, so a restarted or newly elected controller keeps the same deadline.
 RELEASED_AT_ANNOTATION = f"{DOMAIN}/released-at"
 
+# On the Gangs the controller creates: it deletes those that have no owner once their group is gone
+# (an owned Gang goes with its owner); a Gang a user created is never deleted.
+MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
+MANAGED_BY_VALUE = "gangkeeper"
+
 GANG_GROUP = DOMAIN
 GANG_VERSION = "v1alpha1"
 GANG_KIND = "Gang"

@@ -2,7 +2,8 @@
 
 from controller.groups import GANGS, PYTORCHJOBS
 from controller.queue import Order, QueuePolicy
-from controller.reconciler import DeletePod, Memory, Release, Report, Reserve, SaveGang, Settings, reconcile
+from controller.reconciler import (DeleteGang, DeletePod, Memory, Release, Report, Reserve, SaveGang, Settings,
+                                   reconcile)
 from gangkeeper import names
 from tests.controller.builders import node_object, pod_object
 from tests.controller.world import NS, World, member_object
@@ -334,3 +335,29 @@ def test_a_lone_accelerator_pod_gets_no_gang_and_never_sizes_a_group_of_its_name
     assert {a.pod for a in of(outcome, Reserve)} == {"trainer", "trainer-0", "trainer-1"}
     assert [a.group for a in of(outcome, SaveGang)] == [(NS, "trainer")]
     assert world.gang("trainer")["spec"]["minCount"] == 2
+
+
+def test_the_gang_of_an_ownerless_group_is_deleted_once_its_pods_are_gone():
+    """Plain pods have no owner to take their Gang with them: the controller, which made it,
+    deletes it when the last pod is gone — else every finished group would leave one behind."""
+    world = World(nodes(1))
+    add_group(world, "plain", 2, gpus=1)
+    run = Run(world)
+    run.step(bind=True)
+    assert world.gang("plain")["metadata"]["labels"] == {names.MANAGED_BY_LABEL: names.MANAGED_BY_VALUE}
+    for index in range(2):
+        world.delete(f"{NS}/plain-{index}")
+    outcome = run.step()
+    assert [(a.group, a.name) for a in of(outcome, DeleteGang)] == [((NS, "plain"), "plain")]
+    assert world.gang("plain") is None
+
+
+def test_a_gang_a_user_created_is_never_deleted():
+    world = World(nodes(1))
+    world.put_workload(GANGS, {"metadata": {"name": "mine", "namespace": NS}, "spec": {"minCount": 1}})
+    add_group(world, "mine", 1, gpus=1, min_count=None)
+    run = Run(world)
+    run.step(bind=True)
+    world.delete(f"{NS}/mine-0")
+    assert of(run.step(), DeleteGang) == []
+    assert world.gang("mine") is not None

@@ -14,7 +14,7 @@ import jsonpatch
 from controller.groups import GANGS, pod_facts, workload_from_api
 from controller.index import NODES, PODS, Change
 from controller.model import node_from_api
-from controller.reconciler import DeletePod, Release, Reserve, SaveGang
+from controller.reconciler import DeleteGang, DeletePod, Release, Reserve, SaveGang
 from gangkeeper import names
 from tests.controller.builders import node_object, pod_object
 
@@ -125,6 +125,8 @@ class World:
                     self.delete(key)
             elif isinstance(action, SaveGang):
                 self._save_gang(action)
+            elif isinstance(action, DeleteGang):
+                self.workloads.pop((GANGS, action.group[0], action.name), None)
 
     def _save_gang(self, action: SaveGang) -> None:
         current = self.gang(action.name, action.group[0])
