@@ -36,6 +36,7 @@ from controller.groups import pod_facts
 from controller.index import NODES, PODS, ClusterIndex
 from controller.informer import Cache, object_key
 from controller.metrics import Metrics
+from controller.bench_planner import _ms, _timed
 from controller.model import node_from_api
 from controller.reconciler import Memory, Release, Report, Settings, reconcile
 from controller.runner import Controller
@@ -284,16 +285,6 @@ def _realistic_pod(index: int, node_count: int) -> dict:
                    "containerStatuses": [{"name": "main", "ready": True, "restartCount": 0, "image": "train:1.0",
                                           "state": {"running": {"startedAt": "2027-01-01T00:00:10Z"}}}]},
     }
-
-
-def _timed(call):
-    started = time.perf_counter()
-    result = call()
-    return time.perf_counter() - started, result
-
-
-def _ms(seconds: float) -> float:
-    return round(seconds * 1000, 2)
 
 
 def markdown(figures: dict) -> str:

@@ -9,10 +9,12 @@ real webhook through the Service the rendered webhook configurations name (with 
 from __future__ import annotations
 
 import base64
+import json
 import secrets
 import shutil
 import subprocess
 import sys
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -90,3 +92,22 @@ def serve(api: APIServer, workdir: Path) -> ServedAPI:
     controller_token = secrets.token_urlsafe(24)
     server = RunningServer(api, tokens={controller_token: CONTROLLER_USER, secrets.token_urlsafe(24): ADMIN})
     return ServedAPI(server, write_kubeconfig(workdir / "controller.kubeconfig", server.url, controller_token))
+
+
+class WebhookApp:
+    """gangkeeper's webhook app answering the emulated API server's AdmissionReviews without a
+    socket (a `sim.admission.InProcessWebhook`): the same policy, configuration and answers as
+    the gunicorn server, for runs where TLS and processes are not what is being tested."""
+
+    def __init__(self, audit_file: Path):
+        from webhook.app import (
+            create_app,  # Flask only where the webhook answers in process
+        )
+
+        self._client = create_app({"AUDIT_FILE": str(audit_file)}).test_client()
+        self._lock = threading.Lock()
+
+    def __call__(self, path: str, review: dict) -> dict:
+        with self._lock:
+            answer = self._client.post(path, data=json.dumps(review), content_type="application/json")
+        return answer.get_json()

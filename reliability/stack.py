@@ -6,19 +6,17 @@ faults can be switched on."""
 from __future__ import annotations
 
 import http.client
-import json
 import os
 import secrets
 import signal
 import sys
-import threading
 import time
 from pathlib import Path
 
 import yaml
 
 from demo.processes import LOOPBACK, Process, WebhookProcess, free_port, issue_loopback_certs
-from demo.stack import CONTROLLER_USER, WEBHOOK_SERVICE, rendered_webhook_configurations
+from demo.stack import CONTROLLER_USER, WEBHOOK_SERVICE, WebhookApp, rendered_webhook_configurations
 from gangkeeper import names
 from sim.api import ADMIN
 from sim.apiserver import APIServer
@@ -33,20 +31,6 @@ REPOSITORY = Path(__file__).resolve().parents[1]
 BASE_WEBHOOKS = REPOSITORY / "deploy" / "base" / "webhook-configurations.yaml"
 PLURALS = {"MutatingWebhookConfiguration": "mutatingwebhookconfigurations",
            "ValidatingWebhookConfiguration": "validatingwebhookconfigurations"}
-
-
-class InProcessWebhook:
-    """gangkeeper's webhook app answering the API server's AdmissionReviews without a socket."""
-
-    def __init__(self, audit_file: Path):
-        from webhook.app import create_app
-        self._client = create_app({"AUDIT_FILE": str(audit_file)}).test_client()
-        self._lock = threading.Lock()
-
-    def __call__(self, path: str, review: dict) -> dict:
-        with self._lock:
-            answer = self._client.post(path, data=json.dumps(review), content_type="application/json")
-        return answer.get_json()
 
 
 def rss_mib(pid: int) -> float | None:
@@ -127,7 +111,7 @@ class Stack:
             for resource, configuration in rendered_webhook_configurations(certs.ca_pem):
                 self.api.create(resource, configuration)
         else:
-            self.api = APIServer(webhook_services={WEBHOOK_SERVICE: InProcessWebhook(workdir / "webhook-audit.jsonl")})
+            self.api = APIServer(webhook_services={WEBHOOK_SERVICE: WebhookApp(workdir / "webhook-audit.jsonl")})
             for document in yaml.safe_load_all(BASE_WEBHOOKS.read_text()):
                 self.api.create(PLURALS[document["kind"]], document)
         for name, labels in ((names.DEFAULT_NAMESPACE, {}), (NAMESPACE, {names.ENFORCE_LABEL: names.ENFORCE_VALUE})):

@@ -22,6 +22,7 @@ from controller.kube import load
 from controller.metrics import Metrics
 from controller.reconciler import Settings
 from controller.runner import Controller
+from demo.stack import WebhookApp
 from gangkeeper import names
 from gangkeeper.audit import AuditLog
 from gangkeeper.identity import to_label_value
@@ -30,7 +31,6 @@ from sim.api import ADMIN, User, WatchEvent
 from sim.apiserver import APIServer
 from sim.kubeconfig import write_kubeconfig
 from sim.server import RunningServer
-from webhook.app import create_app
 
 NS = "team"
 WEBHOOK_CONFIGURATIONS = Path(__file__).parents[2] / "deploy" / "base" / "webhook-configurations.yaml"
@@ -53,25 +53,12 @@ class Lines:
         return [line["event"] for line in self.lines]
 
 
-class InProcessWebhook:
-    """gangkeeper's webhook app, answering the API server's AdmissionReviews without a socket."""
-
-    def __init__(self, audit_file: Path):
-        self._client = create_app({"AUDIT_FILE": str(audit_file)}).test_client()
-        self._lock = threading.Lock()
-
-    def __call__(self, path: str, review: dict) -> dict:
-        with self._lock:
-            answer = self._client.post(path, data=json.dumps(review), content_type="application/json")
-        return answer.get_json()
-
-
 class Emulation:
     """An API server with the webhook, and the controllers started on it (see module docstring)."""
 
     def __init__(self, workdir: Path, **api_options):
         self.workdir = workdir
-        self.api = APIServer(webhook_services={WEBHOOK_SERVICE: InProcessWebhook(workdir / "webhook-audit.jsonl")},
+        self.api = APIServer(webhook_services={WEBHOOK_SERVICE: WebhookApp(workdir / "webhook-audit.jsonl")},
                              **api_options)
         for document in yaml.safe_load_all(WEBHOOK_CONFIGURATIONS.read_text()):
             self.api.create(PLURALS[document["kind"]], document)
