@@ -151,9 +151,9 @@ def _planner_markdown(figures: dict) -> str:
 _SECTION = re.compile(r"<!-- section: (?P<name>[a-z]+) -->\n(?P<body>.*?)<!-- /section: (?P=name) -->\n", re.S)
 
 
-def measured_section(name: str, body: str, command: str) -> str:
-    """One section's figures under a line saying when, how and on what machine they were measured."""
-    load = os.getloadavg()
+def measured_section(name: str, body: str, command: str, load: tuple[float, float, float]) -> str:
+    """One section's figures under a line saying when, how and on what machine they were measured
+    (`load`: the load average when the section started)."""
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     stamp = (f"*Measured {now} with `{command}` on {os.cpu_count()} CPUs ({platform.machine()}, Python "
              f"{platform.python_version()}), load average at start {load[0]:.2f}.*\n\n")
@@ -201,7 +201,8 @@ def run(args: argparse.Namespace) -> int:
     for name in chosen:
         started = time.monotonic()
         print(f"bench: {name} ...", flush=True)
-        fresh[name] = measured_section(name, SECTIONS[name](args.quick), command)
+        load = os.getloadavg()
+        fresh[name] = measured_section(name, SECTIONS[name](args.quick), command, load)
         print(f"bench: {name} done in {time.monotonic() - started:.0f} s", flush=True)
         results.parent.mkdir(parents=True, exist_ok=True)
         results.write_text(merge(results.read_text() if results.exists() else "", fresh))

@@ -4,20 +4,20 @@ from bench.cli import HEADER, SECTIONS, measured_section, merge
 
 
 def test_a_fresh_section_replaces_its_old_figures_and_keeps_the_others():
-    before = merge("", {"webhook": measured_section("webhook", "old webhook figures", "gangkeeper bench webhook"),
-                        "study": measured_section("study", "study figures", "gangkeeper bench study")})
-    after = merge(before, {"webhook": measured_section("webhook", "new webhook figures", "gangkeeper bench webhook")})
+    before = merge("", {"webhook": measured_section("webhook", "old webhook figures", "gangkeeper bench webhook", (0.5, 0.5, 0.5)),
+                        "study": measured_section("study", "study figures", "gangkeeper bench study", (0.5, 0.5, 0.5))})
+    after = merge(before, {"webhook": measured_section("webhook", "new webhook figures", "gangkeeper bench webhook", (0.5, 0.5, 0.5))})
     assert after.startswith(HEADER)
     assert "new webhook figures" in after and "old webhook figures" not in after
     assert "study figures" in after
 
 
 def test_sections_appear_in_the_harness_order_whatever_order_they_ran_in():
-    text = merge("", {name: measured_section(name, f"{name} figures", "cmd") for name in ("study", "webhook")})
+    text = merge("", {name: measured_section(name, f"{name} figures", "cmd", (0.5, 0.5, 0.5)) for name in ("study", "webhook")})
     assert text.index("webhook figures") < text.index("study figures")
     assert list(SECTIONS)[:2] == ["webhook", "store"]
 
 
 def test_each_section_says_when_and_how_it_was_measured():
-    section = measured_section("fuzz", "figures", "gangkeeper bench fuzz --quick")
-    assert "with `gangkeeper bench fuzz --quick`" in section and "load average at start" in section
+    section = measured_section("fuzz", "figures", "gangkeeper bench fuzz --quick", (1.25, 1.0, 1.0))
+    assert "with `gangkeeper bench fuzz --quick`" in section and "load average at start 1.25" in section
