@@ -154,6 +154,9 @@ class Outcome:
     reserved_accelerators: int
     released_after: tuple[float, ...]
     rollbacks: int
+    # The earliest moment a decision falls due by time alone (a bind or incomplete timeout): the
+    # runner wakes then rather than at its next resync, so a timeout is acted on when it expires.
+    next_due: float | None = None
 
 
 # --- the pass ------------------------------------------------------------------------------
@@ -174,6 +177,7 @@ class _Pass:
     released_after: list = field(default_factory=list)
     status_written: dict = field(default_factory=dict)
     incomplete_since: dict = field(default_factory=dict)
+    due: list = field(default_factory=list)
     rolled_back: int = 0
 
 
@@ -290,8 +294,10 @@ def _bind_failed(state: _Pass, view: GangView) -> str | None:
             continue
         if facts.unschedulable:
             return f"{member.name} is Unschedulable on {member.reserved_node}: {facts.unschedulable}"
-        if state.now - _released_at(state, facts) >= state.settings.bind_timeout_seconds:
+        deadline = _released_at(state, facts) + state.settings.bind_timeout_seconds
+        if state.now >= deadline:
             return f"{member.name} not bound to {member.reserved_node} within {state.settings.bind_timeout_seconds:g}s"
+        state.due.append(deadline)
     return None
 
 
@@ -311,6 +317,7 @@ def _incomplete_too_long(state: _Pass, view: GangView) -> str | None:
     timeout = state.settings.bind_timeout_seconds
     if state.now - since < timeout:
         state.incomplete_since[group.key] = since
+        state.due.append(since + timeout)
         return None
     return (f"incomplete for {state.now - since:.0f}s, longer than the bind timeout ({timeout:g}s): "
             f"{placed} of min count {group.min_count} members bound or reserved")
@@ -630,7 +637,7 @@ def _outcome(state: _Pass, pending: Pending, index: ClusterIndex) -> Outcome:
     phases = Counter(state.reasons.get(view.group.key, ("Waiting",))[0] for view in pending.views)
     phases.update(pending.settled_phases)
     return Outcome(tuple(state.actions), new_memory, dict(phases), index.reserved_accelerators,
-                   tuple(state.released_after), state.rolled_back)
+                   tuple(state.released_after), state.rolled_back, min(state.due, default=None))
 
 
 def _micro_time(moment: float) -> str:

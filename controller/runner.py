@@ -65,6 +65,7 @@ class Controller:
         self._leading = False
         self._settled = False
         self._wrote = False
+        self._next_due: float | None = None  # cluster-clock moment a timeout falls due (from the last pass)
         self._pod_writes = 0
         self._next_check = time.monotonic() + consistency_seconds
         hooks = Hooks(watch_restarted=lambda resource, reason: metrics.watch_restarts.labels(resource, reason).inc())
@@ -127,8 +128,12 @@ class Controller:
                 log.exception("reconcile pass failed; the next one starts from the index again")
 
     def _wait_for_change(self, stop: threading.Event) -> None:
-        """Until something changed, `resync_seconds` passed, or `stop` (looked at every quarter second)."""
-        deadline = time.monotonic() + self.resync_seconds
+        """Until something changed, a timeout falls due, `resync_seconds` passed, or `stop` (looked
+        at every quarter second)."""
+        wait = self.resync_seconds
+        if self._next_due is not None:
+            wait = min(wait, max(self._next_due - self._clock(), 0.0))
+        deadline = time.monotonic() + wait
         while not stop.is_set() and not self._wake.wait(min(0.25, max(deadline - time.monotonic(), 0))):
             if time.monotonic() >= deadline:
                 return
@@ -160,6 +165,7 @@ class Controller:
         outcome = reconcile((), {}, (), self.memory, self._clock(), self.settings, index=self.index)
         seconds = time.perf_counter() - started
         self.memory = outcome.memory
+        self._next_due = outcome.next_due
         writes = self._pod_writes
         self.executor.execute(outcome.actions, proceed=still_leading)
         self._wrote = self._pod_writes > writes

@@ -1,5 +1,7 @@
 """Pure decisions of `reconcile()`, pass after pass on a stand-in API (tests/controller/world.py)."""
 
+import pytest
+
 from controller.groups import GANGS, PYTORCHJOBS
 from controller.queue import Order, QueuePolicy
 from controller.reconciler import (DeleteGang, DeletePod, Memory, Release, Report, Reserve, SaveGang, Settings,
@@ -361,3 +363,15 @@ def test_a_gang_a_user_created_is_never_deleted():
     world.delete(f"{NS}/mine-0")
     assert of(run.step(), DeleteGang) == []
     assert world.gang("mine") is not None
+
+
+def test_the_pass_says_when_a_bind_timeout_falls_due():
+    """The runner wakes when a released member's bind timeout expires, not at its next resync."""
+    world = World(nodes(1))
+    add_group(world, "g", 1, gpus=1)
+    run = Run(world, Settings(bind_timeout_seconds=120))
+    run.step()  # reserved
+    released = run.now
+    outcome = run.step()  # released, never bound
+    assert of(outcome, Release)
+    assert run.step().next_due == pytest.approx(released + 120, abs=1)
