@@ -82,6 +82,14 @@ RESOURCES = {r.name: r for r in (PODS, NODES, NAMESPACES, EVENTS, LEASES, JOBS, 
 
 # --- errors ---------------------------------------------------------------------------------
 
+
+def check_patch(body: Any, patch_type: str) -> None:
+    """Refuse, before sending, a patch whose body cannot be of its type (a caller's bug)."""
+    if patch_type not in PATCH_TYPES:
+        raise ValueError(f"patch_type {patch_type!r} is not one of {', '.join(PATCH_TYPES)}")
+    if (patch_type == JSON_PATCH) != isinstance(body, list):
+        raise ValueError("a JSON Patch is a list of operations; merge patches are objects")
+
 class KubeError(Exception):
     """A refused or failed request, with the API server's Status body when there was one."""
 
@@ -411,10 +419,7 @@ class Kube:
               patch_type: str = MERGE_PATCH, *, subresource: str = "") -> dict:
         """A narrow patch. A JSON Patch must be a list: the client would send anything else as a
         strategic merge patch, which custom resources refuse."""
-        if patch_type not in PATCH_TYPES:
-            raise ValueError(f"patch_type {patch_type!r} is not one of {', '.join(PATCH_TYPES)}")
-        if (patch_type == JSON_PATCH) != isinstance(body, list):
-            raise ValueError("a JSON Patch is a list of operations; merge patches are objects")
+        check_patch(body, patch_type)
         return self._json("PATCH", resource.path(namespace, name, subresource), body=body, content_type=patch_type)
 
     def patch_status(self, resource: Resource, namespace: str | None, name: str, body: Any,

@@ -14,7 +14,7 @@ the study feeds the controller's cache from the cluster's watch events instead o
 from collections.abc import Mapping
 from typing import Any
 
-from controller.kube import JSON_PATCH, MERGE_PATCH, PATCH_TYPES, Resource, error_from
+from controller.kube import MERGE_PATCH, Resource, check_patch, error_from
 from gangkeeper import names
 from sim.api import APIError, User
 from sim.apiserver import APIServer
@@ -37,10 +37,7 @@ class InProcessKube:
     def patch(self, resource: Resource, namespace: str | None, name: str, body: Any,
               patch_type: str = MERGE_PATCH, *, subresource: str = "") -> dict:
         # The same guard as Kube.patch: the wrong body for the patch type is a bug, not a refusal.
-        if patch_type not in PATCH_TYPES:
-            raise ValueError(f"patch_type {patch_type!r} is not one of {', '.join(PATCH_TYPES)}")
-        if (patch_type == JSON_PATCH) != isinstance(body, list):
-            raise ValueError("a JSON Patch is a list of operations; merge patches are objects")
+        check_patch(body, patch_type)
         return self._call(self.api.patch, resource.name, name, body, namespace=namespace, patch_type=patch_type,
                           subresource=subresource, user=self.user)
 
