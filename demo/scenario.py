@@ -8,7 +8,6 @@ them the cluster simply moves fast.
 
 from __future__ import annotations
 
-import threading
 import time
 from contextlib import ExitStack
 from dataclasses import dataclass, field
@@ -23,7 +22,7 @@ from gangkeeper import names
 from sim import spec as sim_spec
 from sim.api import ADMIN, APIError, User, WatchEvent
 from sim.apiserver import APIServer
-from sim.cluster import Cluster, emulated_cluster
+from sim.cluster import Cluster, ThreadRunner, emulated_cluster
 from sim.names import PODS
 
 NAMESPACE = "ml-training"
@@ -74,39 +73,14 @@ class ScaledClock:
         return self.origin + (time.monotonic() - self._wall) * self.speed
 
 
-class PacedRunner:
-    """Settles the cluster on a thread, sleeping until the next due moment in cluster time."""
+def start_cluster(cluster: Cluster, clock: ScaledClock) -> ThreadRunner:
+    """The cluster settling on its own thread, at the pace of cluster time."""
+    return ThreadRunner(cluster, idle_wait=0.2, speed=clock.speed).start()
 
-    def __init__(self, cluster: Cluster, clock: ScaledClock, *, idle_wait: float = 0.2):
-        self.cluster, self.clock, self.idle_wait = cluster, clock, idle_wait
-        self.stopped = threading.Event()
-        self.error: Exception | None = None
-        self.thread = threading.Thread(target=self._loop, name="demo-cluster", daemon=True)
 
-    def start(self) -> PacedRunner:
-        self.thread.start()
-        return self
-
-    def stop(self) -> None:
-        self.stopped.set()
-        self.cluster.woken.set()
-        self.thread.join(10)
-        self.cluster.close()
-
-    def check(self) -> None:
-        if self.error is not None:
-            raise RuntimeError(f"the emulated cluster stopped: {self.error!r}") from self.error
-
-    def _loop(self) -> None:
-        try:
-            while not self.stopped.is_set():
-                self.cluster.woken.clear()
-                self.cluster.settle()
-                due = self.cluster.next_due()
-                wait = self.idle_wait if due is None else max(0.0, (due - self.clock.now()) / self.clock.speed)
-                self.cluster.woken.wait(min(wait, self.idle_wait))
-        except Exception as error:  # noqa: BLE001 - any failure of the cluster thread is re-raised by check()
-            self.error = error
+def stop_cluster(runner: ThreadRunner) -> None:
+    runner.stop(timeout=10)
+    runner.cluster.close()
 
 
 class PodFeed:
@@ -146,7 +120,7 @@ class PhaseResult:
         return all(ok for _, ok in self.checks)
 
 
-def watch(view, observer: Observer, clock, runner: PacedRunner, until, *, limit: float,
+def watch(view, observer: Observer, clock, runner: ThreadRunner, until, *, limit: float,
           alive=lambda: None) -> Snapshot:
     """Show the cluster until `until(snapshot)` holds or `limit` cluster seconds have passed."""
     while True:
@@ -175,11 +149,11 @@ def phase1(settings: Settings, view) -> PhaseResult:
     api.create("namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": settings.namespace}})
     observer = Observer({n: settings.workers_per_job for n in settings.job_names}, settings.capacity, clock.now())
     cluster = emulated_cluster(api, clock, spec=settings.spec(), extra=[PodFeed(observer)])
-    runner = PacedRunner(cluster, clock).start()
+    runner = start_cluster(cluster, clock)
     try:
         final = watch(view, observer, clock, runner, lambda s: False, limit=settings.phase1_seconds)
     finally:
-        runner.stop()
+        stop_cluster(runner)
     result = PhaseResult(title, final, observer.timeline, settings.job_names)
     started = [j for j in final.jobs if j.started is not None]
     deadlocked = not started and final.held_gpus == settings.capacity and all(j.pending for j in final.jobs)
@@ -261,8 +235,8 @@ def phase2(settings: Settings, view, workdir: Path, *, use_controller: bool = Tr
 
         observer = Observer({n: settings.workers_per_job for n in settings.job_names}, settings.capacity, clock.now())
         cluster = emulated_cluster(api, clock, spec=settings.spec(), extra=[PodFeed(observer)])
-        runner = PacedRunner(cluster, clock).start()
-        stack.callback(runner.stop)
+        runner = start_cluster(cluster, clock)
+        stack.callback(stop_cluster, runner)
         alive = process.check_running if controller else (lambda: None)
         admitted = watch(view, observer, clock, runner, lambda s: sum(j.created for j in s.jobs) >= total,
                          limit=120.0 * settings.speed, alive=alive)

@@ -18,6 +18,7 @@ nothing is written and no event is waiting) and all component code. Only time di
   a watch event arrives, whichever is first.
 """
 
+import logging
 import threading
 from collections import deque
 from typing import Iterable, Protocol
@@ -33,6 +34,8 @@ from sim.operators.pytorchjob import pytorchjob_operator
 from sim.placement import Scoring
 from sim.scheduler import Scheduler
 from sim.spec import Submission, node_manifests, submissions
+
+log = logging.getLogger("gangkeeper.sim.cluster")
 
 MAX_ROUNDS = 10_000
 
@@ -163,11 +166,16 @@ def emulated_cluster(api: ClusterAPI, clock: Clock, *, spec: dict | None = None,
 
 
 class ThreadRunner:
-    """Runs a cluster in real time on a background thread (the clock should be a RealClock)."""
+    """Runs a cluster in real time on a background thread: it settles, then sleeps until the next
+    due moment or an event. `speed` is how many cluster seconds pass per wall second (the clock's
+    own pace, e.g. a demo's scaled clock; 1 for a RealClock). A component that raises stops the
+    loop: the error is logged and `check()` raises it in the caller."""
 
-    def __init__(self, cluster: Cluster, *, idle_wait: float = 1.0):
+    def __init__(self, cluster: Cluster, *, idle_wait: float = 1.0, speed: float = 1.0):
         self.cluster = cluster
         self.idle_wait = idle_wait
+        self.speed = speed
+        self.error: Exception | None = None
         self.stopped = threading.Event()
         self.thread = threading.Thread(target=self._loop, name="sim-cluster", daemon=True)
 
@@ -180,10 +188,18 @@ class ThreadRunner:
         self.cluster.woken.set()
         self.thread.join(timeout)
 
+    def check(self) -> None:
+        if self.error is not None:
+            raise RuntimeError(f"the emulated cluster stopped: {self.error!r}") from self.error
+
     def _loop(self) -> None:
-        while not self.stopped.is_set():
-            self.cluster.woken.clear()
-            self.cluster.settle()
-            due = self.cluster.next_due()
-            wait = self.idle_wait if due is None else max(0.0, due - self.cluster.clock.now())
-            self.cluster.woken.wait(min(wait, self.idle_wait))
+        try:
+            while not self.stopped.is_set():
+                self.cluster.woken.clear()
+                self.cluster.settle()
+                due = self.cluster.next_due()
+                wait = self.idle_wait if due is None else max(0.0, (due - self.cluster.clock.now()) / self.speed)
+                self.cluster.woken.wait(min(wait, self.idle_wait))
+        except Exception as error:  # noqa: BLE001 - reported by check() and the log, not lost with the thread
+            log.exception("the emulated cluster stopped")
+            self.error = error

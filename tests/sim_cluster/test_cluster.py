@@ -69,3 +69,27 @@ def test_timestamps_are_whole_utc_seconds():
     assert rfc3339(clock.now()) == "2026-01-01T00:00:01Z"
     with pytest.raises(ValueError, match="give 0 or more"):
         clock.advance(-1)
+
+
+class Broken:
+    """A component whose step fails, as a bug in the emulation would."""
+
+    resources = ()
+
+    def observe(self, event, now):
+        pass
+
+    def step(self, now):
+        raise ValueError("a bug in a component")
+
+    def next_due(self):
+        return None
+
+
+def test_a_component_that_raises_stops_the_thread_runner_and_check_says_why(api, clock):
+    cluster = Cluster(api, clock, [Broken()])
+    runner = ThreadRunner(cluster, idle_wait=0.05).start()
+    runner.thread.join(timeout=30)
+    cluster.close()
+    with pytest.raises(RuntimeError, match="a bug in a component"):
+        runner.check()
