@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from certs.issue import issue
+from certs.issue import IssuedCerts, issue
 from gangkeeper import names
 
 LOOPBACK = "127.0.0.1"
@@ -36,10 +36,15 @@ class WebhookCerts:
     ca_pem: bytes
 
 
-def issue_loopback_certs(directory: Path) -> WebhookCerts:
+def issue_for_loopback() -> IssuedCerts:
     """A fresh CA and a serving certificate for the webhook Service, localhost and 127.0.0.1."""
-    issued = issue(names.WEBHOOK_SERVICE, names.DEFAULT_NAMESPACE, datetime.datetime.now(datetime.UTC), 1,
-                   ("localhost",), (ipaddress.ip_address(LOOPBACK),))
+    return issue(names.WEBHOOK_SERVICE, names.DEFAULT_NAMESPACE, datetime.datetime.now(datetime.UTC), 1,
+                 ("localhost",), (ipaddress.ip_address(LOOPBACK),))
+
+
+def issue_loopback_certs(directory: Path) -> WebhookCerts:
+    """`issue_for_loopback`, written flat into `directory` for the webhook's --cert-dir."""
+    issued = issue_for_loopback()
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "tls.crt").write_bytes(issued.tls_crt)
     (directory / "tls.key").write_bytes(issued.tls_key)

@@ -137,7 +137,13 @@ def _managed_fields(env: list, mounts: list, volumes: list) -> dict:
 
 
 class BenchServer:
-    """The webhook under gunicorn with /noop on, in a subprocess, on a free loopback port."""
+    """The webhook under gunicorn with /noop on, in a subprocess, on a free loopback port.
+
+    Separate from the launcher that the demo and the tests share (`demo.processes`), which runs
+    `gangkeeper webhook`: the benchmark needs /noop (BENCH_NOOP) and a chosen worker class and
+    thread count, which the CLI deliberately does not expose, so this starts `webhook.server.serve`
+    itself; and product code imports neither demo/ nor tests/.
+    """
 
     def __init__(self, workdir: Path, worker_class: str, workers: int, threads: int):
         with socket.socket() as probe:

@@ -8,7 +8,8 @@ import time
 
 import pytest
 
-from tests.webhook.servers import WebhookProcess, client_context, issue_for_loopback, publish
+from demo.processes import issue_for_loopback
+from tests.webhook.servers import WebhookProcess, client_context, publish
 from webhook import fuzz
 
 pytestmark = pytest.mark.e2e
@@ -37,22 +38,22 @@ def quiet_logs():
 
 def test_hostile_requests_over_tls_crash_no_worker(server):
     webhook, ca_pem = server
-    before = fuzz.wait_for_workers(webhook.process.pid, WORKERS)
+    before = fuzz.wait_for_workers(webhook.popen.pid, WORKERS)
     assert len(before) == WORKERS
     figures = fuzz.explore(fuzz.tls_sender(webhook.port, ca_pem), examples=120, max_body_bytes=3 * 2**20)
     assert figures["violations"] == []
     assert figures["total"] == 120
-    assert fuzz.worker_pids(webhook.process.pid) == before
-    assert webhook.process.poll() is None
+    assert fuzz.worker_pids(webhook.popen.pid) == before
+    assert webhook.popen.poll() is None
 
 
 def test_the_worker_check_sees_a_dead_worker(server):
     """The control for the check above: a killed worker comes back with another PID."""
     webhook, _ = server
-    before = fuzz.wait_for_workers(webhook.process.pid, WORKERS)
+    before = fuzz.wait_for_workers(webhook.popen.pid, WORKERS)
     os.kill(min(before), signal.SIGKILL)
     deadline = time.monotonic() + 20
-    while min(before) in (after := fuzz.wait_for_workers(webhook.process.pid, WORKERS)) \
+    while min(before) in (after := fuzz.wait_for_workers(webhook.popen.pid, WORKERS)) \
             and time.monotonic() < deadline:  # the master reaps the dead one, then forks the next
         time.sleep(0.05)
     assert after != before and min(before) not in after and len(after) == WORKERS

@@ -10,7 +10,8 @@ import threading
 import pytest
 
 from certs.issue import issue
-from tests.webhook.servers import LOOPBACK, WebhookProcess, client_context, issue_for_loopback, publish
+from demo.processes import LOOPBACK, issue_for_loopback
+from tests.webhook.servers import WebhookProcess, client_context, publish
 
 pytestmark = pytest.mark.e2e
 

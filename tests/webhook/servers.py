@@ -1,20 +1,20 @@
-"""Real webhook servers for tests and the benchmark: certificates on disk, gunicorn in a subprocess."""
+"""The webhook under gunicorn over TLS for the HTTP tests, on `demo.processes.Process`.
 
-import datetime
+What is theirs alone: certificates laid out as the kubelet mounts a Secret (so that rotation is
+real), a client context that may trust several CAs or skip the name check, extra CLI flags, and a
+launcher with the `webhook` subcommand only.
+"""
+
 import http.client
-import ipaddress
 import os
-import signal
-import socket
 import ssl
-import subprocess
 import sys
 import time
 from pathlib import Path
 
-from certs.issue import IssuedCerts, issue
+from certs.issue import IssuedCerts
+from demo.processes import LOOPBACK, Process, free_port
 
-LOOPBACK = "127.0.0.1"
 # The `gangkeeper webhook` subcommand alone: the test does not depend on the other subcommands.
 _LAUNCH = """
 import argparse, sys
@@ -24,11 +24,6 @@ cli.add_parser(parser.add_subparsers())
 args = parser.parse_args(sys.argv[1:])
 sys.exit(args.run(args))
 """
-
-
-def issue_for_loopback() -> IssuedCerts:
-    return issue("gangkeeper-webhook", "gangkeeper", datetime.datetime.now(datetime.timezone.utc), 1,
-                 dns_names=("localhost",), ips=(ipaddress.ip_address(LOOPBACK),))
 
 
 def publish(cert_dir: Path, issued: IssuedCerts) -> None:
@@ -47,50 +42,28 @@ def publish(cert_dir: Path, issued: IssuedCerts) -> None:
             (cert_dir / name).symlink_to(f"..data/{name}")
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind((LOOPBACK, 0))
-        return probe.getsockname()[1]
-
-
 def client_context(*ca_pems: bytes) -> ssl.SSLContext:
     context = ssl.create_default_context(cadata="".join(pem.decode() for pem in ca_pems))
     return context
 
 
-class WebhookProcess:
-    """`gangkeeper webhook` on a free loopback port, stopped with SIGTERM."""
+class WebhookProcess(Process):
+    """`gangkeeper webhook` on a free loopback port, serving `cert_dir`; its output in `log_dir`."""
 
     def __init__(self, cert_dir: Path, log_dir: Path, *extra: str, workers: int = 2):
         self.port = free_port()
-        self.stderr_path = log_dir / f"webhook-{self.port}.log"
-        command = [sys.executable, "-c", _LAUNCH, "webhook", "--bind", LOOPBACK, "--port", str(self.port),
-                   "--cert-dir", str(cert_dir), "--workers", str(workers), *extra]
-        with open(self.stderr_path, "wb") as stderr:
-            self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=stderr,
-                                            cwd=Path(__file__).resolve().parents[2])
+        super().__init__("webhook", [
+            sys.executable, "-c", _LAUNCH, "webhook", "--bind", LOOPBACK, "--port", str(self.port),
+            "--cert-dir", str(cert_dir), "--workers", str(workers), *extra,
+        ], log_dir / f"webhook-{self.port}.log")
 
     def connect(self, context: ssl.SSLContext, timeout: float = 5) -> http.client.HTTPSConnection:
         return http.client.HTTPSConnection(LOOPBACK, self.port, context=context, timeout=timeout)
 
     def wait_ready(self, context: ssl.SSLContext, timeout: float = 20) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"webhook exited: {self.stderr_path.read_text()}")
-            try:
-                connection = self.connect(context, timeout=1)
-                connection.request("GET", "/readyz")
-                if connection.getresponse().status == 200:
-                    return
-            except OSError:
-                time.sleep(0.05)
-        raise RuntimeError(f"webhook not ready after {timeout} s: {self.stderr_path.read_text()}")
+        """With the test's own context: it may trust several CAs, or not check the certificate's names."""
+        self.wait_until_ready(lambda: self.connect(context, timeout=1), timeout)
 
-    def stop(self) -> None:
-        self.process.send_signal(signal.SIGTERM)
-        try:
-            self.process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+    def stop(self, timeout: float = 15) -> None:
+        """Longer than gunicorn's graceful timeout (10 s): a slow drain ends in an exit, not SIGKILL."""
+        super().stop(timeout)

@@ -3,7 +3,8 @@
 import ssl
 
 from certs.issue import IssuedCerts
-from tests.webhook.servers import issue_for_loopback, publish
+from demo.processes import issue_for_loopback
+from tests.webhook.servers import publish
 from webhook.certreload import MINIMUM_TLS, CertificateStore
 
 

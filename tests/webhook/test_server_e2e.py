@@ -9,8 +9,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from demo.processes import issue_for_loopback
 from tests.webhook.builders import fixture, pod, review
-from tests.webhook.servers import WebhookProcess, client_context, issue_for_loopback, publish
+from tests.webhook.servers import WebhookProcess, client_context, publish
 
 pytestmark = pytest.mark.e2e
 
