@@ -260,8 +260,12 @@ def phase2(settings: Settings, view, workdir: Path, *, use_controller: bool = Tr
                           limit=limit, alive=alive)
             finished = [j for j in final.jobs if j.finished is not None]
             stranded = sum(j.stranded_gpu_seconds for j in final.jobs)
+            refused = server.server.refused()
+            for decision in refused:
+                view.say(f"deploy/'s RBAC REFUSED {decision.username}: {decision.verb} {decision.target}")
             checks += [("every job completed", len(finished) == len(final.jobs)),
-                       ("no GPU held by a job while any of its pods had no node", stranded == 0)]
+                       ("no GPU held by a job while any of its pods had no node", stranded == 0),
+                       ("every request of the controller granted by deploy/'s RBAC", not refused)]
             verdict = (f"all {len(final.jobs)} jobs completed in {final.at:.0f} s of cluster time, each placed whole; "
                        f"GPU-seconds held while a pod had no node: {stranded:.0f}."
                        if len(finished) == len(final.jobs) else

@@ -3,7 +3,8 @@
 Shared by the demo's phase 2 and the end-to-end tests (tests/e2e): an API server that calls the
 real webhook through the Service the rendered webhook configurations name (with our CA as
 `caBundle`), and the API served over HTTP with a token for the controller's service account
-(and one for the admin) and a kubeconfig for the controller.
+(and one for the admin) and a kubeconfig for the controller. The served API enforces deploy/'s
+RBAC (`deployed_rbac`): the controller gets exactly what its manifests grant, as on a cluster.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import shutil
 import subprocess
 import sys
 import threading
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,6 +27,7 @@ from gangkeeper import names
 from sim.api import ADMIN, User
 from sim.apiserver import APIServer
 from sim.kubeconfig import write_kubeconfig
+from sim.rbac import Authorizer, load_manifests
 from sim.server import RunningServer
 
 CONTROLLER_USER = User(names.DEFAULT_CONTROLLER_USERNAME,
@@ -34,6 +37,7 @@ WEBHOOK_KINDS = {"MutatingWebhookConfiguration": "mutatingwebhookconfigurations"
                  "ValidatingWebhookConfiguration": "validatingwebhookconfigurations"}
 # The Service the webhook configurations name, as the API server dials it.
 WEBHOOK_SERVICE = f"{names.WEBHOOK_SERVICE}.{names.DEFAULT_NAMESPACE}.svc:443"
+DEPLOY_BASE = REPOSITORY / "deploy" / "base"
 
 
 def kubectl() -> str:
@@ -72,6 +76,22 @@ def api_with_webhook(webhook_address: str, ca_pem: bytes, *,
     return api
 
 
+def deployed_rbac() -> Authorizer:
+    """The RBAC `kubectl apply -k deploy/default` installs, read from deploy/base without kubectl: its
+    kustomization renames and re-namespaces nothing (tests/deploy checks that the objects agree)."""
+    return Authorizer(load_manifests(DEPLOY_BASE))
+
+
+def check_granted(servers: Iterable[RunningServer]) -> None:
+    """Raise if deploy/'s RBAC refused any request on these servers: the controller tolerates a
+    failed write (it logs it and decides again), so a missing grant would otherwise go unnoticed,
+    and on a cluster each of these requests would be refused too."""
+    refused = sorted({decision for server in servers for decision in server.refused()})
+    if refused:
+        raise RuntimeError("deploy/'s RBAC refused (403): " +
+                           "; ".join(f"{d.username} {d.verb} {d.target}" for d in refused))
+
+
 @dataclass
 class ServedAPI:
     """The API server on 127.0.0.1 over HTTP, and a kubeconfig of the controller's service account."""
@@ -88,9 +108,11 @@ class ServedAPI:
 
 
 def serve(api: APIServer, workdir: Path) -> ServedAPI:
-    """Serve `api` over HTTP with fresh tokens for the controller's service account and the admin."""
+    """Serve `api` over HTTP, under deploy/'s RBAC, with fresh tokens for the controller's service
+    account and the admin."""
     controller_token = secrets.token_urlsafe(24)
-    server = RunningServer(api, tokens={controller_token: CONTROLLER_USER, secrets.token_urlsafe(24): ADMIN})
+    server = RunningServer(api, tokens={controller_token: CONTROLLER_USER, secrets.token_urlsafe(24): ADMIN},
+                           authorizer=deployed_rbac())
     return ServedAPI(server, write_kubeconfig(workdir / "controller.kubeconfig", server.url, controller_token))
 
 

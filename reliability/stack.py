@@ -1,7 +1,7 @@
 """The whole stack the reliability runs use: the emulated API server and cluster (live, on the wall
 clock), gangkeeper's webhook (the real gunicorn process over TLS, or its app in process) and real
 `gangkeeper controller` processes talking to the API over HTTP, each through a front end whose
-faults can be switched on."""
+faults can be switched on, as the controller's service account under deploy/'s RBAC."""
 
 from __future__ import annotations
 
@@ -16,7 +16,14 @@ from pathlib import Path
 import yaml
 
 from demo.processes import LOOPBACK, Process, WebhookProcess, free_port, issue_loopback_certs
-from demo.stack import CONTROLLER_USER, WEBHOOK_SERVICE, WebhookApp, rendered_webhook_configurations
+from demo.stack import (
+    CONTROLLER_USER,
+    WEBHOOK_SERVICE,
+    WebhookApp,
+    check_granted,
+    deployed_rbac,
+    rendered_webhook_configurations,
+)
 from gangkeeper import names
 from sim.api import ADMIN
 from sim.apiserver import APIServer
@@ -103,6 +110,7 @@ class Stack:
         self.webhook: WebhookProcess | None = None
         self.controllers: list[ControllerProcess] = []
         self.servers: list[RunningServer] = []
+        self.rbac = deployed_rbac()
         if real_webhook:
             certs = issue_loopback_certs(workdir / "webhook-tls")
             self.webhook = WebhookProcess(certs, workdir, workers=webhook_workers)
@@ -129,7 +137,7 @@ class Stack:
         """An HTTP front end for one controller, as its service account, and its kubeconfig."""
         token = secrets.token_urlsafe(24)
         server = RunningServer(self.api, tokens={token: CONTROLLER_USER, secrets.token_urlsafe(24): ADMIN},
-                               faults=faults)
+                               faults=faults, authorizer=self.rbac)
         self.servers.append(server)
         path = write_kubeconfig(self.workdir / f"front-end-{len(self.servers)}.kubeconfig", server.url, token)
         return path, server
@@ -143,6 +151,8 @@ class Stack:
         return process
 
     def close(self) -> None:
+        """Stop everything; then raise if deploy/'s RBAC refused a controller anything (a run that
+        needed more than the manifests grant says nothing about a real cluster)."""
         for process in self.controllers:
             process.stop()
         if self.runner is not None:
@@ -152,6 +162,7 @@ class Stack:
             server.stop()
         if self.webhook is not None:
             self.webhook.stop()
+        check_granted(self.servers)
 
 
 def wait_for(condition, timeout: float, what: str, poll: float = 0.1):

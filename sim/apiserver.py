@@ -153,8 +153,8 @@ class APIServer:
         if current is None:
             raise not_found(namespaces, namespace)
         if current["metadata"].get("deletionTimestamp"):
-            error = forbidden(kind, name, f"unable to create new content in namespace {namespace} because it is "
-                                          "being terminated")
+            error = forbidden(kind.group, kind.plural, name, f"unable to create new content in namespace {namespace} "
+                                                             "because it is being terminated")
             error.status["details"]["causes"] = [{"reason": "NamespaceTerminating", "field": "metadata.namespace",
                                                   "message": f"namespace {namespace} is being terminated"}]
             raise error

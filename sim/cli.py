@@ -4,7 +4,10 @@ The API server (sim/apiserver.py over sim/server.py) is served on 127.0.0.1, in 
 the emulated kube-scheduler, kubelet and workload operators running against it. Two kubeconfigs
 are written: one for `kubernetes-admin` (yours, and kubectl's) and one authenticating as the
 controller's service account, so that a real `gangkeeper controller --kubeconfig` is the only
-client the webhook lets remove gates. Stop it with Ctrl-C.
+client the webhook lets remove gates. Requests are authorized by the RBAC objects of this
+checkout's deploy/base, as on a cluster where gangkeeper is installed: the controller may do what
+its manifests grant and nothing else (an install without deploy/ serves without authorization,
+and says so). Stop it with Ctrl-C.
 """
 
 import argparse
@@ -21,6 +24,7 @@ from gangkeeper.config import add_bool_flag, add_flag, int_in_range, log_config,
 
 log = logging.getLogger("gangkeeper.sim")
 
+DEPLOY_BASE = Path(__file__).resolve().parents[1] / "deploy" / "base"
 CONTROLLER_GROUPS = ("system:serviceaccounts", f"system:serviceaccounts:{names.DEFAULT_NAMESPACE}",
                      "system:authenticated")
 
@@ -68,6 +72,7 @@ def run(args: argparse.Namespace) -> int:
     from sim.clock import RealClock
     from sim.cluster import ThreadRunner, emulated_cluster
     from sim.kubeconfig import write_kubeconfig
+    from sim.rbac import Authorizer, load_manifests
     from sim.server import RunningServer
     from sim.spec import SpecError, load
 
@@ -77,13 +82,18 @@ def run(args: argparse.Namespace) -> int:
     except (OSError, SpecError) as error:
         log.error("cannot use the spec %s: %s", args.spec or "(from flags)", error)
         return 2
+    try:
+        authorizer = Authorizer(load_manifests(DEPLOY_BASE))
+    except (OSError, ValueError) as error:  # an install without the checkout's deploy/ (the image)
+        log.warning("no RBAC from %s (%s): every authenticated request is allowed", DEPLOY_BASE, error)
+        authorizer = None
     clock = RealClock()
     api = APIServer(native_pod_groups=args.native_pod_groups, webhook_services=dict(args.webhook_route),
                     clock=clock.now)
     admin_token, controller_token = secrets.token_urlsafe(24), secrets.token_urlsafe(24)
     tokens = {admin_token: ADMIN, controller_token: User(names.DEFAULT_CONTROLLER_USERNAME, CONTROLLER_GROUPS)}
     tls = _issue_tls(Path(args.kubeconfig_out).resolve().parent / "sim-tls") if args.tls else {}
-    server = RunningServer(api, port=args.port, tokens=tokens, **tls)
+    server = RunningServer(api, port=args.port, tokens=tokens, authorizer=authorizer, **tls)
     kubeconfig = Path(args.kubeconfig_out)
     ca_file = str(Path(tls["certfile"]).with_name("ca.crt")) if tls else None
     write_kubeconfig(kubeconfig, server.url, admin_token, ca_file)

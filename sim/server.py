@@ -15,6 +15,7 @@ import ssl
 import threading
 import time
 import urllib.parse
+from collections import Counter
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -24,6 +25,7 @@ from sim.apiserver import APIServer
 from sim.auth import Authenticator
 from sim.faults import Faults
 from sim.kinds import Kind, Registry
+from sim.rbac import Authorizer, refusal, request_from_http, watching
 from sim.selectors import matches, parse_fields, parse_labels
 from sim.status import bad_request, internal, method_not_allowed, page_not_found
 
@@ -32,6 +34,16 @@ log = logging.getLogger(__name__)
 _MAX_BODY = 3 * 1024 * 1024
 _DEFAULT_WATCH_SECONDS = 1800
 _BOOKMARK_SECONDS = 5.0
+
+
+@dataclass(frozen=True, order=True)
+class Decision:
+    """One kind of request the authorizer decided on: who, which verb, on what (`sim.rbac.Request.target`)."""
+
+    username: str
+    verb: str
+    target: str
+    allowed: bool
 
 
 @dataclass(frozen=True)
@@ -121,6 +133,7 @@ class _Handler(BaseHTTPRequestHandler):
             # unread would make the next request on this kept-alive connection start mid-body.
             self.raw_body = self._read_body()
             user = self.server.auth.user(self.headers.get("Authorization"))
+            self.server.authorize(user, method, url.path, self.query)
             error = self.server.faults.injected_error(method)
             if error is not None:
                 raise error
@@ -140,7 +153,7 @@ class _Handler(BaseHTTPRequestHandler):
             return
         target = parse_path(self.server.api.kinds, path)
         if method == "GET" and not target.name:
-            self._watch(target) if self.query.get("watch") in ("1", "true") else self._list(target)
+            self._watch(target) if watching(self.query) else self._list(target)
         elif method == "GET":
             self._send(200, self.server.api.get(self.server.api.resource_name(target.kind), target.name,
                                                 namespace=target.namespace))
@@ -331,9 +344,31 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
 
-    def __init__(self, address, api: APIServer, auth: Authenticator, faults: Faults):
+    def __init__(self, address, api: APIServer, auth: Authenticator, faults: Faults, authorizer: Authorizer | None):
         super().__init__(address, _Handler)
-        self.api, self.auth, self.faults = api, auth, faults
+        self.api, self.auth, self.faults, self.authorizer = api, auth, faults, authorizer
+        self._decisions: Counter[Decision] = Counter()
+        self._decisions_lock = threading.Lock()
+
+    def authorize(self, user: User, method: str, path: str, query: dict[str, str]) -> None:
+        """Refuse with the real 403 what the authorizer does not allow; without one, allow everything.
+
+        Decided before any fault is drawn: a refused request is refused every time, and never uses
+        up an injected fault meant for the requests that get through."""
+        if self.authorizer is None:
+            return
+        request = request_from_http(user, method, path, query)
+        allowed = self.authorizer.allows(request)
+        with self._decisions_lock:
+            self._decisions[Decision(user.username, request.verb, request.target, allowed)] += 1
+        if not allowed:
+            error = refusal(request)
+            log.info("403 %s %s: %s", method, path, error.status["message"])
+            raise error
+
+    def decisions(self) -> Counter[Decision]:
+        with self._decisions_lock:
+            return Counter(self._decisions)
 
     def get_request(self):
         """Answers go out at once: without TCP_NODELAY, Nagle's algorithm and the client's delayed
@@ -344,12 +379,16 @@ class _Server(ThreadingHTTPServer):
 
 
 class RunningServer:
-    """An API server listening on 127.0.0.1 in a background thread."""
+    """An API server listening on 127.0.0.1 in a background thread.
+
+    With an `authorizer` (sim.rbac), requests it does not allow are refused with 403 and every
+    decision is counted in `decisions`; without one, every authenticated request is allowed."""
 
     def __init__(self, api: APIServer, *, port: int = 0, tokens: dict[str, User] | None = None,
-                 certfile: str | None = None, keyfile: str | None = None, faults: Faults | None = None):
+                 certfile: str | None = None, keyfile: str | None = None, faults: Faults | None = None,
+                 authorizer: Authorizer | None = None):
         self.api, self.faults = api, faults or Faults()
-        self._http = _Server(("127.0.0.1", port), api, Authenticator(tokens), self.faults)
+        self._http = _Server(("127.0.0.1", port), api, Authenticator(tokens), self.faults, authorizer)
         scheme = "http"
         if certfile:
             context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
@@ -359,6 +398,15 @@ class RunningServer:
         self.url = f"{scheme}://127.0.0.1:{self._http.server_address[1]}"
         self._thread = threading.Thread(target=self._http.serve_forever, name="sim-apiserver", daemon=True)
         self._thread.start()
+
+    @property
+    def decisions(self) -> Counter[Decision]:
+        """How many requests of each (user, verb, target) were allowed, and how many refused."""
+        return self._http.decisions()
+
+    def refused(self) -> list[Decision]:
+        """The (user, verb, target) of every kind of request refused so far."""
+        return sorted(decision for decision in self.decisions if not decision.allowed)
 
     def stop(self) -> None:
         self._http.shutdown()

@@ -56,9 +56,19 @@ def bad_request(message: str) -> APIError:
     return APIError(status(400, "BadRequest", message))
 
 
-def forbidden(kind: Kind, name: str, why: str) -> APIError:
-    message = f'{kind.qualified_resource} "{name}" is forbidden: {why}'
-    return APIError(status(403, "Forbidden", message, _details(kind, name)))
+def forbidden(group: str, resource: str, name: str, why: str) -> APIError:
+    """`NewForbidden`: the resource as the request named it (an authorizer refuses before any kind is
+    looked up), no name for a collection, and "forbidden: ..." when there is no resource at all (a
+    path); empty details are left out, as their JSON tags say."""
+    qualified = f"{resource}.{group}" if group else resource
+    if not qualified:
+        subject = "forbidden"
+    elif name:
+        subject = f'{qualified} "{name}" is forbidden'
+    else:
+        subject = f"{qualified} is forbidden"
+    details = {key: value for key, value in (("name", name), ("group", group), ("kind", resource)) if value}
+    return APIError(status(403, "Forbidden", f"{subject}: {why}", details))
 
 
 def method_not_allowed(verb: str) -> APIError:

@@ -4,9 +4,10 @@
 `deploy/base` (its Flask app answers in process: same policy, same configuration, no TLS), an
 enforced namespace, HTTP front ends (one per controller replica, so that one replica can be cut
 off) and controllers talking to them with the real `kubernetes` client as the controller's
-service account. `Invariants` subscribes to the API server and checks, on every committed
-change, that no member is released (let alone holds a GPU) before its whole group's capacity is
-reserved, and that no node is ever promised more than it has.
+service account, under deploy/'s RBAC (closing fails if it refused anything). `Invariants`
+subscribes to the API server and checks, on every committed change, that no member is released
+(let alone holds a GPU) before its whole group's capacity is reserved, and that no node is ever
+promised more than it has.
 """
 
 import json
@@ -22,12 +23,12 @@ from controller.kube import load
 from controller.metrics import Metrics
 from controller.reconciler import Settings
 from controller.runner import Controller
-from demo.stack import WebhookApp
+from demo.stack import CONTROLLER_USER, WebhookApp, check_granted, deployed_rbac
 from gangkeeper import names
 from gangkeeper.audit import AuditLog
 from gangkeeper.identity import to_label_value
 from gangkeeper.resources import accelerators, pod_requests
-from sim.api import ADMIN, User, WatchEvent
+from sim.api import ADMIN, WatchEvent
 from sim.apiserver import APIServer
 from sim.kubeconfig import write_kubeconfig
 from sim.server import RunningServer
@@ -35,7 +36,7 @@ from sim.server import RunningServer
 NS = "team"
 WEBHOOK_CONFIGURATIONS = Path(__file__).parents[2] / "deploy" / "base" / "webhook-configurations.yaml"
 WEBHOOK_SERVICE = f"{names.WEBHOOK_SERVICE}.{names.DEFAULT_NAMESPACE}.svc:443"
-CONTROLLER = User(names.DEFAULT_CONTROLLER_USERNAME, ("system:serviceaccounts", "system:authenticated"))
+CONTROLLER = CONTROLLER_USER
 PLURALS = {"MutatingWebhookConfiguration": "mutatingwebhookconfigurations",
            "ValidatingWebhookConfiguration": "validatingwebhookconfigurations"}
 
@@ -66,12 +67,13 @@ class Emulation:
         self.api.create("namespaces", {"metadata": {"name": "other"}})
         self.api.create("namespaces", {"metadata": {"name": names.DEFAULT_NAMESPACE}})
         self.servers: list[RunningServer] = []
+        self.rbac = deployed_rbac()
         self._running: list[tuple[Controller, threading.Event, threading.Thread]] = []
 
     def kubeconfig(self) -> tuple[Path, RunningServer]:
         """A kubeconfig of the controller's service account, on an HTTP front end of its own."""
         token = f"controller-{len(self.servers)}"
-        server = RunningServer(self.api, tokens={token: CONTROLLER, "admin": ADMIN})
+        server = RunningServer(self.api, tokens={token: CONTROLLER, "admin": ADMIN}, authorizer=self.rbac)
         self.servers.append(server)
         return write_kubeconfig(self.workdir / f"{token}.kubeconfig", server.url, token), server
 
@@ -100,6 +102,7 @@ class Emulation:
             self.stop(controller)
         for server in self.servers:
             server.stop()
+        check_granted(self.servers)
 
     def pods(self, namespace: str = NS) -> dict[str, dict]:
         return {p["metadata"]["name"]: p for p in self.api.list("pods", namespace=namespace)}

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from demo.processes import ControllerProcess, WebhookProcess, issue_loopback_certs
-from demo.stack import api_with_webhook, rendered_webhook_configurations, serve
+from demo.stack import api_with_webhook, check_granted, rendered_webhook_configurations, serve
 from gangkeeper import names
 from gangkeeper.quantity import parse_quantity
 from gangkeeper.resources import accelerators, pod_requests
@@ -98,6 +98,7 @@ class Stack:
         self.served.stop()
         self._unsubscribe()
         self.invariants.close()
+        check_granted([self.served.server])
 
     # --- the controller process --------------------------------------------------------------
 
@@ -123,7 +124,9 @@ class Stack:
             self._changes.notify_all()
 
     def check_running(self) -> None:
-        """Fail at once, with the log's tail, when a part of the stack died by itself."""
+        """Fail at once, with the log's tail, when a part of the stack died by itself, or when the
+        controller was refused a request that deploy/'s RBAC does not grant."""
+        check_granted([self.served.server])
         if not self.runner.thread.is_alive():
             raise AssertionError("the emulated cluster's thread died (see the test's captured stderr)")
         if not self.controller_killed:

@@ -64,11 +64,16 @@ def test_kubectl_sees_the_nodes_and_the_pods_the_scheduler_bound(served):
 
 
 @pytest.mark.e2e
-def test_the_controller_kubeconfig_authenticates_as_the_controller(served):
+def test_the_controller_kubeconfig_authenticates_as_the_controller_under_deploys_rbac(served):
     """The controller's kubeconfig carries its own token; the server maps it to the controller's
-    service account (what the webhook checks before letting a gate go)."""
+    service account (what the webhook checks before letting a gate go) and authorizes it by
+    deploy/'s RBAC: pods everywhere, no Secrets."""
     controller = Path(f"{served}.controller")
-    assert kubectl(controller, "get", "namespaces")["items"]
+    assert kubectl(controller, "get", "pods", "-A")["items"] is not None
+    refused = subprocess.run([str(KUBECTL), "--kubeconfig", str(controller), "get", "--raw", "/api/v1/secrets"],
+                             check=False, capture_output=True, text=True, timeout=30)
+    assert refused.returncode != 0 and 'User "system:serviceaccount:gangkeeper:gangkeeper-controller" cannot list ' \
+        'resource "secrets" in API group "" at the cluster scope' in refused.stderr, refused.stderr
     assert json.loads(controller.read_text())["users"][0]["user"]["token"] != \
         json.loads(served.read_text())["users"][0]["user"]["token"]
 
