@@ -1,11 +1,14 @@
 """High availability (issue 6 §3), with the real processes on the live cluster emulation.
 
 Controller: two replicas (`gangkeeper controller`, each with its own identity and API front end).
-The leader is killed with SIGKILL (it hands nothing back); the follower takes over once the Lease
-it can no longer see renewed has expired — within the lease duration (15 s, the controller's) plus
-one retry period. Takeover is measured from the kill to the moment the API server commits the
-Lease with the follower as holder. The killed replica is started again and becomes the follower,
-so that every failover is of a leader with a live follower. Afterwards the audit logs (one file
+The leader is killed with SIGKILL (it hands nothing back); the follower, which watches the Lease,
+takes over once the last renewal it saw is a lease duration old (15 s, the controller's): within
+the lease duration of the kill. Takeover is measured from the kill, and from the dead leader's last
+renewal, to the moment the API server commits the Lease with the follower as holder. The kill comes
+at a random moment of the leader's renewal cycle, once the follower has watched two renewals (a
+follower started a moment before counts from its first read, which may lag the last renewal). The
+killed replica is started again and becomes the follower, so that every failover is of a leader
+with a live follower. Afterwards the audit logs (one file
 per replica; the controller writes `leader.started` / `leader.stopped` lines naming its identity)
 must show that two replicas never acted at once: `acting_overlaps` is that check.
 
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import signal
 import threading
 import time
@@ -92,6 +96,7 @@ def read_audit(path: Path) -> list[dict]:
 class Result:
     failovers: int = 0
     takeover_seconds: list[float] = field(default_factory=list)
+    since_renewal_seconds: list[float] = field(default_factory=list)
     lease_duration: float = LEASE_DURATION
     overlaps: list[str] = field(default_factory=list)
     decisions: dict[str, int] = field(default_factory=dict)
@@ -154,14 +159,18 @@ class Admissions:
                 self.failures.append(str(error)[:300])
 
 
-def run(workdir: Path, *, failovers: int = 1, progress=lambda message: None) -> Result:
+def run(workdir: Path, *, failovers: int = 1, seed: int = 20261130, progress=lambda message: None) -> Result:
     result = Result()
     stack = Stack(workdir, real_webhook=True, webhook_workers=2)
     holders: list[tuple[float, str]] = []
+    renewed: dict[str, float] = {}  # holder → when the API server last committed its Lease
+    renewals: dict[str, int] = {}
 
     def lease_changed(event) -> None:
         if event.resource == "leases" and event.object["metadata"]["name"] == names.CONTROLLER_LEASE:
             holder = (event.object.get("spec") or {}).get("holderIdentity") or ""
+            renewed[holder] = time.monotonic()
+            renewals[holder] = renewals.get(holder, 0) + 1
             if not holders or holders[-1][1] != holder:
                 holders.append((time.monotonic(), holder))
 
@@ -185,13 +194,18 @@ def run(workdir: Path, *, failovers: int = 1, progress=lambda message: None) -> 
             result.jobs_completed += 1
 
         run_job("before-failover")
+        moments = random.Random(seed)
         for round_ in range(failovers):
+            seen = renewals[leader.identity]
+            wait_for(lambda: renewals[leader.identity] >= seen + 2, 3 * LEASE_DURATION, "two renewals")
+            time.sleep(moments.uniform(0, RETRY_PERIOD))
             leader.kill()
             killed = time.monotonic()
             # A deadline, not a measurement: the measured takeover is reported, compared with the lease.
             wait_for(lambda: holders[-1][1] == follower.identity, 3 * LEASE_DURATION, f"{follower.name} leads")
             taken = next(at for at, holder in reversed(holders) if holder == follower.identity)
             result.takeover_seconds.append(taken - killed)
+            result.since_renewal_seconds.append(taken - renewed[leader.identity])
             result.failovers += 1
             progress(f"ha: failover {round_ + 1}: {follower.name} took over {taken - killed:.1f} s after the kill")
             run_job(f"after-failover-{round_ + 1}")

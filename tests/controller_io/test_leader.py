@@ -2,9 +2,10 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
+from controller.kube import LEASES
 from controller.leader import (
-    Action, LeaderElector, LeaseRecord, Observation, claim, decide, default_identity, micro_time, must_step_down,
-    observe, release,
+    Action, LeaderElector, LeaseRecord, Observation, claim, decide, default_identity, expires_at, micro_time,
+    must_step_down, observe, release,
 )
 
 from .conftest import eventually
@@ -60,6 +61,11 @@ def test_step_down_after_the_renew_deadline(last, now, down):
     assert must_step_down(last, now, 10) is down
 
 
+def test_expiry_counts_the_holders_duration_from_when_we_saw_the_change():
+    assert expires_at(Observation(held("other", duration=40), 3), 15) == 43
+    assert expires_at(Observation(held("other", duration=0), 3), 15) == 18
+
+
 def test_lease_record_round_trip():
     lease = {"spec": {"holderIdentity": "a", "leaseDurationSeconds": 15, "acquireTime": "x", "renewTime": "y",
                       "leaseTransitions": 2}}
@@ -95,6 +101,12 @@ class Candidate:
     def step(self):
         self.elector.step()
         return self.elector.is_leader
+
+    def watched(self, fake, record):
+        """The Lease changes to `record` and the watch delivers the change (the thread is not running)."""
+        stored = fake.put(LEASES, {"metadata": {"name": "gangkeeper-controller", "namespace": "gangkeeper"},
+                                   "spec": record.to_spec()}, event=False)
+        self.elector._seen("gangkeeper/gangkeeper-controller", LeaseRecord.from_lease(stored))
 
 
 @pytest.fixture
@@ -150,3 +162,76 @@ def test_stopping_releases_the_lease_for_a_quick_takeover(fake, kube, clock):
     assert lease(fake)["holderIdentity"] == "" and lease(fake)["leaseDurationSeconds"] == 1
     b = Candidate(kube, clock, "b")
     assert b.step() and lease(fake)["leaseTransitions"] == 1
+
+
+def test_a_leader_stops_acting_at_its_renew_deadline_even_before_its_loop_runs(fake, kube, clock):
+    a = Candidate(kube, clock, "a")
+    assert a.step()
+    clock[0] = 9.9
+    assert a.elector.is_leader
+    clock[0] = 10
+    assert not a.elector.is_leader and a.calls == ["started"]  # the callback follows at the next step
+    assert a.step() and a.calls == ["started", "stopped", "started"]  # a late renewal is a new term
+
+
+def test_the_renew_deadline_counts_from_when_the_renewal_was_sent(fake, kube):
+    """A renewal that took 3 s to answer: the follower's countdown may have started when it was
+    committed, so the leader's authority runs from the moment it sent it, not from the answer."""
+    readings = iter([0.0])
+    now = [3.0]
+    elector = LeaderElector(kube, "gangkeeper", "gangkeeper-controller", "a",
+                            clock=lambda: next(readings, now[0]), wall_clock=lambda: T0)
+    elector.step()
+    now[0] = 9.9
+    assert elector.is_leader
+    now[0] = 10
+    assert not elector.is_leader
+
+
+def test_a_leader_wakes_at_its_deadline_to_step_down(fake, kube, clock):
+    a = Candidate(kube, clock, "a")
+    assert a.step()
+    assert a.elector.pause() == 2
+    clock[0] = 9
+    assert a.elector.pause() == 1
+
+
+def test_a_candidate_wakes_when_the_lease_it_watches_expires(fake, kube, clock):
+    b = Candidate(kube, clock, "b", random=lambda: 1.0)
+    b.watched(fake, held("a"))
+    assert b.step() is False
+    assert b.elector.pause() == pytest.approx(4.4)  # retry period × (1 + 1.2)
+    clock[0] = 13
+    assert b.elector.pause() == 2                    # the lease seen at 0 expires at 15
+    clock[0] = 15
+    assert b.elector.pause() == 0 and b.step()
+
+
+def test_a_renewal_the_watch_delivers_restarts_the_countdown(fake, kube, clock):
+    b = Candidate(kube, clock, "b")
+    b.watched(fake, held("a"))
+    assert not b.step()
+    clock[0] = 5
+    b.watched(fake, held("a", renew="2026-11-30T09:00:05.000000Z"))  # seen at once, not at b's next read
+    clock[0] = 15
+    assert not b.step()
+    clock[0] = 20
+    assert b.step()
+
+
+def test_the_watch_wakes_a_candidate_when_the_lease_is_released(fake, kube):
+    """A candidate between two slow tries (30 s or more) takes a released Lease at once."""
+    fake.put(LEASES, {"metadata": {"name": "gangkeeper-controller", "namespace": "gangkeeper"},
+                      "spec": held("a", duration=60).to_spec()})
+    started = []
+    b = LeaderElector(kube, "gangkeeper", "gangkeeper-controller", "b", lease_duration=60, renew_deadline=40,
+                      retry_period=30, on_started_leading=lambda: started.append(True)).start()
+    try:
+        eventually(lambda: any(m == "WATCH" for m, _, _ in fake.requests))
+        eventually(lambda: any(m == "GET" and p == LEASE_PATH for m, p, _ in fake.requests))
+        fake.put(LEASES, {"metadata": {"name": "gangkeeper-controller", "namespace": "gangkeeper"},
+                          "spec": release(held("a"), T0).to_spec()})
+        eventually(lambda: started == [True])
+        assert lease(fake)["holderIdentity"] == "b"
+    finally:
+        b.stop()
