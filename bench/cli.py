@@ -33,7 +33,7 @@ def _store(quick: bool) -> str:
     from sim import bench_store
 
     nodes, pods = (500, 5_000) if quick else (5_000, 50_000)
-    return _store_markdown(bench_store.run(nodes=nodes, pods=pods))
+    return bench_store.markdown(bench_store.run(nodes=nodes, pods=pods))
 
 
 def _planner(quick: bool) -> str:
@@ -41,7 +41,7 @@ def _planner(quick: bool) -> str:
 
     sizes = (500,) if quick else (500, 2_000, 5_000)
     bound = 5_000 if quick else 50_000
-    return _planner_markdown(bench_planner.run(nodes=sizes, bound_pods=bound, waiting_groups=500))
+    return bench_planner.markdown(bench_planner.run(nodes=sizes, bound_pods=bound, waiting_groups=500))
 
 
 def _controller(quick: bool) -> str:
@@ -111,41 +111,6 @@ SECTIONS: dict[str, Callable[[bool], str]] = {
     "reliability": _reliability,
     "load": _load,
 }
-
-
-def _store_markdown(figures: dict) -> str:
-    rows = [
-        ("fill through the full write pipeline", f"{figures['fill_seconds']} s ({figures['writes_per_second']} writes/s)"),
-        ("list all pods (no copies)", f"{figures['list_all_pods_ms']} ms"),
-        ("list all pods (copies, as the in-process API returns them)", f"{figures['list_all_pods_copied_ms']} ms"),
-        ("list one namespace", f"{figures['list_namespace_ms']} ms"),
-        ("list by label", f"{figures['list_by_label_ms']} ms"),
-        ("list by spec.nodeName", f"{figures['list_by_node_ms']} ms"),
-        ("JSON of all pods (what an HTTP list serialises)", f"{figures['list_all_pods_json_ms']} ms"),
-        ("store memory (tracemalloc)", f"{figures['store_traced_mb']} MiB"),
-        ("peak RSS of the process", f"{figures['max_rss_mb']} MiB"),
-    ]
-    table = "\n".join(f"| {what} | {value} |" for what, value in rows)
-    return (f"## Cluster emulation: {figures['nodes']:,} nodes and {figures['pods']:,} pods in memory\n\n"
-            f"`sim/bench_store.py`. Lists as the controller's informers make them.\n\n"
-            f"| measure | result |\n|---|---|\n{table}\n")
-
-
-def _planner_markdown(figures: dict) -> str:
-    header = ("| nodes | bound pods | ledger from pods ms | full pass ms (1st / 2nd) | admitted / waiting "
-              "| plan_group p50 / p95 ms | 64×8-GPU group ms (loaded / idle) | model MiB (members / ledger / pool) |")
-    lines = [header, "|" + "---|" * 8]
-    for label, row in figures.items():
-        lines.append(
-            f"| {label.split('=')[1]} | {row['bound_pods']:,} | {row['ledger_build_ms']} "
-            f"| {row['pass_first_ms']} / {row['pass_second_ms']} | {row['admitted']} / {row['waiting']} "
-            f"| {row['plan_group_p50_ms']} / {row['plan_group_p95_ms']} "
-            f"| {row['plan_64x8gpu_ms']} / {row['plan_64x8gpu_idle_cluster_ms']} "
-            f"| {row['members_mib']} / {row['ledger_mib']} / {row['pool_mib']} |")
-    return ("## Planner: one full planning pass over 500 waiting groups\n\n"
-            "`controller/bench_planner.py`: 8-GPU nodes in 4 zones and racks of 16, bound pods spread over "
-            "them, 500 waiting gangs of 1–64 members. Target: a full pass ≤ 1 s at 5,000 nodes.\n\n"
-            + "\n".join(lines) + "\n")
 
 
 _SECTION = re.compile(r"<!-- section: (?P<name>[a-z]+) -->\n(?P<body>.*?)<!-- /section: (?P=name) -->\n", re.S)

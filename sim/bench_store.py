@@ -66,5 +66,25 @@ def run(nodes: int = 5000, pods: int = 50000) -> dict:
     }
 
 
+def markdown(figures: dict) -> str:
+    """The figures of `run` as the results file shows them."""
+    rows = [
+        ("fill through the full write pipeline",
+         f"{figures['fill_seconds']} s ({figures['writes_per_second']} writes/s)"),
+        ("list all pods (no copies)", f"{figures['list_all_pods_ms']} ms"),
+        ("list all pods (copies, as the in-process API returns them)", f"{figures['list_all_pods_copied_ms']} ms"),
+        ("list one namespace", f"{figures['list_namespace_ms']} ms"),
+        ("list by label", f"{figures['list_by_label_ms']} ms"),
+        ("list by spec.nodeName", f"{figures['list_by_node_ms']} ms"),
+        ("JSON of all pods (what an HTTP list serialises)", f"{figures['list_all_pods_json_ms']} ms"),
+        ("store memory (tracemalloc)", f"{figures['store_traced_mb']} MiB"),
+        ("peak RSS of the process", f"{figures['max_rss_mb']} MiB"),
+    ]
+    table = "\n".join(f"| {what} | {value} |" for what, value in rows)
+    return (f"## Cluster emulation: {figures['nodes']:,} nodes and {figures['pods']:,} pods in memory\n\n"
+            f"`sim/bench_store.py`. Lists as the controller's informers make them.\n\n"
+            f"| measure | result |\n|---|---|\n{table}\n")
+
+
 if __name__ == "__main__":
     print(json.dumps(run(), indent=2))
