@@ -20,7 +20,8 @@ def reliability_markdown(campaign: chaos.Result, failover: ha.Result) -> str:
         "## Reliability: faults in the control loop and high availability",
         "",
         "`reliability/` (`gangkeeper bench reliability`), live cluster emulation, real `gangkeeper controller` "
-        "processes over HTTP. Invariants (`reliability/invariants.py`) checked on every change the API server "
+        "processes over HTTP, authorized by deploy/'s RBAC (a request it refuses fails the run). Invariants "
+        "(`reliability/invariants.py`) checked on every change the API server "
         "commits: no node over-committed (bound + reserved requests ≤ allocatable, every resource and pod "
         "slots), no accelerator held by a group not fully running for longer than the bind timeout plus one "
         "resync period and a second (when the controller's time-driven decisions are due; time the controller "
