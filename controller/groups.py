@@ -257,10 +257,18 @@ class Workloads(Mapping):
         return len(self._items)
 
     def put(self, key: WorkloadKey, workload: Workload | None) -> Workload | None:
-        """Store (None: forget) the workload at `key`; return what was there."""
+        """Store (None: forget) the workload at `key`; return what was there.
+
+        A group no Gang declares any longer leaves no entry behind: with a Gang created and deleted
+        for every group, an empty set per group ever seen would grow without bound."""
         previous = self._items.pop(key, None)
         if previous is not None and previous.resource == GANGS:
-            self._gangs.get((previous.namespace, previous.group_name), set()).discard(previous.name)
+            declared = (previous.namespace, previous.group_name)
+            declaring = self._gangs.get(declared)
+            if declaring is not None:
+                declaring.discard(previous.name)
+                if not declaring:
+                    del self._gangs[declared]
         if workload is not None:
             self._items[key] = workload
             if workload.resource == GANGS:

@@ -5,7 +5,7 @@ import random
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from controller.groups import GANGS, PYTORCHJOBS, pod_facts, workload_from_api
+from controller.groups import GANGS, PYTORCHJOBS, Workloads, pod_facts, workload_from_api
 from controller.index import PODS, ClusterIndex
 from controller.model import node_from_api
 from controller.reconciler import Memory, Settings, reconcile
@@ -175,3 +175,59 @@ def test_passes_on_the_index_decide_what_full_passes_decide():
             full_memory, memory = full.memory, incremental.memory
             world.apply(full.actions)
             now += elapsed
+
+
+# --- what is gone leaves nothing behind ------------------------------------------------------------
+
+def test_gangs_deleted_leave_no_entry_in_the_lookup_by_group():
+    workloads = Workloads()
+    gangs = [workload_from_api(GANGS, {"metadata": {"name": f"gang-{i}", "namespace": NS},
+                                       "spec": {"minCount": 2, "groupName": f"g{i}"}}) for i in range(500)]
+    for gang in gangs:
+        workloads.put((GANGS, NS, gang.name), gang)
+    twin = workload_from_api(GANGS, {"metadata": {"name": "twin", "namespace": NS},
+                                     "spec": {"minCount": 2, "groupName": "g0"}})
+    workloads.put((GANGS, NS, "twin"), twin)
+    for gang in gangs:
+        workloads.put((GANGS, NS, gang.name), None)
+    assert workloads.gang_declaring(NS, "g0") == twin, "another Gang declaring the group is still found"
+    workloads.put((GANGS, NS, "twin"), None)
+    assert len(workloads) == 0 and workloads._gangs == {}, "an entry per group ever seen is a leak"
+
+
+def test_groups_that_came_and_went_leave_nothing_in_the_index_or_the_memory():
+    """Many groups through their whole life: gated, reserved, released, bound, finished, deleted
+    (their Gangs with them). Afterwards the index and the memory hold what they started with."""
+    world = World([node_object(f"n{i}", gpus=8) for i in range(2)])
+    index, memory, now = ClusterIndex(namespace=NS), Memory(), 1_800_000_000.0
+
+    def run_pass():
+        nonlocal memory, now
+        index.apply(world.take_changes())
+        outcome = reconcile((), {}, (), memory, now, Settings(), index=index)
+        memory, now = outcome.memory, now + 1.0
+        world.apply(outcome.actions)
+        world.bind()
+        return outcome
+
+    for batch in range(10):
+        groups = [f"b{batch}-g{i}" for i in range(4)]
+        for group in groups:
+            for member in range(4):
+                world.add(member_object(f"{group}-{member}", group=group, min_count=4, gpus=1))
+        for _ in range(4):
+            run_pass()
+        assert all(world.gang(group) is not None for group in groups), "every group got its Gang"
+        for key in list(world.pods):
+            world.finish(key)
+        run_pass()
+        for key in list(world.pods):
+            world.delete(key)
+        for _ in range(2):
+            run_pass()
+    assert world.pods == {} and world.workloads == {}, "pods deleted, their Gangs deleted by the controller"
+    assert index.pods == {} and len(index.workloads) == 0 and index.workloads._gangs == {}
+    assert (index._buckets, index._views, index._settled, index._unsettled, index._dirty, index._gone,
+            index._dependents, index._dependencies) == ({}, {}, {}, set(), set(), set(), {}, {})
+    assert index.ledger.counted() == {} and index.reserved_accelerators == 0
+    assert all(len(getattr(memory, name)) == 0 for name in memory.__dataclass_fields__), memory

@@ -126,7 +126,9 @@ class World:
             elif isinstance(action, SaveGang):
                 self._save_gang(action)
             elif isinstance(action, DeleteGang):
-                self.workloads.pop((GANGS, action.group[0], action.name), None)
+                key = (GANGS, action.group[0], action.name)
+                if self.workloads.pop(key, None) is not None:
+                    self.changes.append((GANGS, key, None))  # as the Gangs informer reports it
 
     def _save_gang(self, action: SaveGang) -> None:
         current = self.gang(action.name, action.group[0])
