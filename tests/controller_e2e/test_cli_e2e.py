@@ -2,11 +2,11 @@
 
 import http.client
 import json
-import socket
 import threading
 
 import pytest
 
+from demo.processes import free_port
 from gangkeeper import names
 from gangkeeper.cli import build_parser, main
 from tests.controller_e2e.emulation import NS, Emulation, eventually, member, node, pytorchjob, released
@@ -22,12 +22,6 @@ def emulation(tmp_path):
     member(emulation, job, 0)
     yield emulation
     emulation.close()
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def get(port: int, path: str) -> tuple[int, str]:

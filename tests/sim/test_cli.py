@@ -3,7 +3,6 @@
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -11,18 +10,14 @@ from pathlib import Path
 
 import pytest
 
+from demo.processes import free_port
+
 KUBECTL = Path(sys.executable).parent / "kubectl"
 SPEC = """
 nodes: [{count: 2, gpusPerNode: 8, namePrefix: gpu-node}]
 workloads:
   - {kind: PyTorchJob, name: tiny, namespace: default, size: 3, gpusPerPod: 1, durationSeconds: 3600}
 """
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def kubectl(kubeconfig: Path, *args: str) -> dict:
