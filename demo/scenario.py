@@ -17,10 +17,10 @@ import yaml
 
 from demo.observe import Observer, Snapshot
 from demo.processes import ControllerProcess, WebhookProcess, controller_available, issue_loopback_certs
-from demo.stack import CONTROLLER_USER, api_with_webhook, serve
+from demo.stack import api_with_webhook, serve
 from gangkeeper import names
 from sim import spec as sim_spec
-from sim.api import ADMIN, APIError, User, WatchEvent
+from sim.api import ADMIN, CONTROLLER, APIError, User, WatchEvent
 from sim.apiserver import APIServer
 from sim.cluster import Cluster, ThreadRunner, emulated_cluster
 from sim.names import PODS
@@ -230,7 +230,7 @@ def phase2(settings: Settings, view, workdir: Path, *, use_controller: bool = Tr
             process = ControllerProcess(server.controller_kubeconfig, workdir, namespace=settings.namespace)
             stack.callback(process.stop)
             process.wait_ready()
-            view.say(f"controller ready, talking to {server.url} as {CONTROLLER_USER.username} "
+            view.say(f"controller ready, talking to {server.url} as {CONTROLLER.username} "
                      f"(log {process.log_path}, audit {process.audit_path})")
 
         observer = Observer({n: settings.workers_per_job for n in settings.job_names}, settings.capacity, clock.now())

@@ -24,15 +24,12 @@ import yaml
 
 from demo.processes import REPOSITORY
 from gangkeeper import names
-from sim.api import ADMIN, User
+from sim.api import ADMIN, CONTROLLER
 from sim.apiserver import APIServer
 from sim.kubeconfig import write_kubeconfig
 from sim.rbac import Authorizer, load_manifests
 from sim.server import RunningServer
 
-CONTROLLER_USER = User(names.DEFAULT_CONTROLLER_USERNAME,
-                       ("system:serviceaccounts", f"system:serviceaccounts:{names.DEFAULT_NAMESPACE}",
-                        "system:authenticated"))
 WEBHOOK_KINDS = {"MutatingWebhookConfiguration": "mutatingwebhookconfigurations",
                  "ValidatingWebhookConfiguration": "validatingwebhookconfigurations"}
 # The Service the webhook configurations name, as the API server dials it.
@@ -111,7 +108,7 @@ def serve(api: APIServer, workdir: Path) -> ServedAPI:
     """Serve `api` over HTTP, under deploy/'s RBAC, with fresh tokens for the controller's service
     account and the admin."""
     controller_token = secrets.token_urlsafe(24)
-    server = RunningServer(api, tokens={controller_token: CONTROLLER_USER, secrets.token_urlsafe(24): ADMIN},
+    server = RunningServer(api, tokens={controller_token: CONTROLLER, secrets.token_urlsafe(24): ADMIN},
                            authorizer=deployed_rbac())
     return ServedAPI(server, write_kubeconfig(workdir / "controller.kubeconfig", server.url, controller_token))
 

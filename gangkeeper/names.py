@@ -36,7 +36,8 @@ WEBHOOK_SERVICE = "gangkeeper-webhook"
 WEBHOOK_TLS_SECRET = "gangkeeper-webhook-tls"
 WEBHOOK_CONFIGURATION = "gangkeeper"
 CONTROLLER_LEASE = "gangkeeper-controller"
-DEFAULT_CONTROLLER_USERNAME = f"system:serviceaccount:{DEFAULT_NAMESPACE}:gangkeeper-controller"
+CONTROLLER_SERVICE_ACCOUNT = "gangkeeper-controller"
+DEFAULT_CONTROLLER_USERNAME = f"system:serviceaccount:{DEFAULT_NAMESPACE}:{CONTROLLER_SERVICE_ACCOUNT}"
 NEVER_ENFORCED_NAMESPACES = frozenset({"kube-system"})
 
 MIN_COUNT_RANGE = (1, 100_000)

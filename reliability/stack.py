@@ -17,7 +17,6 @@ import yaml
 
 from demo.processes import LOOPBACK, Process, WebhookProcess, free_port, issue_loopback_certs
 from demo.stack import (
-    CONTROLLER_USER,
     WEBHOOK_SERVICE,
     WebhookApp,
     check_granted,
@@ -25,7 +24,7 @@ from demo.stack import (
     rendered_webhook_configurations,
 )
 from gangkeeper import names
-from sim.api import ADMIN
+from sim.api import ADMIN, CONTROLLER
 from sim.apiserver import APIServer
 from sim.clock import RealClock
 from sim.cluster import Cluster, ThreadRunner, emulated_cluster
@@ -136,7 +135,7 @@ class Stack:
     def front_end(self, faults: Faults | None = None) -> tuple[Path, RunningServer]:
         """An HTTP front end for one controller, as its service account, and its kubeconfig."""
         token = secrets.token_urlsafe(24)
-        server = RunningServer(self.api, tokens={token: CONTROLLER_USER, secrets.token_urlsafe(24): ADMIN},
+        server = RunningServer(self.api, tokens={token: CONTROLLER, secrets.token_urlsafe(24): ADMIN},
                                faults=faults, authorizer=self.rbac)
         self.servers.append(server)
         path = write_kubeconfig(self.workdir / f"front-end-{len(self.servers)}.kubeconfig", server.url, token)

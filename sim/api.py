@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Protocol
 
+from gangkeeper import names
+
 
 @dataclass(frozen=True)
 class User:
@@ -21,15 +23,20 @@ class User:
     uid: str = ""
 
 
+def service_account(namespace: str, name: str) -> User:
+    """Who a service account's token authenticates as: its user name and the groups every one gets."""
+    return User(f"system:serviceaccount:{namespace}:{name}",
+                ("system:serviceaccounts", f"system:serviceaccounts:{namespace}", "system:authenticated"))
+
+
 SCHEDULER = User("system:kube-scheduler")
 KUBELET = User("system:node", ("system:nodes", "system:authenticated"))
-JOB_CONTROLLER = User("system:serviceaccount:kube-system:job-controller",
-                      ("system:serviceaccounts", "system:serviceaccounts:kube-system", "system:authenticated"))
-TRAINING_OPERATOR = User("system:serviceaccount:kubeflow:training-operator",
-                         ("system:serviceaccounts", "system:serviceaccounts:kubeflow", "system:authenticated"))
-JOBSET_CONTROLLER = User("system:serviceaccount:jobset-system:jobset-controller-manager",
-                         ("system:serviceaccounts", "system:serviceaccounts:jobset-system", "system:authenticated"))
+JOB_CONTROLLER = service_account("kube-system", "job-controller")
+TRAINING_OPERATOR = service_account("kubeflow", "training-operator")
+JOBSET_CONTROLLER = service_account("jobset-system", "jobset-controller-manager")
 ADMIN = User("kubernetes-admin", ("system:masters", "system:authenticated"))
+# gangkeeper's controller, as deploy/ installs it: the one user the webhook lets remove gates.
+CONTROLLER = service_account(names.DEFAULT_NAMESPACE, names.CONTROLLER_SERVICE_ACCOUNT)
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from typing import Callable, Iterable
 
 from sim import podrules
 from sim.admission import Admission, Attributes, InProcessWebhook
-from sim.api import ADMIN, SCHEDULER, APIError, User, WatchEvent
+from sim.api import ADMIN, SCHEDULER, APIError, User, WatchEvent, service_account
 from sim.defaults import apply_defaults, prepare_for_create, rfc3339
 from sim.kinds import Kind, Registry
 from sim.patching import (JSON_PATCH, MERGE_PATCH, STRATEGIC_MERGE_PATCH, apply_json_patch, apply_merge_patch,
@@ -24,10 +24,8 @@ from sim.status import (FieldError, already_exists, bad_request, conflict, forbi
                         page_not_found, stale, status, success, unsupported_media_type)
 from sim.store import Store, as_watch_event, clone
 
-GARBAGE_COLLECTOR = User("system:serviceaccount:kube-system:generic-garbage-collector",
-                         ("system:serviceaccounts", "system:serviceaccounts:kube-system", "system:authenticated"))
-NAMESPACE_CONTROLLER = User("system:serviceaccount:kube-system:namespace-controller",
-                            ("system:serviceaccounts", "system:serviceaccounts:kube-system", "system:authenticated"))
+GARBAGE_COLLECTOR = service_account("kube-system", "generic-garbage-collector")
+NAMESPACE_CONTROLLER = service_account("kube-system", "namespace-controller")
 INITIAL_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 _BINDING_KIND = {"group": "", "version": "v1", "kind": "Binding"}
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")

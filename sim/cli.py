@@ -25,8 +25,6 @@ from gangkeeper.config import add_bool_flag, add_flag, int_in_range, log_config,
 log = logging.getLogger("gangkeeper.sim")
 
 DEPLOY_BASE = Path(__file__).resolve().parents[1] / "deploy" / "base"
-CONTROLLER_GROUPS = ("system:serviceaccounts", f"system:serviceaccounts:{names.DEFAULT_NAMESPACE}",
-                     "system:authenticated")
 
 
 def _route(text: str) -> tuple[str, str]:
@@ -67,7 +65,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     log_config("sim", args)
-    from sim.api import ADMIN, User
+    from sim.api import ADMIN, CONTROLLER
     from sim.apiserver import APIServer
     from sim.clock import RealClock
     from sim.cluster import ThreadRunner, emulated_cluster
@@ -91,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
     api = APIServer(native_pod_groups=args.native_pod_groups, webhook_services=dict(args.webhook_route),
                     clock=clock.now)
     admin_token, controller_token = secrets.token_urlsafe(24), secrets.token_urlsafe(24)
-    tokens = {admin_token: ADMIN, controller_token: User(names.DEFAULT_CONTROLLER_USERNAME, CONTROLLER_GROUPS)}
+    tokens = {admin_token: ADMIN, controller_token: CONTROLLER}
     tls = _issue_tls(Path(args.kubeconfig_out).resolve().parent / "sim-tls") if args.tls else {}
     server = RunningServer(api, port=args.port, tokens=tokens, authorizer=authorizer, **tls)
     kubeconfig = Path(args.kubeconfig_out)

@@ -15,13 +15,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from controller.kube import MERGE_PATCH, Resource, check_patch, error_from
-from gangkeeper import names
-from sim.api import APIError, User
+from sim.api import CONTROLLER, APIError, User
 from sim.apiserver import APIServer
 
-CONTROLLER = User(names.DEFAULT_CONTROLLER_USERNAME,
-                  ("system:serviceaccounts", f"system:serviceaccounts:{names.DEFAULT_NAMESPACE}",
-                   "system:authenticated"))
 
 
 class InProcessKube:

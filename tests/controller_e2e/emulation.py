@@ -23,12 +23,12 @@ from controller.kube import load
 from controller.metrics import Metrics
 from controller.reconciler import Settings
 from controller.runner import Controller
-from demo.stack import CONTROLLER_USER, WebhookApp, check_granted, deployed_rbac
+from demo.stack import WebhookApp, check_granted, deployed_rbac
 from gangkeeper import names
 from gangkeeper.audit import AuditLog
 from gangkeeper.identity import to_label_value
 from gangkeeper.resources import accelerators, pod_requests
-from sim.api import ADMIN, WatchEvent
+from sim.api import ADMIN, CONTROLLER, WatchEvent
 from sim.apiserver import APIServer
 from sim.kubeconfig import write_kubeconfig
 from sim.server import RunningServer
@@ -36,7 +36,6 @@ from sim.server import RunningServer
 NS = "team"
 WEBHOOK_CONFIGURATIONS = Path(__file__).parents[2] / "deploy" / "base" / "webhook-configurations.yaml"
 WEBHOOK_SERVICE = f"{names.WEBHOOK_SERVICE}.{names.DEFAULT_NAMESPACE}.svc:443"
-CONTROLLER = CONTROLLER_USER
 PLURALS = {"MutatingWebhookConfiguration": "mutatingwebhookconfigurations",
            "ValidatingWebhookConfiguration": "validatingwebhookconfigurations"}
 

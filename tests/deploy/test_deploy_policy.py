@@ -13,7 +13,7 @@ from sim.rbac import RBAC_KINDS, load_manifests
 from tests.deploy.rendered_manifests import find, of_kind
 
 WEBHOOK_SA = "gangkeeper-webhook"
-CONTROLLER_SA = "gangkeeper-controller"
+CONTROLLER_SA = names.CONTROLLER_SERVICE_ACCOUNT
 WORKLOADS = ("Deployment", "StatefulSet", "DaemonSet", "Job", "CronJob")
 
 

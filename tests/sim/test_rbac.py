@@ -3,9 +3,9 @@ and the controller's service account held to exactly what deploy/ grants it."""
 
 import pytest
 
-from demo.stack import CONTROLLER_USER, deployed_rbac
+from demo.stack import deployed_rbac
 from gangkeeper import names
-from sim.api import ADMIN, User
+from sim.api import ADMIN, CONTROLLER, User
 from sim.apiserver import APIServer
 from sim.rbac import Authorizer, Request, refusal, request_from_http
 from sim.server import Decision, RunningServer
@@ -146,9 +146,9 @@ def test_a_service_account_is_matched_by_its_name_and_by_its_groups():
                                              namespace=names.DEFAULT_NAMESPACE)])
     by_group = Authorizer([reader, binding(reader, {"kind": "Group", "name": "system:serviceaccounts:gangkeeper"})])
     path = f"/api/v1/namespaces/{names.DEFAULT_NAMESPACE}/pods"
-    assert allows(by_account, "GET", path, CONTROLLER_USER)  # no namespace: the binding's
+    assert allows(by_account, "GET", path, CONTROLLER)  # no namespace: the binding's
     assert not allows(by_account, "GET", path, User("system:serviceaccount:other:gangkeeper-controller"))
-    assert allows(by_group, "GET", "/api/v1/pods", CONTROLLER_USER)
+    assert allows(by_group, "GET", "/api/v1/pods", CONTROLLER)
     assert not allows(by_group, "GET", "/api/v1/pods", ALICE)
 
 
@@ -179,7 +179,7 @@ def test_a_binding_to_a_missing_role_is_refused_when_the_authorizer_is_built():
 # --- the 403 ---------------------------------------------------------------------------------------
 
 def test_a_refused_named_request_names_the_object_the_verb_and_the_namespace():
-    request = request_from_http(CONTROLLER_USER, "PATCH", "/api/v1/namespaces/team-a/pods/x", {})
+    request = request_from_http(CONTROLLER, "PATCH", "/api/v1/namespaces/team-a/pods/x", {})
     assert refusal(request).status == {
         "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
         "message": 'pods "x" is forbidden: User "system:serviceaccount:gangkeeper:gangkeeper-controller" cannot '
@@ -222,7 +222,7 @@ def api():
 
 @pytest.fixture()
 def deployed(api):
-    tokens = {"controller": CONTROLLER_USER, "alice": ALICE, "admin": ADMIN}
+    tokens = {"controller": CONTROLLER, "alice": ALICE, "admin": ADMIN}
     with RunningServer(api, tokens=tokens, authorizer=deployed_rbac()) as running:
         yield running
 
@@ -264,7 +264,7 @@ def test_the_controller_may_renew_its_own_lease_by_merge_patch_and_no_other(depl
                 "application/merge-patch+json")
     theirs = call(deployed, "controller", "PATCH", f"{leases}/someone-else", renewal, "application/merge-patch+json")
     assert ours[0] == 200 and ours[1]["spec"]["holderIdentity"] == "replica-a"
-    assert theirs == (403, refusal(request_from_http(CONTROLLER_USER, "PATCH", f"{leases}/someone-else", {})).status)
+    assert theirs == (403, refusal(request_from_http(CONTROLLER, "PATCH", f"{leases}/someone-else", {})).status)
     assert call(deployed, "controller", "GET", f"{leases}?fieldSelector=metadata.name%3D{names.CONTROLLER_LEASE}")[0] \
         == 200
     assert call(deployed, "controller", "GET", leases)[0] == 403
