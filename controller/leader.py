@@ -169,7 +169,7 @@ class LeaderElector:
         self._clock, self._wall_clock, self._random = clock, wall_clock, random
         self._stopped = threading.Event()
         self._wake = threading.Event()  # stop(), or a Lease released or deleted: try again now
-        self._lock = threading.Lock()   # the observation is fed by the loop and by the watch
+        self._lock = threading.Lock()   # the loop and the watch both update the observation
         self._observation: Observation | None = None
         self._resource_version = ""
         self._renewed_at = 0.0  # when our last successful renewal was sent
@@ -215,8 +215,7 @@ class LeaderElector:
         if self._leading:
             return max(0.0, min(self.retry_period, self._renewed_at + self.renew_deadline - now))
         pause = self.retry_period * (1 + JITTER_FACTOR * self._random())
-        with self._lock:
-            observation = self._observation
+        observation = self._observation
         if observation is not None:
             pause = min(pause, max(0.0, expires_at(observation, self.lease_duration) - now))
         return pause
@@ -246,8 +245,7 @@ class LeaderElector:
         """(the decision, whether our record is now written); failures are logged, never raised."""
         try:
             self._read()
-            with self._lock:
-                observation = self._observation
+            observation = self._observation
             action = decide(observation, self._clock(), self.identity, self.lease_duration)
             if action is not Action.WAIT:
                 record = observation.record if observation else None
@@ -299,8 +297,7 @@ class LeaderElector:
             self._observation = observe(self._observation, record, self._clock())
 
     def _release(self) -> None:
-        with self._lock:
-            observation = self._observation
+        observation = self._observation
         if observation is None:
             return
         try:
