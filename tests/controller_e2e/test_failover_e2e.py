@@ -2,9 +2,9 @@
 
 The leader is cut off from the API (its front end answers every request 500, as in a partition;
 its open watches keep flowing); the follower, its cache warm and watching the Lease, takes over
-within the lease duration of the leader's last renewal. Then the cut-off replica is healed, the new leader stops cleanly and hands the lease
-back at once. The replicas' leadership terms never overlap, and neither writes an audit line
-(every decision has one) outside its own terms.
+within the lease duration of the leader's last renewal. Then the cut-off replica is healed, the
+new leader stops cleanly and hands the lease back at once. The replicas' leadership terms never
+overlap, and neither writes an audit line (every decision has one) outside its own terms.
 """
 
 import threading
