@@ -26,6 +26,7 @@ from demo.processes import REPOSITORY
 from gangkeeper import names
 from sim.api import ADMIN, CONTROLLER
 from sim.apiserver import APIServer
+from sim.faults import Faults
 from sim.kubeconfig import write_kubeconfig
 from sim.rbac import Authorizer, load_manifests
 from sim.server import RunningServer
@@ -104,13 +105,15 @@ class ServedAPI:
         self.server.stop()
 
 
-def serve(api: APIServer, workdir: Path) -> ServedAPI:
-    """Serve `api` over HTTP, under deploy/'s RBAC, with fresh tokens for the controller's service
-    account and the admin."""
+def serve(api: APIServer, workdir: Path, *, name: str = "controller", faults: Faults | None = None,
+          authorizer: Authorizer | None = None) -> ServedAPI:
+    """Serve `api` over HTTP, under deploy/'s RBAC (`authorizer`, read once per stack and shared by
+    its front ends), with fresh tokens for the controller's service account and the admin; the
+    controller's kubeconfig is `workdir/NAME.kubeconfig`."""
     controller_token = secrets.token_urlsafe(24)
     server = RunningServer(api, tokens={controller_token: CONTROLLER, secrets.token_urlsafe(24): ADMIN},
-                           authorizer=deployed_rbac())
-    return ServedAPI(server, write_kubeconfig(workdir / "controller.kubeconfig", server.url, controller_token))
+                           faults=faults, authorizer=authorizer or deployed_rbac())
+    return ServedAPI(server, write_kubeconfig(workdir / f"{name}.kubeconfig", server.url, controller_token))
 
 
 class WebhookApp:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import http.client
 import os
-import secrets
 import signal
 import sys
 import time
@@ -22,14 +21,13 @@ from demo.stack import (
     check_granted,
     deployed_rbac,
     rendered_webhook_configurations,
+    serve,
 )
 from gangkeeper import names
-from sim.api import ADMIN, CONTROLLER
 from sim.apiserver import APIServer
 from sim.clock import RealClock
 from sim.cluster import Cluster, ThreadRunner, emulated_cluster
 from sim.faults import Faults
-from sim.kubeconfig import write_kubeconfig
 from sim.server import RunningServer
 
 NAMESPACE = "ml-training"
@@ -134,12 +132,10 @@ class Stack:
 
     def front_end(self, faults: Faults | None = None) -> tuple[Path, RunningServer]:
         """An HTTP front end for one controller, as its service account, and its kubeconfig."""
-        token = secrets.token_urlsafe(24)
-        server = RunningServer(self.api, tokens={token: CONTROLLER, secrets.token_urlsafe(24): ADMIN},
-                               faults=faults, authorizer=self.rbac)
-        self.servers.append(server)
-        path = write_kubeconfig(self.workdir / f"front-end-{len(self.servers)}.kubeconfig", server.url, token)
-        return path, server
+        served = serve(self.api, self.workdir, name=f"front-end-{len(self.servers) + 1}", faults=faults,
+                       authorizer=self.rbac)
+        self.servers.append(served.server)
+        return served.controller_kubeconfig, served.server
 
     def controller(self, name: str, *, identity: str, bind_timeout: int, faults: Faults | None = None,
                    resync_seconds: int = 2) -> ControllerProcess:

@@ -23,14 +23,13 @@ from controller.kube import load
 from controller.metrics import Metrics
 from controller.reconciler import Settings
 from controller.runner import Controller
-from demo.stack import WebhookApp, check_granted, deployed_rbac
+from demo.stack import WebhookApp, check_granted, deployed_rbac, serve
 from gangkeeper import names
 from gangkeeper.audit import AuditLog
 from gangkeeper.identity import to_label_value
 from gangkeeper.resources import accelerators, pod_requests
-from sim.api import ADMIN, CONTROLLER, WatchEvent
+from sim.api import WatchEvent
 from sim.apiserver import APIServer
-from sim.kubeconfig import write_kubeconfig
 from sim.server import RunningServer
 
 NS = "team"
@@ -71,10 +70,9 @@ class Emulation:
 
     def kubeconfig(self) -> tuple[Path, RunningServer]:
         """A kubeconfig of the controller's service account, on an HTTP front end of its own."""
-        token = f"controller-{len(self.servers)}"
-        server = RunningServer(self.api, tokens={token: CONTROLLER, "admin": ADMIN}, authorizer=self.rbac)
-        self.servers.append(server)
-        return write_kubeconfig(self.workdir / f"{token}.kubeconfig", server.url, token), server
+        served = serve(self.api, self.workdir, name=f"controller-{len(self.servers)}", authorizer=self.rbac)
+        self.servers.append(served.server)
+        return served.controller_kubeconfig, served.server
 
     def controller(self, settings: Settings = Settings(), **options) -> tuple[Controller, Lines]:
         """A controller over HTTP, leading alone, its loop running on a thread until `close()`."""

@@ -8,8 +8,8 @@ import pytest
 from controller.groups import pod_facts
 from controller.reconciler import Settings, release_patch
 from gangkeeper import names
-from tests.controller_e2e.emulation import (CONTROLLER, NS, Emulation, eventually, member, node, pinned_node,
-                                            pytorchjob, released)
+from sim.api import CONTROLLER
+from tests.controller_e2e.emulation import NS, Emulation, eventually, member, node, pinned_node, pytorchjob, released
 
 pytestmark = pytest.mark.e2e
 
