@@ -4,7 +4,7 @@ Shared by the demo's phase 2 and the end-to-end tests (tests/e2e): an API server
 real webhook through the Service the rendered webhook configurations name (with our CA as
 `caBundle`), and the API served over HTTP with a token for the controller's service account
 (and one for the admin) and a kubeconfig for the controller. The served API enforces deploy/'s
-RBAC (`deployed_rbac`): the controller gets exactly what its manifests grant, as on a cluster.
+RBAC (`sim.rbac.deployed_rbac`): the controller gets exactly what its manifests grant, as on a cluster.
 """
 
 from __future__ import annotations
@@ -28,14 +28,13 @@ from sim.api import ADMIN, CONTROLLER
 from sim.apiserver import APIServer
 from sim.faults import Faults
 from sim.kubeconfig import write_kubeconfig
-from sim.rbac import Authorizer, load_manifests
+from sim.rbac import Authorizer, deployed_rbac
 from sim.server import RunningServer
 
 WEBHOOK_KINDS = {"MutatingWebhookConfiguration": "mutatingwebhookconfigurations",
                  "ValidatingWebhookConfiguration": "validatingwebhookconfigurations"}
 # The Service the webhook configurations name, as the API server dials it.
 WEBHOOK_SERVICE = f"{names.WEBHOOK_SERVICE}.{names.DEFAULT_NAMESPACE}.svc:443"
-DEPLOY_BASE = REPOSITORY / "deploy" / "base"
 
 
 def kubectl() -> str:
@@ -72,12 +71,6 @@ def api_with_webhook(webhook_address: str, ca_pem: bytes, *,
         api.create(resource, configuration)
     api.create("namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": names.DEFAULT_NAMESPACE}})
     return api
-
-
-def deployed_rbac() -> Authorizer:
-    """The RBAC `kubectl apply -k deploy/default` installs, read from deploy/base without kubectl: its
-    kustomization renames and re-namespaces nothing (tests/deploy checks that the objects agree)."""
-    return Authorizer(load_manifests(DEPLOY_BASE))
 
 
 def check_granted(servers: Iterable[RunningServer]) -> None:

@@ -19,7 +19,6 @@ from demo.stack import (
     WEBHOOK_SERVICE,
     WebhookApp,
     check_granted,
-    deployed_rbac,
     rendered_webhook_configurations,
     serve,
 )
@@ -28,6 +27,7 @@ from sim.apiserver import APIServer
 from sim.clock import RealClock
 from sim.cluster import Cluster, ThreadRunner, emulated_cluster
 from sim.faults import Faults
+from sim.rbac import deployed_rbac
 from sim.server import RunningServer
 
 NAMESPACE = "ml-training"

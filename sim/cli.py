@@ -24,7 +24,6 @@ from gangkeeper.config import add_bool_flag, add_flag, int_in_range, log_config,
 
 log = logging.getLogger("gangkeeper.sim")
 
-DEPLOY_BASE = Path(__file__).resolve().parents[1] / "deploy" / "base"
 
 
 def _route(text: str) -> tuple[str, str]:
@@ -70,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
     from sim.clock import RealClock
     from sim.cluster import ThreadRunner, emulated_cluster
     from sim.kubeconfig import write_kubeconfig
-    from sim.rbac import Authorizer, load_manifests
+    from sim.rbac import DEPLOY_BASE, deployed_rbac
     from sim.server import RunningServer
     from sim.spec import SpecError, load
 
@@ -81,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
         log.error("cannot use the spec %s: %s", args.spec or "(from flags)", error)
         return 2
     try:
-        authorizer = Authorizer(load_manifests(DEPLOY_BASE))
+        authorizer = deployed_rbac()
     except (OSError, ValueError) as error:  # an install without the checkout's deploy/ (the image)
         log.warning("no RBAC from %s (%s): every authenticated request is allowed", DEPLOY_BASE, error)
         authorizer = None

@@ -29,6 +29,8 @@ import yaml
 from sim.api import APIError, User
 from sim.status import forbidden
 
+# The RBAC gangkeeper installs, in the checkout beside this package (an installed wheel has none).
+DEPLOY_BASE = Path(__file__).resolve().parents[1] / "deploy" / "base"
 RBAC_API_VERSION = "rbac.authorization.k8s.io/v1"
 RBAC_KINDS = ("Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding")
 MASTERS = "system:masters"
@@ -246,3 +248,9 @@ def load_manifests(directory: Path) -> list[dict]:
     if not objects:
         raise ValueError(f"no RBAC objects in {directory}/*.yaml")
     return objects
+
+
+def deployed_rbac(directory: Path = DEPLOY_BASE) -> Authorizer:
+    """The RBAC `kubectl apply -k deploy/default` installs, read from deploy/base without kubectl: its
+    kustomization renames and re-namespaces nothing (tests/deploy checks that the objects agree)."""
+    return Authorizer(load_manifests(directory))

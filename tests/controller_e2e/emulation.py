@@ -23,13 +23,14 @@ from controller.kube import load
 from controller.metrics import Metrics
 from controller.reconciler import Settings
 from controller.runner import Controller
-from demo.stack import WebhookApp, check_granted, deployed_rbac, serve
+from demo.stack import WebhookApp, check_granted, serve
 from gangkeeper import names
 from gangkeeper.audit import AuditLog
 from gangkeeper.identity import to_label_value
 from gangkeeper.resources import accelerators, pod_requests
 from sim.api import WatchEvent
 from sim.apiserver import APIServer
+from sim.rbac import deployed_rbac
 from sim.server import RunningServer
 
 NS = "team"

@@ -7,9 +7,8 @@ from importlib.metadata import version
 import pytest
 
 from certs.issue import service_dns_names
-from demo.stack import DEPLOY_BASE
 from gangkeeper import names
-from sim.rbac import RBAC_KINDS, load_manifests
+from sim.rbac import DEPLOY_BASE, RBAC_KINDS, load_manifests
 from tests.deploy.rendered_manifests import find, of_kind
 
 WEBHOOK_SA = "gangkeeper-webhook"
@@ -82,7 +81,7 @@ def test_the_controller_gets_exactly_what_it_needs_cluster_wide(default, group, 
 
 
 def test_the_emulation_enforces_the_rbac_deploy_default_renders(default):
-    """The end-to-end runs read RBAC from deploy/base without kubectl (demo.stack.deployed_rbac): that
+    """The end-to-end runs read RBAC from deploy/base without kubectl (sim.rbac.deployed_rbac): that
     is only deploy/'s RBAC while the kustomizations rename and re-namespace none of it."""
     def identity(obj):
         return obj["kind"], obj["metadata"]["name"], obj["metadata"].get("namespace"), \

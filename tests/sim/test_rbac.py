@@ -3,11 +3,10 @@ and the controller's service account held to exactly what deploy/ grants it."""
 
 import pytest
 
-from demo.stack import deployed_rbac
 from gangkeeper import names
 from sim.api import ADMIN, CONTROLLER, User
 from sim.apiserver import APIServer
-from sim.rbac import Authorizer, Request, refusal, request_from_http
+from sim.rbac import Authorizer, Request, deployed_rbac, refusal, request_from_http
 from sim.server import Decision, RunningServer
 from tests.sim.helpers import http, namespace, pod
 
@@ -59,7 +58,8 @@ def allows(authorizer: Authorizer, method: str, path: str, who: User = ALICE, **
     ("GET", "/api/v1/nodes", {"watch": "1"}, ("watch", "", "nodes", "", "", "")),
     ("POST", "/api/v1/namespaces/ml/pods", {}, ("create", "", "pods", "", "ml", "")),
     ("POST", "/api/v1/namespaces/ml/pods/p/binding", {}, ("create", "", "pods", "binding", "ml", "p")),
-    ("PUT", "/apis/gangkeeper.io/v1alpha1/namespaces/ml/gangs/g", {}, ("update", "gangkeeper.io", "gangs", "", "ml", "g")),
+    ("PUT", "/apis/gangkeeper.io/v1alpha1/namespaces/ml/gangs/g", {},
+     ("update", "gangkeeper.io", "gangs", "", "ml", "g")),
     ("PATCH", "/apis/gangkeeper.io/v1alpha1/namespaces/ml/gangs/g/status", {},
      ("patch", "gangkeeper.io", "gangs", "status", "ml", "g")),
     ("DELETE", "/api/v1/namespaces/ml/pods/p", {}, ("delete", "", "pods", "", "ml", "p")),
@@ -239,7 +239,8 @@ def test_a_user_without_a_grant_is_refused_with_the_real_403_and_the_refusal_is_
     assert call(deployed, "alice", "GET", "/apis")[0] == 200
     assert call(deployed, "admin", "GET", "/api/v1/pods")[0] == 200
     assert deployed.refused() == [Decision("alice", "list", "pods", False)]
-    assert deployed.decisions == {Decision("alice", "list", "pods", False): 1, Decision("alice", "get", "/apis", True): 1,
+    assert deployed.decisions == {Decision("alice", "list", "pods", False): 1,
+                                  Decision("alice", "get", "/apis", True): 1,
                                   Decision("kubernetes-admin", "list", "pods", True): 1}
 
 
@@ -268,3 +269,9 @@ def test_the_controller_may_renew_its_own_lease_by_merge_patch_and_no_other(depl
     assert call(deployed, "controller", "GET", f"{leases}?fieldSelector=metadata.name%3D{names.CONTROLLER_LEASE}")[0] \
         == 200
     assert call(deployed, "controller", "GET", leases)[0] == 403
+
+
+def test_a_directory_without_rbac_objects_is_refused_by_name(tmp_path):
+    """What `sim serve` meets when run from an install without the checkout's deploy/."""
+    with pytest.raises(ValueError, match=f"no RBAC objects in {tmp_path}"):
+        deployed_rbac(tmp_path)
