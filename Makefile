@@ -13,18 +13,23 @@ PYTEST_ARGS ?=
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
-$(STAMP): setup.cfg pyproject.toml
+$(STAMP): setup.cfg pyproject.toml harness/setup.cfg harness/pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --disable-pip-version-check --upgrade pip
-	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[test]'
+	$(BIN)/pip install --quiet --disable-pip-version-check -e . -e './harness[test]'
 	touch $(STAMP)
 
-install: $(STAMP) ## create .venv/ with gangkeeper (editable), its test tools and kubectl
+install: $(STAMP) ## create .venv/ with gangkeeper and its harness (editable), the test tools and kubectl
 	@$(BIN)/gangkeeper --version
 
-test: $(STAMP) ## run every test (unit, HTTP, end-to-end) and the architecture and lint checks
-	$(BIN)/lint-imports --no-cache
+test: lint ## run every test (unit, HTTP, end-to-end, the built wheel) after the lint checks
 	$(BIN)/pytest $(PYTEST_ARGS)
+
+test-fast: lint ## the tests that start no processes (no end-to-end suites)
+	$(BIN)/pytest -m 'not e2e' $(PYTEST_ARGS)
+
+lint: $(STAMP) ## ruff (unused or undefined names, import order)
+	$(BIN)/ruff check --no-cache .
 
 demo: $(STAMP) ## run the main scenario on the built-in cluster emulation
 	$(BIN)/gangkeeper demo
@@ -33,7 +38,7 @@ bench: $(STAMP) ## run the benchmarks and write bench/RESULTS.md
 	$(BIN)/gangkeeper bench all --results bench/RESULTS.md
 
 render: $(STAMP) ## print the rendered deploy/default manifests
-	$(BIN)/kubectl kustomize deploy/default
+	@$(BIN)/kubectl kustomize deploy/default
 
 clean: ## remove the virtualenv and caches
 	rm -rf $(VENV) .pytest_cache .hypothesis build *.egg-info

@@ -20,7 +20,7 @@ DEFAULT_RESULTS = "bench/RESULTS.md"
 
 
 def _webhook(quick: bool) -> str:
-    from webhook import bench
+    from bench import webhook as bench
 
     if quick:
         results = bench.run(duration_s=1.0, concurrency_levels=(1, 8), compared_servers=())
@@ -30,14 +30,14 @@ def _webhook(quick: bool) -> str:
 
 
 def _store(quick: bool) -> str:
-    from sim import bench_store
+    from bench import store as bench_store
 
     nodes, pods = (500, 5_000) if quick else (5_000, 50_000)
     return bench_store.markdown(bench_store.run(nodes=nodes, pods=pods))
 
 
 def _planner(quick: bool) -> str:
-    from controller import bench_planner
+    from bench import planner as bench_planner
 
     sizes = (500,) if quick else (500, 2_000, 5_000)
     bound = 5_000 if quick else 50_000
@@ -45,7 +45,7 @@ def _planner(quick: bool) -> str:
 
 
 def _controller(quick: bool) -> str:
-    from controller import bench_controller
+    from bench import controller as bench_controller
 
     sizes = (500,) if quick else (500, 2_000, 5_000)
     bound = 5_000 if quick else 50_000
@@ -54,7 +54,7 @@ def _controller(quick: bool) -> str:
 
 
 def _fuzz(quick: bool) -> str:
-    from webhook import fuzz
+    from bench import fuzz
 
     examples, server_examples = (300, 100) if quick else (3000, 300)
     return fuzz.markdown(fuzz.run(examples=examples, server_examples=server_examples, seed=20261130))

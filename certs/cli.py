@@ -12,11 +12,11 @@ import re
 import sys
 from pathlib import Path
 
-from certs.files import write_certs
-from certs.install import ClusterError, Target, install
-from certs.issue import DAYS_RANGE, issue
-from certs.renewal import DEFAULT_RENEW_BEFORE_FRACTION
 from gangkeeper import names
+from gangkeeper.certs.files import write_certs
+from gangkeeper.certs.install import ClusterError, Target, install
+from gangkeeper.certs.issue import DAYS_RANGE, issue
+from gangkeeper.certs.renewal import DEFAULT_RENEW_BEFORE_FRACTION
 from gangkeeper.config import add_flag, int_in_range
 
 ENV_PREFIX = "GANGKEEPER_CERTS_"
@@ -74,7 +74,9 @@ def run_issue(args: argparse.Namespace) -> int:
 
 
 def run_install(args: argparse.Namespace) -> int:
-    from certs.cluster import kubernetes_cluster  # the client is loaded only by the one command that needs it
+    from gangkeeper.certs.cluster import (
+        kubernetes_cluster,  # the client is loaded only by the one command that needs it
+    )
 
     target = Target(namespace=args.namespace, secret=args.secret, service=args.service, mutating=args.mutating,
                     validating=args.validating, days=args.days, renew_before_fraction=args.renew_before_fraction)

@@ -7,7 +7,7 @@ fake and knows nothing of client models or urllib3.
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
-from certs.install import MUTATING, SECRET_TYPE, ClusterError
+from gangkeeper.certs.install import MUTATING, SECRET_TYPE, ClusterError
 
 
 def kubernetes_cluster(kubeconfig: str | None) -> "KubernetesCluster":

@@ -4,7 +4,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from certs.issue import IssuedCerts
+from gangkeeper.certs.issue import IssuedCerts
 
 CA_CRT = "ca.crt"
 TLS_CRT = "tls.crt"

@@ -18,9 +18,9 @@ from typing import Protocol
 from cryptography import x509
 from cryptography.hazmat.primitives.serialization import Encoding
 
-from certs.files import CA_CRT, TLS_CRT, TLS_KEY, read_certs, write_certs
-from certs.issue import IssuedCerts, issue, service_dns_names
-from certs.renewal import renewal_decision
+from gangkeeper.certs.files import CA_CRT, TLS_CRT, TLS_KEY, read_certs, write_certs
+from gangkeeper.certs.issue import IssuedCerts, issue, service_dns_names
+from gangkeeper.certs.renewal import renewal_decision
 
 SECRET_TYPE = "kubernetes.io/tls"
 MUTATING = "mutating"

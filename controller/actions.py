@@ -17,11 +17,21 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from datetime import datetime, timezone
 
-from controller.kube import (EVENTS, GANGS, JSON_PATCH, MERGE_PATCH, PODS, AlreadyExists, Conflict, Kube, KubeError,
-                             NotFound)
-from controller.reconciler import Action, DeleteGang, DeletePod, Release, Report, Reserve, SaveGang
 from gangkeeper import names
 from gangkeeper.audit import AuditLog
+from gangkeeper.controller.kube import (
+    EVENTS,
+    GANGS,
+    JSON_PATCH,
+    MERGE_PATCH,
+    PODS,
+    AlreadyExists,
+    Conflict,
+    Kube,
+    KubeError,
+    NotFound,
+)
+from gangkeeper.controller.reconciler import Action, DeleteGang, DeletePod, Release, Report, Reserve, SaveGang
 
 log = logging.getLogger("gangkeeper.controller.actions")
 COMPONENT = "gangkeeper-controller"

@@ -22,12 +22,12 @@ without them once they are half of it.
 """
 
 import operator
-from functools import cache
 from collections.abc import Callable, Iterable, Mapping
 from fractions import Fraction
+from functools import cache
 from math import floor
 
-from controller.model import Node
+from gangkeeper.controller.model import Node
 from gangkeeper.names import DEFAULT_ACCELERATORS
 from gangkeeper.resources import PODS, Resources, is_accelerator
 

@@ -42,8 +42,8 @@ def add_parser(subparsers) -> None:
 
 
 def settings_from(args: argparse.Namespace):
-    from controller.queue import Order, QueuePolicy
-    from controller.reconciler import Settings
+    from gangkeeper.controller.queue import Order, QueuePolicy
+    from gangkeeper.controller.reconciler import Settings
     return Settings(bind_timeout_seconds=float(args.bind_timeout_seconds),
                     policy=QueuePolicy(order=Order(args.policy), starvation_seconds=float(args.starvation_seconds)),
                     fail_on_schedule_timeout=args.fail_on_schedule_timeout)
@@ -51,11 +51,11 @@ def settings_from(args: argparse.Namespace):
 
 def run(args: argparse.Namespace, stop: threading.Event | None = None) -> int:
     # Imported here so that `gangkeeper --help` does not load the Kubernetes client.
-    from controller.health import serve_health
-    from controller.kube import load
-    from controller.leader import LeaderElector
-    from controller.metrics import Metrics
-    from controller.runner import Controller
+    from gangkeeper.controller.health import serve_health
+    from gangkeeper.controller.kube import load
+    from gangkeeper.controller.leader import LeaderElector
+    from gangkeeper.controller.metrics import Metrics
+    from gangkeeper.controller.runner import Controller
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     log_config("controller", args)

@@ -15,7 +15,7 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Mapping
 
-from controller.model import Member, Node, Requirement, Taint, Term, Toleration
+from gangkeeper.controller.model import Member, Node, Requirement, Taint, Term, Toleration
 from gangkeeper.names import PIN_FIELD
 from gangkeeper.resources import PODS
 

@@ -24,8 +24,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from controller.model import Group, GroupKey, Member, group_of, member_from_api
 from gangkeeper import names
+from gangkeeper.controller.model import Group, GroupKey, Member, group_of, member_from_api
 
 PODGROUPS_NATIVE = "podgroups.scheduling.k8s.io"
 PODGROUPS_PLUGINS = "podgroups.scheduling.x-k8s.io"

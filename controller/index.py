@@ -28,11 +28,21 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from controller.capacity import Ledger
-from controller.eligibility import NodePool
-from controller.groups import (GangView, PodFacts, Workload, WorkloadIndex, WorkloadKey, Workloads, build_groups,
-                               dependencies, dependents, settled_phase)
-from controller.model import GroupKey, Node
+from gangkeeper.controller.capacity import Ledger
+from gangkeeper.controller.eligibility import NodePool
+from gangkeeper.controller.groups import (
+    GangView,
+    PodFacts,
+    Workload,
+    WorkloadIndex,
+    WorkloadKey,
+    Workloads,
+    build_groups,
+    dependencies,
+    dependents,
+    settled_phase,
+)
+from gangkeeper.controller.model import GroupKey, Node
 from gangkeeper.names import DEFAULT_ACCELERATORS
 from gangkeeper.resources import accelerators
 

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from controller.kube import Backoff, Gone, Kube, KubeError, NotFound, Resource, WatchStream
+from gangkeeper.controller.kube import Backoff, Gone, Kube, KubeError, NotFound, Resource, WatchStream
 
 log = logging.getLogger("gangkeeper.controller.informer")
 

@@ -26,9 +26,9 @@ from dataclasses import dataclass
 from fractions import Fraction
 from math import ceil, floor
 
-from controller.capacity import Ledger, members_fitting, usage
-from controller.eligibility import NodePool
-from controller.model import Group, GroupKey, Member
+from gangkeeper.controller.capacity import Ledger, members_fitting, usage
+from gangkeeper.controller.eligibility import NodePool
+from gangkeeper.controller.model import Group, GroupKey, Member
 from gangkeeper.quantity import format_quantity
 from gangkeeper.resources import Resources, add_into, subtract
 

@@ -28,10 +28,10 @@ import enum
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from controller.capacity import Ledger
-from controller.eligibility import NodePool
-from controller.model import Group
-from controller.planner import NoFit, Plan, Topology, apply, plan_group
+from gangkeeper.controller.capacity import Ledger
+from gangkeeper.controller.eligibility import NodePool
+from gangkeeper.controller.model import Group
+from gangkeeper.controller.planner import NoFit, Plan, Topology, apply, plan_group
 
 
 class Order(enum.Enum):

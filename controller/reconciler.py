@@ -48,14 +48,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 
-from controller.capacity import Ledger
-from controller.eligibility import NodePool
-from controller.groups import GANGS, GangView, PodFacts, WorkloadIndex, gang_for, settled_phase
-from controller.index import ClusterIndex, Pending
-from controller.model import Group, GroupKey, Node
-from controller.planner import Plan, apply, plan_group
-from controller.queue import Order, QueuePolicy, plan_pass
 from gangkeeper import names
+from gangkeeper.controller.capacity import Ledger
+from gangkeeper.controller.eligibility import NodePool
+from gangkeeper.controller.groups import GANGS, GangView, PodFacts, WorkloadIndex, gang_for, settled_phase
+from gangkeeper.controller.index import ClusterIndex, Pending
+from gangkeeper.controller.model import Group, GroupKey, Node
+from gangkeeper.controller.planner import Plan, apply, plan_group
+from gangkeeper.controller.queue import Order, QueuePolicy, plan_pass
 from gangkeeper.resources import accelerators
 
 log = logging.getLogger("gangkeeper.controller.reconciler")

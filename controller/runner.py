@@ -30,15 +30,15 @@ from collections import deque
 from collections.abc import Callable
 from functools import partial
 
-from controller import kube as api
-from controller.actions import Executor
-from controller.groups import pod_facts, workload_from_api
-from controller.index import PODS, Change, ClusterIndex
-from controller.informer import Hooks, Informer, Transform, object_key
-from controller.metrics import Metrics
-from controller.model import node_from_api
-from controller.reconciler import Memory, Outcome, Settings, reconcile
 from gangkeeper.audit import AuditLog
+from gangkeeper.controller import kube as api
+from gangkeeper.controller.actions import Executor
+from gangkeeper.controller.groups import pod_facts, workload_from_api
+from gangkeeper.controller.index import PODS, Change, ClusterIndex
+from gangkeeper.controller.informer import Hooks, Informer, Transform, object_key
+from gangkeeper.controller.metrics import Metrics
+from gangkeeper.controller.model import node_from_api
+from gangkeeper.controller.reconciler import Memory, Outcome, Settings, reconcile
 
 log = logging.getLogger("gangkeeper.controller")
 

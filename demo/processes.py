@@ -7,7 +7,6 @@ the demo's work directory, so that the terminal shows the scenario and the files
 
 import datetime
 import http.client
-import importlib.util
 import ipaddress
 import signal
 import socket
@@ -19,11 +18,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from certs.issue import IssuedCerts, issue
 from gangkeeper import names
+from gangkeeper.certs.issue import IssuedCerts, issue
+from sim.deployed import REPOSITORY
 
 LOOPBACK = "127.0.0.1"
-REPOSITORY = Path(__file__).resolve().parents[1]
 
 
 class ProcessError(RuntimeError):
@@ -57,14 +56,6 @@ def free_port() -> int:
     with socket.socket() as probe:
         probe.bind((LOOPBACK, 0))
         return probe.getsockname()[1]
-
-
-def controller_available() -> bool:
-    """Whether `gangkeeper controller` exists in this checkout."""
-    try:
-        return importlib.util.find_spec("controller.cli") is not None
-    except ImportError:
-        return False
 
 
 class Process:

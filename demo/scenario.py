@@ -16,7 +16,7 @@ from pathlib import Path
 import yaml
 
 from demo.observe import Observer, Snapshot
-from demo.processes import ControllerProcess, WebhookProcess, controller_available, issue_loopback_certs
+from demo.processes import ControllerProcess, WebhookProcess, issue_loopback_certs
 from demo.stack import api_with_webhook, serve
 from gangkeeper import names
 from sim import spec as sim_spec
@@ -204,7 +204,7 @@ def phase2(settings: Settings, view, workdir: Path, *, use_controller: bool = Tr
     Everything is up before the jobs are submitted, as on a cluster where gangkeeper is installed:
     waits are counted from submission, not from process start."""
     title = "Phase 2 · with gangkeeper"
-    controller = use_controller and controller_available()
+    controller = use_controller
     total = settings.jobs * settings.workers_per_job
     view.begin(title, [
         "The same cluster and jobs; namespace labelled gangkeeper.io/enforce=true.",

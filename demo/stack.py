@@ -22,10 +22,10 @@ from pathlib import Path
 
 import yaml
 
-from demo.processes import REPOSITORY
 from gangkeeper import names
 from sim.api import ADMIN, CONTROLLER
 from sim.apiserver import APIServer
+from sim.deployed import REPOSITORY
 from sim.faults import Faults
 from sim.kubeconfig import write_kubeconfig
 from sim.rbac import Authorizer, deployed_rbac
@@ -115,7 +115,7 @@ class WebhookApp:
     the gunicorn server, for runs where TLS and processes are not what is being tested."""
 
     def __init__(self, audit_file: Path):
-        from webhook.app import (
+        from gangkeeper.webhook.app import (
             create_app,  # Flask only where the webhook answers in process
         )
 

@@ -9,8 +9,8 @@ a limit for requests the limit (the API server's defaulting). Pod-level `spec.re
 """
 
 from collections.abc import Iterable, Mapping
-from fractions import Fraction
 from fnmatch import fnmatchcase
+from fractions import Fraction
 
 from gangkeeper.names import DEFAULT_ACCELERATORS
 from gangkeeper.quantity import parse_quantity

@@ -12,8 +12,6 @@ import sys
 import time
 from pathlib import Path
 
-import yaml
-
 from demo.processes import LOOPBACK, Process, WebhookProcess, free_port, issue_loopback_certs
 from demo.stack import (
     WEBHOOK_SERVICE,
@@ -26,15 +24,12 @@ from gangkeeper import names
 from sim.apiserver import APIServer
 from sim.clock import RealClock
 from sim.cluster import Cluster, ThreadRunner, emulated_cluster
+from sim.deployed import REPOSITORY, install_webhook_configurations
 from sim.faults import Faults
 from sim.rbac import deployed_rbac
 from sim.server import RunningServer
 
 NAMESPACE = "ml-training"
-REPOSITORY = Path(__file__).resolve().parents[1]
-BASE_WEBHOOKS = REPOSITORY / "deploy" / "base" / "webhook-configurations.yaml"
-PLURALS = {"MutatingWebhookConfiguration": "mutatingwebhookconfigurations",
-           "ValidatingWebhookConfiguration": "validatingwebhookconfigurations"}
 
 
 def rss_mib(pid: int) -> float | None:
@@ -117,8 +112,7 @@ class Stack:
                 self.api.create(resource, configuration)
         else:
             self.api = APIServer(webhook_services={WEBHOOK_SERVICE: WebhookApp(workdir / "webhook-audit.jsonl")})
-            for document in yaml.safe_load_all(BASE_WEBHOOKS.read_text()):
-                self.api.create(PLURALS[document["kind"]], document)
+            install_webhook_configurations(self.api)
         for name, labels in ((names.DEFAULT_NAMESPACE, {}), (NAMESPACE, {names.ENFORCE_LABEL: names.ENFORCE_VALUE})):
             self.api.create("namespaces", {"apiVersion": "v1", "kind": "Namespace",
                                            "metadata": {"name": name, "labels": labels}})

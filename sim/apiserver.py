@@ -17,11 +17,29 @@ from sim.admission import Admission, Attributes, InProcessWebhook
 from sim.api import ADMIN, SCHEDULER, APIError, User, WatchEvent, service_account
 from sim.defaults import apply_defaults, prepare_for_create, rfc3339
 from sim.kinds import Kind, Registry
-from sim.patching import (JSON_PATCH, MERGE_PATCH, STRATEGIC_MERGE_PATCH, apply_json_patch, apply_merge_patch,
-                          apply_strategic_merge_patch)
+from sim.patching import (
+    JSON_PATCH,
+    MERGE_PATCH,
+    STRATEGIC_MERGE_PATCH,
+    apply_json_patch,
+    apply_merge_patch,
+    apply_strategic_merge_patch,
+)
 from sim.selectors import parse_fields, parse_labels
-from sim.status import (FieldError, already_exists, bad_request, conflict, forbidden, invalid, not_found,
-                        page_not_found, stale, status, success, unsupported_media_type)
+from sim.status import (
+    FieldError,
+    already_exists,
+    bad_request,
+    conflict,
+    forbidden,
+    invalid,
+    not_found,
+    page_not_found,
+    stale,
+    status,
+    success,
+    unsupported_media_type,
+)
 from sim.store import Store, as_watch_event, clone
 
 GARBAGE_COLLECTOR = service_account("kube-system", "generic-garbage-collector")

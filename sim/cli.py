@@ -111,8 +111,8 @@ def run(args: argparse.Namespace) -> int:
 
 def _issue_tls(directory: Path) -> dict:
     """A CA and a serving certificate for 127.0.0.1 and localhost, written to `directory`."""
-    from certs.files import write_certs
-    from certs.issue import issue
+    from gangkeeper.certs.files import write_certs
+    from gangkeeper.certs.issue import issue
 
     issued = issue("sim-apiserver", "default", datetime.datetime.now(datetime.timezone.utc), 30,
                    dns_names=("localhost",), ips=(ipaddress.ip_address("127.0.0.1"),))

@@ -13,7 +13,7 @@ modelled.
 
 import heapq
 
-from sim.api import APIError, ClusterAPI, KUBELET, WatchEvent
+from sim.api import KUBELET, APIError, ClusterAPI, WatchEvent
 from sim.clock import rfc3339
 from sim.names import PODS
 from sim.training import Runs

@@ -27,10 +27,10 @@ from pathlib import Path
 import yaml
 
 from sim.api import APIError, User
+from sim.deployed import DEPLOY_BASE
 from sim.status import forbidden
 
 # The RBAC gangkeeper installs, in the checkout beside this package (an installed wheel has none).
-DEPLOY_BASE = Path(__file__).resolve().parents[1] / "deploy" / "base"
 RBAC_API_VERSION = "rbac.authorization.k8s.io/v1"
 RBAC_KINDS = ("Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding")
 MASTERS = "system:masters"

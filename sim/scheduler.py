@@ -19,7 +19,7 @@ import json
 from dataclasses import dataclass
 
 from gangkeeper.resources import Resources, pod_requests
-from sim.api import APIError, ClusterAPI, SCHEDULER, WatchEvent
+from sim.api import SCHEDULER, APIError, ClusterAPI, WatchEvent
 from sim.clock import rfc3339
 from sim.names import DEFAULT_SCHEDULER, NODES, PODS
 from sim.placement import (

@@ -14,10 +14,9 @@ the study feeds the controller's cache from the cluster's watch events instead o
 from collections.abc import Mapping
 from typing import Any
 
-from controller.kube import MERGE_PATCH, Resource, check_patch, error_from
+from gangkeeper.controller.kube import MERGE_PATCH, Resource, check_patch, error_from
 from sim.api import CONTROLLER, APIError, User
 from sim.apiserver import APIServer
-
 
 
 class InProcessKube:

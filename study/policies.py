@@ -27,28 +27,26 @@ import math
 from collections import deque
 from collections.abc import Callable
 from datetime import datetime, timezone
-from pathlib import Path
 
 import orjson
-import yaml
 
-from controller.actions import Executor
-from controller.groups import pod_facts, workload_from_api
-from controller.index import Change, ClusterIndex
-from controller.informer import object_key
-from controller.model import node_from_api
-from controller.reconciler import Memory, Settings, reconcile
-from controller.runner import Controller
 from gangkeeper import names
 from gangkeeper.audit import AuditLog
+from gangkeeper.controller.actions import Executor
+from gangkeeper.controller.groups import pod_facts, workload_from_api
+from gangkeeper.controller.index import Change, ClusterIndex
+from gangkeeper.controller.informer import object_key
+from gangkeeper.controller.model import node_from_api
+from gangkeeper.controller.reconciler import Memory, Settings, reconcile
+from gangkeeper.controller.runner import Controller
 from gangkeeper.quantity import parse_quantity
 from gangkeeper.resources import accelerators, pod_requests
 from sim.api import APIError, ClusterAPI, User, WatchEvent
 from sim.apiserver import APIServer
+from sim.deployed import install_webhook_configurations
 from sim.names import NODES, PODS, PYTORCHJOBS
 from study.adapter import InProcessKube
 
-WEBHOOK_CONFIGURATIONS = Path(__file__).resolve().parents[1] / "deploy" / "base" / "webhook-configurations.yaml"
 WEBHOOK_SERVICE = f"{names.WEBHOOK_SERVICE}.{names.DEFAULT_NAMESPACE}.svc:443"
 ENFORCED = {names.ENFORCE_LABEL: names.ENFORCE_VALUE}
 
@@ -69,7 +67,7 @@ class WebhookInProcess:
     """The real webhook app answering AdmissionReviews through Flask's test client."""
 
     def __init__(self):
-        from webhook.app import create_app  # Flask is only needed when this policy runs
+        from gangkeeper.webhook.app import create_app  # Flask is only needed when this policy runs
 
         self.client = create_app({"AUDIT_FILE": "/dev/null"}).test_client()
         self.requests = 0
@@ -85,9 +83,7 @@ class WebhookInProcess:
 def install_webhook(api: APIServer, handler: WebhookInProcess) -> None:
     """The product's webhook configurations, served by `handler` (the API server must map
     `WEBHOOK_SERVICE` to it; see `gangkeeper_api`)."""
-    for document in yaml.safe_load_all(WEBHOOK_CONFIGURATIONS.read_text()):
-        plural = document["kind"].lower() + "s"
-        api.create(plural, document)
+    install_webhook_configurations(api)
 
 
 def gangkeeper_api(clock: Callable[[], float]) -> tuple[APIServer, WebhookInProcess]:

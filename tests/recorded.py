@@ -1,14 +1,12 @@
-"""Where the traffic recorded from a real kube-apiserver lives: `shared/` beside the repository
-(as laid out for development and CI), or the directory named by GANGKEEPER_FIXTURES."""
+"""Recordings from a real control plane (v1.36.2), carried in the repository (`tests/fixtures/`)
+so that a fresh clone tests itself with nothing beside it. `tests/test_fixture_copies.py` fails
+when `shared/fixtures/` beside the repository holds a newer recording than these copies."""
 
-import os
 from pathlib import Path
 
-RECORDED = Path(os.environ.get("GANGKEEPER_FIXTURES")
-                or Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "kube-apiserver-v1.36")
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+RECORDED = FIXTURES / "kube-apiserver-v1.36"
 ADMISSION = RECORDED / "admission"
 API = RECORDED / "api"
-
-if not ADMISSION.is_dir() or not API.is_dir():
-    raise RuntimeError(f"recorded kube-apiserver fixtures not found at {RECORDED}; "
-                       f"check out shared/ beside the repository or set GANGKEEPER_FIXTURES")
+SCHEDULER = FIXTURES / "kube-scheduler-v1.36"
+CONTROLLER_MANAGER = FIXTURES / "kube-controller-manager-v1.36"

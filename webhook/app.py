@@ -18,11 +18,11 @@ from werkzeug.exceptions import HTTPException
 
 from gangkeeper import names
 from gangkeeper.audit import AuditLog, open_audit_log
-from webhook import metrics
-from webhook.mutate import mutate
-from webhook.policy import Policy
-from webhook.review import AdmissionRequest, ReviewError, allowed, denied, errored, parse_review, patched
-from webhook.validate import validate
+from gangkeeper.webhook import metrics
+from gangkeeper.webhook.mutate import mutate
+from gangkeeper.webhook.policy import Policy
+from gangkeeper.webhook.review import AdmissionRequest, ReviewError, allowed, denied, errored, parse_review, patched
+from gangkeeper.webhook.validate import validate
 
 log = logging.getLogger("gangkeeper.webhook")
 
@@ -32,8 +32,6 @@ DEFAULTS = {
     "CONTROLLER_USERNAME": names.DEFAULT_CONTROLLER_USERNAME,
     "MAX_BODY_BYTES": 3 * 2**20,
     "AUDIT_FILE": "",
-    # Serves POST /noop, the benchmark's baseline of what the transport alone costs.
-    "BENCH_NOOP": False,
 }
 _EXTENSION = "gangkeeper.webhook"
 _CHUNK_BYTES = 64 * 1024
@@ -60,8 +58,6 @@ def create_app(config: Mapping | None = None) -> Flask:
     app.extensions[_EXTENSION] = State(policy, open_audit_log("webhook", app.config["AUDIT_FILE"]),
                                        int(app.config["MAX_BODY_BYTES"]))
     app.register_blueprint(blueprint)
-    if app.config["BENCH_NOOP"]:
-        app.add_url_rule("/noop", "noop", _noop_view, methods=["POST"])
     app.register_error_handler(HTTPException, _http_error)
     return app
 
@@ -113,26 +109,16 @@ def _admit(endpoint: str, answer: Answer) -> Response:
     return _json(review, 200)
 
 
-def _noop_view() -> Response:
-    """The benchmark's baseline: the same transport (content type, body read under the limit),
-    then a constant answer — what any endpoint receiving an AdmissionReview must pay."""
-    try:
-        _read_body(current_app.extensions[_EXTENSION].max_body_bytes)
-    except TransportError as error:
-        return _json({"error": str(error)}, 400)
-    return Response(b'{"ok":true}', mimetype="application/json")
-
-
 def _read_json(max_bytes: int) -> object:
     """The body as JSON, refused before parsing when it cannot be an AdmissionReview."""
-    body = _read_body(max_bytes)
+    body = read_body(max_bytes)
     try:
         return orjson.loads(body)
     except (orjson.JSONDecodeError, RecursionError) as error:
         raise TransportError(f"body is not valid JSON: {error}") from None
 
 
-def _read_body(max_bytes: int) -> bytes:
+def read_body(max_bytes: int) -> bytes:
     """The raw body, refused when it cannot carry an AdmissionReview."""
     if request.mimetype != "application/json":
         raise TransportError(f"Content-Type must be application/json, got {request.content_type or 'none'!r}")

@@ -39,7 +39,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     log_config("webhook", args)
-    from webhook import server  # Flask and gunicorn only for this subcommand
+    from gangkeeper.webhook import server  # Flask and gunicorn only for this subcommand
 
     app_config = {
         "EXCLUDED_NAMESPACES": args.excluded_namespaces,

@@ -7,7 +7,7 @@ after every request and spends most of its time in handshakes.
 
 import os
 
-from webhook import certreload, metrics
+from gangkeeper.webhook import certreload, metrics
 
 WORKER_CLASS = "gthread"
 THREADS = 4

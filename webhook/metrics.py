@@ -9,8 +9,15 @@ dead worker's files (`child_exit` hook) so that its gauges stop counting. Withou
 
 import os
 
-from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, Counter, Histogram, generate_latest
-from prometheus_client import multiprocess
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    REGISTRY,
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    generate_latest,
+    multiprocess,
+)
 
 MULTIPROC_DIR_ENV = "PROMETHEUS_MULTIPROC_DIR"
 

@@ -8,9 +8,9 @@ server discards the result itself).
 from dataclasses import dataclass, field
 
 from gangkeeper.identity import classify
-from webhook.patch import gate_and_label
-from webhook.policy import Policy
-from webhook.review import AdmissionRequest
+from gangkeeper.webhook.patch import gate_and_label
+from gangkeeper.webhook.policy import Policy
+from gangkeeper.webhook.review import AdmissionRequest
 
 PATCHED, ALLOWED = "patched", "allowed"
 # Characters of the request uid that make a lone generateName pod's group unique.

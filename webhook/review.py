@@ -7,10 +7,10 @@ answer whose uid does not match.
 """
 
 import base64
-import orjson
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+import orjson
 from marshmallow import EXCLUDE, Schema, ValidationError, fields, validate
 
 API_VERSION = "admission.k8s.io/v1"
@@ -32,7 +32,7 @@ class _Object(fields.Raw):
     The fields the policy reads must have their Kubernetes types (OBJECT_SHAPE). The API server
     only ever sends typed objects, so only a broken or hostile client trips this; checking it
     here lets the policy read those fields without a type check at every step (found by
-    webhook/fuzz.py: a list where labels belong crashed the policy).
+    bench/fuzz.py: a list where labels belong crashed the policy).
     """
 
     def _deserialize(self, value, attr, data, **kwargs):

@@ -29,16 +29,20 @@ class WebhookServer(BaseApplication):
         return self._app_factory()
 
 
-def serve(app_config: Mapping, **server_settings) -> int:
-    """Serve until gunicorn stops; `server_settings` are those of `gunicorn_conf.settings`."""
+def serve(app_config: Mapping, app_factory: Callable[[Mapping], object] | None = None, **server_settings) -> int:
+    """Serve until gunicorn stops; `server_settings` are those of `gunicorn_conf.settings`.
+
+    `app_factory` (default: `create_app`) lets the benchmark serve the same app with its no-op
+    baseline route added, under exactly these settings."""
     directory = tempfile.mkdtemp(prefix="gangkeeper-metrics-")
     master = os.getpid()
     os.environ[MULTIPROC_DIR_ENV] = directory
     try:
-        from webhook import gunicorn_conf  # imports prometheus_client, which reads the variable once
-        from webhook.app import create_app
+        from gangkeeper.webhook import gunicorn_conf  # imports prometheus_client, which reads the variable once
+        from gangkeeper.webhook.app import create_app
 
-        WebhookServer(lambda: create_app(app_config), gunicorn_conf.settings(**server_settings)).run()
+        factory = app_factory or create_app
+        WebhookServer(lambda: factory(app_config), gunicorn_conf.settings(**server_settings)).run()
     finally:
         # Workers are forked inside this block and leave it through SystemExit too: only the
         # master removes the directory.

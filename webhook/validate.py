@@ -13,9 +13,9 @@ from gangkeeper import names
 from gangkeeper.identity import LABEL_VALUE_RULE, classify, is_valid_label_value
 from gangkeeper.quantity import parse_quantity
 from gangkeeper.resources import is_accelerator
-from webhook.patch import has_gate
-from webhook.policy import Policy
-from webhook.review import AdmissionRequest
+from gangkeeper.webhook.patch import has_gate
+from gangkeeper.webhook.policy import Policy
+from gangkeeper.webhook.review import AdmissionRequest
 
 TIMEOUT_RANGE = (0, 2**31 - 1)
 _SHOWN_CHARS = 64
@@ -239,6 +239,6 @@ def _shown(value: object) -> str:
     """The value as the user wrote it, cut so that a huge value does not flood the message."""
     try:
         text = json.dumps(value, ensure_ascii=False, default=str)
-    except RecursionError:  # found by webhook/fuzz.py: a Gang's minCount nested 1,000 levels deep
+    except RecursionError:  # found by bench/fuzz.py: a Gang's minCount nested 1,000 levels deep
         text = f"(a JSON {type(value).__name__} nested too deeply to show)"
     return text if len(text) <= _SHOWN_CHARS else text[: _SHOWN_CHARS - 1] + "…"

@@ -8,7 +8,7 @@ and is owned by the Job. Pods deleted before the Job completes are replaced. Not
 """
 
 from gangkeeper.names import JOB_COMPLETION_INDEX, JOB_CONTROLLER_UID_LABEL, JOB_NAME_LABEL
-from sim.api import ClusterAPI, JOB_CONTROLLER
+from sim.api import JOB_CONTROLLER, ClusterAPI
 from sim.clock import rfc3339
 from sim.names import (
     JOB_API_VERSION,
@@ -18,8 +18,15 @@ from sim.names import (
     JOBS,
     PODS,
 )
-from sim.operators import Operator, Plan, child_spec, keep_transition, owner_reference, status_if_changed, \
-    template_metadata
+from sim.operators import (
+    Operator,
+    Plan,
+    child_spec,
+    keep_transition,
+    owner_reference,
+    status_if_changed,
+    template_metadata,
+)
 
 INDEXED = "Indexed"
 

@@ -23,11 +23,18 @@ from gangkeeper.names import (
     JOBSET_RESTART_ATTEMPT_LABEL,
     JOBSET_UID_LABEL,
 )
-from sim.api import ClusterAPI, JOBSET_CONTROLLER
+from sim.api import JOBSET_CONTROLLER, ClusterAPI
 from sim.clock import rfc3339
 from sim.names import JOB_API_VERSION, JOBS, JOBSET_API_VERSION, JOBSET_JOB_RESTART_ATTEMPT_LABEL, JOBSETS
-from sim.operators import Operator, Plan, child_spec, keep_transition, owner_reference, status_if_changed, \
-    template_metadata
+from sim.operators import (
+    Operator,
+    Plan,
+    child_spec,
+    keep_transition,
+    owner_reference,
+    status_if_changed,
+    template_metadata,
+)
 from sim.operators.job import INDEXED, is_job_complete, sizes
 
 IN_ORDER = "InOrder"

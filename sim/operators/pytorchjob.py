@@ -15,7 +15,7 @@ from gangkeeper.names import (
     KUBEFLOW_REPLICA_TYPE_LABEL,
     PYTORCHJOB_KIND,
 )
-from sim.api import ClusterAPI, TRAINING_OPERATOR
+from sim.api import TRAINING_OPERATOR, ClusterAPI
 from sim.clock import rfc3339
 from sim.names import (
     PODS,

@@ -1,7 +1,7 @@
 """The store and planner sections at toy sizes: they run, and their tables carry the figures."""
 
-from controller import bench_planner
-from sim import bench_store
+from bench import planner as bench_planner
+from bench import store as bench_store
 
 
 def test_the_store_section_reports_every_list_it_timed():

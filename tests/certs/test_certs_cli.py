@@ -5,12 +5,12 @@ import stat
 
 import pytest
 
-import certs.cli
+from gangkeeper.certs import cli
 
 
 def _parse(argv):
     parser = argparse.ArgumentParser(prog="gangkeeper")
-    certs.cli.add_parser(parser.add_subparsers(dest="command"))
+    cli.add_parser(parser.add_subparsers(dest="command"))
     return parser.parse_args(argv)
 
 
@@ -65,13 +65,13 @@ def test_bad_fraction_and_bad_environment_are_explained(monkeypatch, capsys, tmp
 
 
 def test_install_reports_an_api_failure_and_exits_1(monkeypatch, tmp_path, capsys):
-    import certs.cluster
+    from gangkeeper.certs import cluster
 
     class Refusing:
         def read_secret(self, namespace, name):
-            raise certs.cli.ClusterError(f"cannot read secret {namespace}/{name}: HTTP 403 Forbidden")
+            raise cli.ClusterError(f"cannot read secret {namespace}/{name}: HTTP 403 Forbidden")
 
-    monkeypatch.setattr(certs.cluster, "kubernetes_cluster", lambda kubeconfig: Refusing())
+    monkeypatch.setattr(cluster, "kubernetes_cluster", lambda kubeconfig: Refusing())
     args = _parse(["certs", "install", "--dir", str(tmp_path)])
     assert args.run(args) == 1
     assert "cannot read secret gangkeeper/gangkeeper-webhook-tls: HTTP 403 Forbidden" in capsys.readouterr().err

@@ -5,8 +5,8 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from certs.cluster import KubernetesCluster
-from certs.install import MUTATING, VALIDATING, ClusterError
+from gangkeeper.certs.cluster import KubernetesCluster
+from gangkeeper.certs.install import MUTATING, VALIDATING, ClusterError
 
 
 class Recorder:

@@ -5,8 +5,8 @@ import stat
 
 import pytest
 
-from certs import files
-from certs.issue import issue
+from gangkeeper.certs import files
+from gangkeeper.certs.issue import issue
 
 NOW = datetime.datetime(2026, 1, 15, tzinfo=datetime.timezone.utc)
 

@@ -7,10 +7,10 @@ import jsonpatch
 import pytest
 from cryptography import x509
 
-from certs.files import read_certs, write_certs
-from certs.install import MUTATING, VALIDATING, ClusterError, Target, ca_bundle, ca_bundle_patch, install
-from certs.issue import issue
 from gangkeeper import names
+from gangkeeper.certs.files import read_certs, write_certs
+from gangkeeper.certs.install import MUTATING, VALIDATING, ClusterError, Target, ca_bundle, ca_bundle_patch, install
+from gangkeeper.certs.issue import issue
 
 NOW = datetime.datetime(2026, 3, 1, tzinfo=datetime.timezone.utc)
 DAY = datetime.timedelta(days=1)

@@ -10,8 +10,8 @@ from cryptography.hazmat.primitives.serialization import load_pem_private_key
 from cryptography.x509.oid import ExtendedKeyUsageOID
 from cryptography.x509.verification import PolicyBuilder, Store, VerificationError
 
-from certs.issue import CLOCK_SKEW, issue, service_dns_names
 from gangkeeper import names
+from gangkeeper.certs.issue import CLOCK_SKEW, issue, service_dns_names
 
 NOW = datetime.datetime(2026, 1, 15, 12, 0, tzinfo=datetime.timezone.utc)
 SERVICE = "gangkeeper-webhook"

@@ -4,8 +4,8 @@ import datetime
 
 import pytest
 
-from certs.issue import CLOCK_SKEW, issue, service_dns_names
-from certs.renewal import renewal_decision
+from gangkeeper.certs.issue import CLOCK_SKEW, issue, service_dns_names
+from gangkeeper.certs.renewal import renewal_decision
 
 ISSUED_AT = datetime.datetime(2026, 1, 1, tzinfo=datetime.timezone.utc)
 DAY = datetime.timedelta(days=1)

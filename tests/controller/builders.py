@@ -1,9 +1,9 @@
 """Raw API objects for controller tests, turned into the model the way the cache will."""
 
-from controller.capacity import Ledger
-from controller.eligibility import NodePool
-from controller.model import Group, Member, Node, group_of, member_from_api, node_from_api
 from gangkeeper import names
+from gangkeeper.controller.capacity import Ledger
+from gangkeeper.controller.eligibility import NodePool
+from gangkeeper.controller.model import Group, Member, Node, group_of, member_from_api, node_from_api
 
 GPU = "nvidia.com/gpu"
 

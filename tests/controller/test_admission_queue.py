@@ -1,5 +1,5 @@
-from controller.model import group_of
-from controller.queue import Order, QueuePolicy, plan_pass, queued
+from gangkeeper.controller.model import group_of
+from gangkeeper.controller.queue import Order, QueuePolicy, plan_pass, queued
 from tests.controller.builders import cluster, gang, member, node
 
 STRICT = QueuePolicy(order=Order.STRICT_FIFO)

@@ -2,9 +2,15 @@ from fractions import Fraction
 
 import pytest
 
-from controller.eligibility import (NodePool, affinity_matches, placement_refusal, refusal, requirement_matches,
-                                    tolerates)
-from controller.model import Requirement, Taint, Term, Toleration
+from gangkeeper.controller.eligibility import (
+    NodePool,
+    affinity_matches,
+    placement_refusal,
+    refusal,
+    requirement_matches,
+    tolerates,
+)
+from gangkeeper.controller.model import Requirement, Taint, Term, Toleration
 from tests.controller.builders import GPU, member, node
 
 TAINT = Taint("gpu", "a100", "NoSchedule")

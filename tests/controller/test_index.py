@@ -5,11 +5,11 @@ import random
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from controller.groups import GANGS, PYTORCHJOBS, Workloads, pod_facts, workload_from_api
-from controller.index import PODS, ClusterIndex
-from controller.model import node_from_api
-from controller.reconciler import Memory, Settings, reconcile
 from gangkeeper import names
+from gangkeeper.controller.groups import GANGS, PYTORCHJOBS, Workloads, pod_facts, workload_from_api
+from gangkeeper.controller.index import PODS, ClusterIndex
+from gangkeeper.controller.model import node_from_api
+from gangkeeper.controller.reconciler import Memory, Settings, reconcile
 from tests.controller.builders import node_object
 from tests.controller.world import NS, World, member_object
 

@@ -1,7 +1,7 @@
 from fractions import Fraction
 
-from controller.model import Requirement, Taint, Term, Toleration, group_of, member_from_api, node_from_api
 from gangkeeper import names
+from gangkeeper.controller.model import Requirement, Taint, Term, Toleration, group_of, member_from_api, node_from_api
 from tests.controller.builders import GPU, member, node_object, pod_object
 
 

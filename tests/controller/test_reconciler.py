@@ -2,11 +2,20 @@
 
 import pytest
 
-from controller.groups import GANGS, PYTORCHJOBS
-from controller.queue import Order, QueuePolicy
-from controller.reconciler import (DeleteGang, DeletePod, Memory, Release, Report, Reserve, SaveGang, Settings,
-                                   reconcile)
 from gangkeeper import names
+from gangkeeper.controller.groups import GANGS, PYTORCHJOBS
+from gangkeeper.controller.queue import Order, QueuePolicy
+from gangkeeper.controller.reconciler import (
+    DeleteGang,
+    DeletePod,
+    Memory,
+    Release,
+    Report,
+    Reserve,
+    SaveGang,
+    Settings,
+    reconcile,
+)
 from tests.controller.builders import node_object, pod_object
 from tests.controller.world import NS, World, member_object
 

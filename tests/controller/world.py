@@ -11,11 +11,11 @@ import copy
 
 import jsonpatch
 
-from controller.groups import GANGS, pod_facts, workload_from_api
-from controller.index import NODES, PODS, Change
-from controller.model import node_from_api
-from controller.reconciler import DeleteGang, DeletePod, Release, Reserve, SaveGang
 from gangkeeper import names
+from gangkeeper.controller.groups import GANGS, pod_facts, workload_from_api
+from gangkeeper.controller.index import NODES, PODS, Change
+from gangkeeper.controller.model import node_from_api
+from gangkeeper.controller.reconciler import DeleteGang, DeletePod, Release, Reserve, SaveGang
 from tests.controller.builders import node_object, pod_object
 
 NS = "team"

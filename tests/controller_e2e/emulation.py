@@ -17,24 +17,22 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
-import yaml
-
-from controller.kube import load
-from controller.metrics import Metrics
-from controller.reconciler import Settings
-from controller.runner import Controller
 from demo.stack import WebhookApp, check_granted, serve
 from gangkeeper import names
 from gangkeeper.audit import AuditLog
+from gangkeeper.controller.kube import load
+from gangkeeper.controller.metrics import Metrics
+from gangkeeper.controller.reconciler import Settings
+from gangkeeper.controller.runner import Controller
 from gangkeeper.identity import to_label_value
 from gangkeeper.resources import accelerators, pod_requests
 from sim.api import WatchEvent
 from sim.apiserver import APIServer
+from sim.deployed import install_webhook_configurations
 from sim.rbac import deployed_rbac
 from sim.server import RunningServer
 
 NS = "team"
-WEBHOOK_CONFIGURATIONS = Path(__file__).parents[2] / "deploy" / "base" / "webhook-configurations.yaml"
 WEBHOOK_SERVICE = f"{names.WEBHOOK_SERVICE}.{names.DEFAULT_NAMESPACE}.svc:443"
 PLURALS = {"MutatingWebhookConfiguration": "mutatingwebhookconfigurations",
            "ValidatingWebhookConfiguration": "validatingwebhookconfigurations"}
@@ -60,8 +58,7 @@ class Emulation:
         self.workdir = workdir
         self.api = APIServer(webhook_services={WEBHOOK_SERVICE: WebhookApp(workdir / "webhook-audit.jsonl")},
                              **api_options)
-        for document in yaml.safe_load_all(WEBHOOK_CONFIGURATIONS.read_text()):
-            self.api.create(PLURALS[document["kind"]], document)
+        install_webhook_configurations(self.api)
         self.api.create("namespaces", {"metadata": {"name": NS, "labels": {names.ENFORCE_LABEL: "true"}}})
         self.api.create("namespaces", {"metadata": {"name": "other"}})
         self.api.create("namespaces", {"metadata": {"name": names.DEFAULT_NAMESPACE}})

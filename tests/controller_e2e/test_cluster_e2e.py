@@ -6,8 +6,8 @@ import copy
 
 import pytest
 
-from controller.groups import PODGROUPS_NATIVE
 from gangkeeper import names
+from gangkeeper.controller.groups import PODGROUPS_NATIVE
 from sim.clock import RealClock
 from sim.cluster import ThreadRunner, emulated_cluster
 from sim.spec import load, node_manifests, submissions

@@ -5,9 +5,9 @@ import time
 
 import pytest
 
-from controller.groups import pod_facts
-from controller.reconciler import Settings, release_patch
 from gangkeeper import names
+from gangkeeper.controller.groups import pod_facts
+from gangkeeper.controller.reconciler import Settings, release_patch
 from sim.api import CONTROLLER
 from tests.controller_e2e.emulation import NS, Emulation, eventually, member, node, pinned_node, pytorchjob, released
 

@@ -14,13 +14,13 @@ from datetime import datetime
 
 import pytest
 
-from controller.kube import load
-from controller.leader import LeaderElector
-from controller.metrics import Metrics
-from controller.reconciler import Settings
-from controller.runner import Controller
 from gangkeeper import names
 from gangkeeper.audit import AuditLog
+from gangkeeper.controller.kube import load
+from gangkeeper.controller.leader import LeaderElector
+from gangkeeper.controller.metrics import Metrics
+from gangkeeper.controller.reconciler import Settings
+from gangkeeper.controller.runner import Controller
 from tests.controller_e2e.emulation import NS, Emulation, Lines, eventually, member, node, pytorchjob, released
 
 pytestmark = pytest.mark.e2e

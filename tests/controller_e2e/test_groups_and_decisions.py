@@ -2,10 +2,18 @@
 
 import pytest
 
-from controller.groups import (GANGS, JOBS, JOBSETS, PODGROUPS_NATIVE, PYTORCHJOBS, build_groups, pod_facts,
-                               workload_from_api)
-from controller.reconciler import release_patch
 from gangkeeper import names
+from gangkeeper.controller.groups import (
+    GANGS,
+    JOBS,
+    JOBSETS,
+    PODGROUPS_NATIVE,
+    PYTORCHJOBS,
+    build_groups,
+    pod_facts,
+    workload_from_api,
+)
+from gangkeeper.controller.reconciler import release_patch
 
 
 def pod(name, group, source, labels=None, annotations=None, owner=None, affinity=None):

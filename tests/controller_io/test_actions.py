@@ -3,11 +3,11 @@
 import json
 from datetime import datetime, timezone
 
-from controller.actions import Executor
-from controller.kube import EVENTS, GANGS, JSON_PATCH, PODS, AlreadyExists, Conflict, Forbidden
-from controller.reconciler import DeletePod, Release, Report, Reserve, SaveGang
 from gangkeeper import names
 from gangkeeper.audit import AuditLog
+from gangkeeper.controller.actions import Executor
+from gangkeeper.controller.kube import EVENTS, GANGS, JSON_PATCH, PODS, AlreadyExists, Conflict, Forbidden
+from gangkeeper.controller.reconciler import DeletePod, Release, Report, Reserve, SaveGang
 
 GROUP = ("team", "g")
 GANG = ("gangkeeper.io/v1alpha1", "Gang", "g")

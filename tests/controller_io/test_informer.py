@@ -4,9 +4,9 @@ import time
 
 import pytest
 
-from controller.informer import Hooks, Informer, object_key
-from controller.kube import NODES, PODS, PYTORCHJOBS, Backoff
 from gangkeeper import names
+from gangkeeper.controller.informer import Hooks, Informer, object_key
+from gangkeeper.controller.kube import NODES, PODS, PYTORCHJOBS, Backoff
 
 from .conftest import eventually
 

@@ -2,7 +2,8 @@ import json
 
 import pytest
 
-from controller.kube import (
+from gangkeeper import names
+from gangkeeper.controller.kube import (
     GANGS,
     JSON_PATCH,
     NATIVE_POD_GROUPS,
@@ -28,7 +29,6 @@ from controller.kube import (
     retry_after_seconds,
     split_lines,
 )
-from gangkeeper import names
 from tests.recorded import API
 
 from .fakeapi import FakeAPI

@@ -2,10 +2,20 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from controller.kube import LEASES
-from controller.leader import (
-    Action, LeaderElector, LeaseRecord, Observation, claim, decide, default_identity, expires_at, micro_time,
-    must_step_down, observe, release,
+from gangkeeper.controller.kube import LEASES
+from gangkeeper.controller.leader import (
+    Action,
+    LeaderElector,
+    LeaseRecord,
+    Observation,
+    claim,
+    decide,
+    default_identity,
+    expires_at,
+    micro_time,
+    must_step_down,
+    observe,
+    release,
 )
 
 from .conftest import eventually

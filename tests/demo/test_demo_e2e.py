@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 
 from demo import scenario
-from demo.processes import controller_available
 from demo.view import LogView
 from gangkeeper import names
 
@@ -38,7 +37,6 @@ def demo_run(tmp_path_factory):
     return completed, workdir, chart
 
 
-@pytest.mark.skipif(not controller_available(), reason="controller.cli is not in this checkout")
 def test_the_demo_shows_the_deadlock_then_both_jobs_completing_whole(demo_run):
     completed, workdir, chart = demo_run
     assert completed.returncode == 0, completed.stdout[-3000:] + completed.stderr[-3000:]

@@ -6,8 +6,8 @@ from importlib.metadata import version
 
 import pytest
 
-from certs.issue import service_dns_names
 from gangkeeper import names
+from gangkeeper.certs.issue import service_dns_names
 from sim.rbac import DEPLOY_BASE, RBAC_KINDS, load_manifests
 from tests.deploy.rendered_manifests import find, of_kind
 

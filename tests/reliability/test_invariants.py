@@ -1,8 +1,8 @@
 """The invariant checks on plain events: each one catches what it is meant to, and stays quiet otherwise."""
 
 from gangkeeper import names
-from reliability.invariants import Checker
 from reliability.ha import acting_overlaps
+from reliability.invariants import Checker
 from reliability.load import leak_verdict
 
 GATE = [{"name": names.SCHEDULING_GATE}]

@@ -1,6 +1,6 @@
 """Hostile bytes at /mutate and /validate: whatever arrives, the answer is JSON, never a 5xx,
 answers the uid it was given, and says what was wrong. The generator and the checker are
-webhook/fuzz.py's; `make bench` runs the same fuzz longer and against real gunicorn."""
+bench/fuzz.py's; `make bench` runs the same fuzz longer and against real gunicorn."""
 
 import json
 import logging
@@ -8,10 +8,10 @@ import logging
 import pytest
 from hypothesis import HealthCheck, given, settings
 
+from bench import fuzz
 from gangkeeper import names
+from gangkeeper.webhook.app import create_app
 from tests.webhook.builders import pod, review
-from webhook import fuzz
-from webhook.app import create_app
 
 UID = "5d3c1a2b-0000-4000-8000-000000000001"
 

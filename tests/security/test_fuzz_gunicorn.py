@@ -8,9 +8,9 @@ import time
 
 import pytest
 
+from bench import fuzz
 from demo.processes import issue_for_loopback
 from tests.webhook.servers import WebhookProcess, client_context, publish
-from webhook import fuzz
 
 pytestmark = pytest.mark.e2e
 WORKERS = 2

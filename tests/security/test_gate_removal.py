@@ -9,8 +9,8 @@ import json
 import pytest
 
 from gangkeeper import names
+from gangkeeper.webhook.app import create_app
 from tests.webhook.builders import NAMESPACE, pod, review
-from webhook.app import create_app
 
 CONTROLLER = names.DEFAULT_CONTROLLER_USERNAME
 UID = "5d3c1a2b-0000-4000-8000-000000000001"

@@ -10,9 +10,9 @@ import logging
 import pytest
 
 from gangkeeper import names
+from gangkeeper.webhook import app as app_module
+from gangkeeper.webhook.app import create_app
 from tests.webhook.builders import pod, review
-from webhook import app as app_module
-from webhook.app import create_app
 
 SECRET_VALUE = "s3cr3t-token-value"
 SECRET_NAME = "db-credentials-7f3a"

@@ -9,8 +9,8 @@ import threading
 
 import pytest
 
-from certs.issue import issue
 from demo.processes import LOOPBACK, issue_for_loopback
+from gangkeeper.certs.issue import issue
 from tests.webhook.servers import WebhookProcess, client_context, publish
 
 pytestmark = pytest.mark.e2e

@@ -8,7 +8,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from certs.issue import issue
+from gangkeeper.certs.issue import issue
 from tests.recorded import RECORDED
 
 FIXTURES = RECORDED

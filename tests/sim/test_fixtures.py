@@ -1,8 +1,8 @@
 """Every answer recorded from a real kube-apiserver v1.36 (fixtures/.../api/), reproduced over HTTP."""
 
-from http.client import HTTPConnection
 import json
 import urllib.parse
+from http.client import HTTPConnection
 
 import pytest
 

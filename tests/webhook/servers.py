@@ -12,13 +12,13 @@ import sys
 import time
 from pathlib import Path
 
-from certs.issue import IssuedCerts
 from demo.processes import LOOPBACK, Process, free_port
+from gangkeeper.certs.issue import IssuedCerts
 
 # The `gangkeeper webhook` subcommand alone: the test does not depend on the other subcommands.
 _LAUNCH = """
 import argparse, sys
-from webhook import cli
+from gangkeeper.webhook import cli
 parser = argparse.ArgumentParser(prog="gangkeeper")
 cli.add_parser(parser.add_subparsers())
 args = parser.parse_args(sys.argv[1:])

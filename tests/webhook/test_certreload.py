@@ -2,10 +2,10 @@
 
 import ssl
 
-from certs.issue import IssuedCerts
 from demo.processes import issue_for_loopback
+from gangkeeper.certs.issue import IssuedCerts
+from gangkeeper.webhook.certreload import MINIMUM_TLS, CertificateStore
 from tests.webhook.servers import publish
-from webhook.certreload import MINIMUM_TLS, CertificateStore
 
 
 class Builds:

@@ -4,7 +4,7 @@ import argparse
 
 import pytest
 
-from webhook import cli
+from gangkeeper.webhook import cli
 
 FLAGS = ("BIND", "PORT", "CERT_DIR", "WORKERS", "CONTROLLER_USERNAME", "AUDIT_FILE", "EXCLUDED_NAMESPACES",
          "ACCELERATORS", "MAX_BODY_BYTES")

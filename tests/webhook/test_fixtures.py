@@ -5,8 +5,8 @@ import json
 import pytest
 
 from gangkeeper import names
+from gangkeeper.webhook.app import create_app
 from tests.webhook.builders import FIXTURES, applied, gate_names, patch_of
-from webhook.app import create_app
 
 PYTORCHJOB_GROUP = "pytorch-dist-6f1c7c1e-8f31-4a44-9f7e-1b2f2c8e9a01"
 JOBSET_GROUP = "trainer-5c1d0f4e-2b7a-4c55-9d7e-7a1c0e2f9b10-0"

@@ -8,11 +8,11 @@ from hypothesis import strategies as st
 
 from gangkeeper import names
 from gangkeeper.identity import GroupIdentity
+from gangkeeper.webhook.mutate import ALLOWED, PATCHED, mutate
+from gangkeeper.webhook.patch import diff, gate_and_label
+from gangkeeper.webhook.policy import Policy
+from gangkeeper.webhook.review import parse_review
 from tests.webhook.builders import applied, container, gate_names, owner, pod, pytorchjob_pod, review
-from webhook.mutate import ALLOWED, PATCHED, mutate
-from webhook.patch import diff, gate_and_label
-from webhook.policy import Policy
-from webhook.review import parse_review
 
 POLICY = Policy()
 JOB_UID = "0b4e7c9a-1111-4a44-9f7e-1b2f2c8e9a01"

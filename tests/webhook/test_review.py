@@ -8,10 +8,19 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from marshmallow import ValidationError
 
+from bench import fuzz
+from gangkeeper.webhook.review import (
+    _SCHEMA,
+    AdmissionRequest,
+    ReviewError,
+    _well_formed,
+    allowed,
+    denied,
+    errored,
+    parse_review,
+    patched,
+)
 from tests.webhook.builders import pod, review
-from webhook import fuzz
-from webhook.review import (_SCHEMA, AdmissionRequest, ReviewError, _well_formed, allowed, denied, errored,
-                            parse_review, patched)
 
 UID = "5d3c1a2b-0000-4000-8000-000000000001"
 

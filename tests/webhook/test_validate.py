@@ -3,10 +3,10 @@
 import pytest
 
 from gangkeeper import names
+from gangkeeper.webhook.policy import Policy
+from gangkeeper.webhook.review import parse_review
+from gangkeeper.webhook.validate import validate
 from tests.webhook.builders import container, pod, pytorchjob_pod, review
-from webhook.policy import Policy
-from webhook.review import parse_review
-from webhook.validate import validate
 
 POLICY = Policy()
 CONTROLLER = names.DEFAULT_CONTROLLER_USERNAME

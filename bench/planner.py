@@ -16,12 +16,12 @@ import time
 import tracemalloc
 from statistics import median
 
-from controller.capacity import Ledger
-from controller.eligibility import NodePool
-from controller.model import Group, Member, Node, group_of, member_from_api, node_from_api
-from controller.planner import Plan, Topology, plan_group
-from controller.queue import QueuePolicy, plan_pass
 from gangkeeper import names
+from gangkeeper.controller.capacity import Ledger
+from gangkeeper.controller.eligibility import NodePool
+from gangkeeper.controller.model import Group, Member, Node, group_of, member_from_api, node_from_api
+from gangkeeper.controller.planner import Plan, Topology, plan_group
+from gangkeeper.controller.queue import QueuePolicy, plan_pass
 
 GPU = "nvidia.com/gpu"
 RACK_LABEL = "example.com/rack"
@@ -175,7 +175,7 @@ def markdown(figures: dict) -> str:
             f"| {row['plan_64x8gpu_ms']} / {row['plan_64x8gpu_idle_cluster_ms']} "
             f"| {row['members_mib']} / {row['ledger_mib']} / {row['pool_mib']} |")
     return ("## Planner: one full planning pass over 500 waiting groups\n\n"
-            "`controller/bench_planner.py`: 8-GPU nodes in 4 zones and racks of 16, bound pods spread over "
+            "`bench/planner.py`: 8-GPU nodes in 4 zones and racks of 16, bound pods spread over "
             "them, 500 waiting gangs of 1–64 members. Target: a full pass ≤ 1 s at 5,000 nodes.\n\n"
             + "\n".join(lines) + "\n")
 

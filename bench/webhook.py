@@ -1,7 +1,7 @@
 """Benchmark of /mutate over HTTPS against real gunicorn, relative to a no-op endpoint.
 
-The server runs as `webhook.server.serve` in a subprocess with the shipped gunicorn settings
-and BENCH_NOOP on, so /noop (a constant answer that never reads the body) shows what TLS,
+The server runs as `gangkeeper.webhook.server.serve` in a subprocess with the shipped gunicorn
+settings, serving the product's app with one route added here, /noop (a constant answer that never reads the body) shows what TLS,
 gunicorn and Flask cost alone; the ratio of the two is what the policy, the envelope, the audit
 line and the metrics add. The load comes from another process (a thread per connection,
 persistent HTTPS connections through http.client, the API server's way), so that on a small
@@ -29,7 +29,10 @@ from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
 from pathlib import Path
 
-from certs.issue import issue
+from flask import Flask, Response
+
+from gangkeeper.certs.issue import issue
+from gangkeeper.webhook.app import TransportError, create_app, read_body
 
 LOOPBACK = "127.0.0.1"
 _SERVE = "import json, sys\nfrom webhook.server import serve\nserve(json.loads(sys.argv[1]), **json.loads(sys.argv[2]))"
@@ -136,13 +139,31 @@ def _managed_fields(env: list, mounts: list, volumes: list) -> dict:
 # --- the server --------------------------------------------------------------------------
 
 
+def app_with_noop(config: dict) -> Flask:
+    """The product's app plus POST /noop, the baseline of what the transport alone costs: the
+    same transport checks (content type, body read under the limit), then a constant answer —
+    what any endpoint receiving an AdmissionReview must pay."""
+    app = create_app(config)
+    max_bytes = int(app.config["MAX_BODY_BYTES"])
+
+    def noop() -> Response:
+        try:
+            read_body(max_bytes)
+        except TransportError as error:
+            return Response(json.dumps({"error": str(error)}), status=400, mimetype="application/json")
+        return Response(b'{"ok":true}', mimetype="application/json")
+
+    app.add_url_rule("/noop", "noop", noop, methods=["POST"])
+    return app
+
+
 class BenchServer:
     """The webhook under gunicorn with /noop on, in a subprocess, on a free loopback port.
 
     Separate from the launcher that the demo and the tests share (`demo.processes`), which runs
-    `gangkeeper webhook`: the benchmark needs /noop (BENCH_NOOP) and a chosen worker class and
-    thread count, which the CLI deliberately does not expose, so this starts `webhook.server.serve`
-    itself; and product code imports neither demo/ nor tests/.
+    `gangkeeper webhook`: the benchmark needs /noop and a chosen worker class and thread count,
+    which the CLI deliberately does not expose, so this starts `gangkeeper.webhook.server.serve`
+    itself.
     """
 
     def __init__(self, workdir: Path, worker_class: str, workers: int, threads: int):
@@ -150,7 +171,7 @@ class BenchServer:
             probe.bind((LOOPBACK, 0))
             self.port = probe.getsockname()[1]
         # The audit log goes to stdout, as deployed (the container runtime collects it).
-        app_config = {"BENCH_NOOP": True}
+        app_config = {}
         settings = {"bind": LOOPBACK, "port": self.port, "workers": workers, "cert_dir": str(workdir),
                     "worker_class": worker_class, "threads": threads}
         self.log = open(workdir / f"server-{self.port}.log", "wb")

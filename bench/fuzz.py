@@ -26,8 +26,8 @@ import copy
 import http.client
 import json
 import os
-import ssl
 import socket
+import ssl
 import tempfile
 import time
 from collections import Counter
@@ -563,8 +563,8 @@ def run(examples: int = 3000, server_examples: int = 300, seed: int | None = Non
     """The full fuzz: `examples` cases through the Flask test client, then `server_examples`
     over HTTPS to gunicorn (2 gthread workers, the shipped settings), whose worker PIDs must be
     the same before and after."""
-    from webhook import bench
-    from webhook.app import create_app
+    from bench import webhook as bench
+    from gangkeeper.webhook.app import create_app
 
     client = create_app({"MAX_BODY_BYTES": FUZZ_MAX_BODY_BYTES, "AUDIT_FILE": os.devnull}).test_client()
     results = {"in_process": explore(test_client_sender(client), examples, FUZZ_MAX_BODY_BYTES, seed)}
@@ -588,7 +588,7 @@ def run(examples: int = 3000, server_examples: int = 300, seed: int | None = Non
 
 def markdown(results: dict) -> str:
     """The figures of `run` as a section of bench/RESULTS.md."""
-    lines = ["## Webhook under hostile input\n", "`webhook/fuzz.py`: generated AdmissionReviews and bodies, by "
+    lines = ["## Webhook under hostile input\n", "`bench/fuzz.py`: generated AdmissionReviews and bodies, by "
              "category, and what the webhook answered. Every answer must be JSON, never 5xx, echo the uid, "
              "and explain every 400 and every refusal.\n"]
     for where, figures in results.items():
@@ -610,13 +610,13 @@ def markdown(results: dict) -> str:
 
 def atheris_main(argv: list[str]) -> None:
     """Coverage-guided fuzzing of the same contract with atheris (libFuzzer), when installed:
-    `python -m webhook.fuzz --atheris -runs=20000 CORPUS_DIR`. Not part of `make test` or
+    `python -m bench.fuzz --atheris -runs=20000 CORPUS_DIR`. Not part of `make test` or
     `make bench`: atheris is an optional extra. The corpus is seeded with well-formed reviews
     so that libFuzzer mutates AdmissionReviews rather than random bytes."""
     import atheris  # noqa: PLC0415 — optional
 
     with atheris.instrument_imports():
-        from webhook.app import create_app  # noqa: PLC0415
+        from gangkeeper.webhook.app import create_app  # noqa: PLC0415
     import logging  # noqa: PLC0415
 
     logging.disable(logging.CRITICAL)

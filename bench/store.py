@@ -1,6 +1,6 @@
 """How the emulated API server holds a large cluster: list latency and memory at 5,000 nodes, 50,000 pods.
 
-`run()` is called by the bench harness; `python -m sim.bench_store` prints its result.
+`run()` is called by the bench harness; `python -m bench.store` prints its result.
 """
 
 import json
@@ -82,7 +82,7 @@ def markdown(figures: dict) -> str:
     ]
     table = "\n".join(f"| {what} | {value} |" for what, value in rows)
     return (f"## Cluster emulation: {figures['nodes']:,} nodes and {figures['pods']:,} pods in memory\n\n"
-            f"`sim/bench_store.py`. Lists as the controller's informers make them.\n\n"
+            f"`bench/store.py`. Lists as the controller's informers make them.\n\n"
             f"| measure | result |\n|---|---|\n{table}\n")
 
 

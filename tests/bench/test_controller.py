@@ -1,6 +1,6 @@
 """The controller benchmark runs end to end on a tiny cluster (its figures are `gangkeeper bench`'s, never a test's)."""
 
-from controller import bench_controller
+from bench import controller as bench_controller
 
 
 def test_the_benchmark_measures_every_figure_and_formats_them():

@@ -31,17 +31,17 @@ from statistics import median
 import jsonpatch
 import orjson
 
-from controller import kube
-from controller.groups import pod_facts
-from controller.index import NODES, PODS, ClusterIndex
-from controller.informer import Cache, object_key
-from controller.metrics import Metrics
-from controller.bench_planner import _ms, _timed
-from controller.model import node_from_api
-from controller.reconciler import Memory, Release, Report, Settings, reconcile
-from controller.runner import Controller
+from bench.planner import _ms, _timed
 from gangkeeper import names
 from gangkeeper.audit import AuditLog
+from gangkeeper.controller import kube
+from gangkeeper.controller.groups import pod_facts
+from gangkeeper.controller.index import NODES, PODS, ClusterIndex
+from gangkeeper.controller.informer import Cache, object_key
+from gangkeeper.controller.metrics import Metrics
+from gangkeeper.controller.model import node_from_api
+from gangkeeper.controller.reconciler import Memory, Release, Report, Settings, reconcile
+from gangkeeper.controller.runner import Controller
 
 GPU = "nvidia.com/gpu"
 NS = "bench"
@@ -297,7 +297,7 @@ def markdown(figures: dict) -> str:
             f"| {row['planning_pass_ms']} | {row['release_p50_ms']} / {row['release_p99_ms']} / "
             f"{row['release_max_ms']} | {row['rss_before_mib']} → {row['rss_after_mib']} | {row['sync_seconds']} |")
     return ("## Controller: planning pass, release latency and memory\n\n"
-            "`controller/bench_controller.py` (see its docstring for exactly what each figure includes). 8-GPU "
+            "`bench/controller.py` (see its docstring for exactly what each figure includes). 8-GPU "
             "nodes, 10 bound pods per node (50,000 at 5,000 nodes; proportionally fewer on the smaller clusters), "
             "500 waiting gangs of 1–64 members. Targets at 5,000 nodes: planning pass ≤ 1 s, release p99 ≤ 50 ms "
             "(in process, nothing else queued), RSS ≤ 500 MB.\n\n" + "\n".join(lines) + "\n")
