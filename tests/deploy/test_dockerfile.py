@@ -73,5 +73,5 @@ def test_final_stage_has_no_build_tools(stages):
 def test_build_context_leaves_out_what_the_wheel_does_not_need():
     ignored = {line.strip() for line in (REPO / ".dockerignore").read_text().splitlines()
                if line.strip() and not line.startswith("#")}
-    assert {".git", ".venv", "tests"} <= ignored
+    assert {".git", ".venv", "tests", "harness", "sim", "demo", "study", "reliability", "bench"} <= ignored
     assert not {"setup.cfg", "pyproject.toml", "README.md", "gangkeeper", "certs"} & ignored
