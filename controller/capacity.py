@@ -1,4 +1,4 @@
-"""Free capacity per node, kept up to date one pod at a time (DESIGN.md, "Capacity").
+"""Free capacity per node, kept up to date one pod at a time (docs/design.md, "Capacity").
 
     free(node) = allocatable − Σ requests of non-terminal pods bound to it
                              − Σ requests of members reserved on it but not yet bound

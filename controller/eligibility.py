@@ -3,8 +3,8 @@
 Modelled filters: NodeUnschedulable, TaintToleration, NodeAffinity (nodeSelector and required
 node affinity) and the pod-slot part of NodeResourcesFit; the resource part is
 `capacity.members_fitting`. One deliberate difference: a node that is not Ready is refused
-even when a pod tolerates its `not-ready` taints (DESIGN.md): the controller reserves only
-where the pods can start. Not modelled (DESIGN.md, caught by the bind timeout): inter-pod
+even when a pod tolerates its `not-ready` taints (docs/design.md): the controller reserves only
+where the pods can start. Not modelled (docs/design.md, caught by the bind timeout): inter-pod
 (anti-)affinity, topology spread, volume topology, host ports, DRA claims.
 
 Every refusal is a short phrase saying why, so that a group that fits nowhere can be told

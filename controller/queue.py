@@ -1,4 +1,4 @@
-"""Which waiting groups one planning pass admits, and why the others wait (DESIGN.md, "Queue").
+"""Which waiting groups one planning pass admits, and why the others wait (docs/design.md, "Queue").
 
 The queue holds the groups that are complete (at least min count live members, every one
 gated) and still have waiting members, ordered by priority (highest first), then by when the

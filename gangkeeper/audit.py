@@ -1,6 +1,6 @@
 """The audit log: one JSON object per line for every decision of either component.
 
-Fields (DESIGN.md, "Audit log"): `ts`, `component`, `event`, `namespace`, `group`, `pod`, `uid`,
+Fields (docs/design.md, "Audit log"): `ts`, `component`, `event`, `namespace`, `group`, `pod`, `uid`,
 `user`, `decision`, `reason`, `details`. Callers pass only these small facts — never env
 values, secrets or whole pod specs — and `details` is limited to short scalars so that a
 careless caller cannot leak a spec into the log either.

@@ -7,7 +7,7 @@ they come from, so that a change upstream is a one-line change here.
 
 DOMAIN = "gangkeeper.io"
 
-# --- ours (see DESIGN.md, "Names") ---------------------------------------------------------
+# --- ours (see docs/design.md, "Names") ---------------------------------------------------------
 ENFORCE_LABEL = f"{DOMAIN}/enforce"
 ENFORCE_VALUE = "true"
 GROUP_LABEL = f"{DOMAIN}/group"

@@ -1,6 +1,6 @@
 """Pods carry secrets in their spec (env values, references to Secrets, commands with tokens):
 none of it may reach the audit log or the ordinary logs, on any path — allowed, patched,
-denied, refused as malformed, or crashed. DESIGN.md, "Audit log": never env values, secrets or
+denied, refused as malformed, or crashed. docs/design.md, "Audit log": never env values, secrets or
 whole pod specs."""
 
 import copy
