@@ -4,6 +4,8 @@
 (ServiceAccount, DefaultTolerationSeconds, Priority), so webhooks see what the fixtures show.
 `prepare_for_create` runs after mutating admission: name generation, uid, timestamps, the
 initial status. Webhooks therefore see no uid or generated name on CREATE, exactly as recorded.
+Objects are stored as the real server serializes them: fields a built-in type always writes
+(no `omitempty`) are there even when the client left them out, e.g. an Event's `eventTime: null`.
 """
 
 import random
@@ -19,6 +21,8 @@ _NOT_READY_TOLERATIONS = (
 _GATED = {"type": "PodScheduled", "status": "False", "lastProbeTime": None, "reason": "SchedulingGated",
           "message": "Scheduling is blocked due to non-empty scheduling gates"}
 _SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # the real server's: no vowels, no look-alikes
+# Kinds whose registry strategy sets no metadata.generation; every other kind served starts at 1.
+_NO_GENERATION = ("namespaces", "nodes", "events", "leases")
 
 
 def rfc3339(epoch_seconds: float) -> str:
@@ -40,6 +44,8 @@ def apply_defaults(resource: str, obj: dict, creating: bool) -> None:
         obj.setdefault("spec", {}).setdefault("finalizers", ["kubernetes"])
     elif resource == "jobs":
         _default_job_spec(obj.setdefault("spec", {}))
+    elif resource == "events":
+        _serialize_event(obj)
 
 
 def _default_pod_spec(spec: dict) -> None:
@@ -95,6 +101,14 @@ def _default_job_spec(spec: dict) -> None:
     spec.setdefault("suspend", False)
 
 
+def _serialize_event(event: dict) -> None:
+    """core/v1 Event fields without `omitempty` (or structs, which it never omits), as the server
+    serializes them when unset: a zero time is null, a zero string empty, a zero struct `{}`."""
+    for key, zero in (("source", {}), ("firstTimestamp", None), ("lastTimestamp", None), ("eventTime", None),
+                      ("reportingComponent", ""), ("reportingInstance", "")):
+        event.setdefault(key, zero)
+
+
 def prepare_for_create(resource: str, obj: dict, timestamp: str) -> None:
     """Identity and initial status, given after mutating admission and before validation."""
     meta = obj.setdefault("metadata", {})
@@ -104,7 +118,7 @@ def prepare_for_create(resource: str, obj: dict, timestamp: str) -> None:
     meta["creationTimestamp"] = timestamp
     meta.pop("deletionTimestamp", None)
     meta.pop("resourceVersion", None)
-    if "spec" in obj and resource != "namespaces":
+    if resource not in _NO_GENERATION:
         meta["generation"] = 1
     if resource == "pods":
         obj["status"] = initial_pod_status(obj, timestamp)

@@ -66,13 +66,16 @@ def constraints_shape(pod: dict) -> str:
 
 
 def unschedulable_conditions(pod: dict, message: str, now: float) -> list[dict] | None:
-    """The pod's conditions with PodScheduled=False/Unschedulable, or None when already so."""
+    """The pod's conditions with PodScheduled=False/Unschedulable, or None when already so. As
+    `podutil.UpdatePodCondition` does, a condition that was False already (SchedulingGated, or
+    another reason) keeps its transition time."""
     conditions = list((pod.get("status") or {}).get("conditions") or ())
     current = next((c for c in conditions if c.get("type") == "PodScheduled"), None)
     if current and current.get("reason") == "Unschedulable" and current.get("message") == message:
         return None
+    since = current.get("lastTransitionTime") if current and current.get("status") == "False" else None
     condition = {"type": "PodScheduled", "status": "False", "lastProbeTime": None,
-                 "lastTransitionTime": rfc3339(now), "reason": "Unschedulable", "message": message}
+                 "lastTransitionTime": since or rfc3339(now), "reason": "Unschedulable", "message": message}
     return [c for c in conditions if c.get("type") != "PodScheduled"] + [condition]
 
 

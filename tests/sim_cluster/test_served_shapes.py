@@ -1,0 +1,435 @@
+"""Every object the emulation serves is one a real API server could serve.
+
+Workloads run to completion first, on the emulated API server with the product in it: the real
+webhook (deploy/base's webhook configurations) gates the pods of an enforced namespace and the real
+controller (`study.policies.GangkeeperController`: its reconcile and Executor on the virtual clock)
+reserves, ungates and reports them — Gangs it creates and a Gang a user declared, Events — while
+the emulated scheduler, kubelet and PyTorchJob, JobSet and Job operators do the rest. Beside them,
+in a namespace gangkeeper leaves alone: a server pod still running, a pod whose gate a stand-in
+removes, one left gated, one too big for any node, one being deleted; PodGroups of both APIs; and
+the controller's leader-election Lease, written over HTTP by `controller.leader.LeaderElector`.
+
+Then every kind the emulated API serves is listed over HTTP, and:
+- the built-in kinds (core/v1, batch/v1, coordination.k8s.io/v1, admissionregistration.k8s.io/v1,
+  scheduling.k8s.io/v1beta1) are deserialized into the official client's typed models
+  (`kubernetes` 37: `ApiClient().deserialize(text, "V1PodList", ...)`, which refuses a missing
+  required field or a wrong type) and validated against the Kubernetes 1.37 OpenAPI schema with
+  `kubernetes-validate` (strict: no field the API does not define);
+- Gangs are validated against the openAPIV3Schema of deploy/base/crd-gangs.yaml (their metadata
+  against the 1.37 ObjectMeta schema), with unknown fields refused as the API server prunes them
+  and timestamps checked as RFC 3339;
+- PyTorchJobs, JobSets and scheduler-plugins PodGroups have no schema shipped with either
+  package: their metadata is validated against the 1.37 ObjectMeta schema and the status the
+  emulated operators write against schemas written here from the upstream Go types (Kubeflow
+  training operator `kubeflow.org/v1` `JobStatus`, common_types.go; JobSet `v1alpha2`
+  `JobSetStatus`, jobset_types.go, whose conditions are metav1.Conditions of the 1.37 schema; no
+  status for PodGroups, which nothing in the emulation writes). Their specs are the test's own
+  input and are not checked beyond being objects.
+Last, the fields the real server and kubelet always write are checked to be there with real
+values (container and image IDs, pod and host IPs, transition times, Event zero values,
+`metadata.generation` only on the kinds that have one).
+"""
+
+import copy
+import ipaddress
+import json
+import re
+import urllib.request
+from datetime import datetime
+
+import jsonschema
+import kubernetes
+import kubernetes_validate
+import pydantic
+import pytest
+import yaml
+from kubernetes_validate import utils as schema_files
+from referencing import Registry, Resource
+
+from gangkeeper import names
+from gangkeeper.controller.kube import Kube
+from gangkeeper.controller.leader import LeaderElector
+from sim.api import ADMIN
+from sim.apiserver import APIServer
+from sim.clock import VirtualClock
+from sim.cluster import emulated_cluster
+from sim.deployed import DEPLOY_BASE, install_webhook_configurations
+from sim.kubelet import image_status
+from sim.names import DURATION_ANNOTATION
+from sim.server import RunningServer
+from sim.spec import load, submissions
+from study.policies import WEBHOOK_SERVICE, GangkeeperController, WebhookInProcess
+
+KUBERNETES = "1.37"  # the newest schemas kubernetes-validate ships; the API of the official client 37
+TOKEN = "admin-token"
+ENFORCED, PLAIN = "ml", "apps"
+WORKLOADS = f"""
+nodes: [{{count: 3, gpusPerNode: 8}}]
+workloads:
+  - {{kind: PyTorchJob, name: pt, namespace: {ENFORCED}, size: 2, durationSeconds: 60}}
+  - {{kind: JobSet, name: js, namespace: {ENFORCED}, size: 2, podsPerJob: 1, durationSeconds: 60}}
+  - {{kind: Job, name: ij, namespace: {ENFORCED}, size: 2, durationSeconds: 60}}
+  - {{kind: Pod, name: plain, namespace: {ENFORCED}, size: 2, durationSeconds: 60}}
+  - {{kind: Pod, name: gx, namespace: {ENFORCED}, size: 2, durationSeconds: 60}}
+  - {{kind: Pod, name: pg, namespace: {ENFORCED}, size: 2, durationSeconds: 60}}
+"""
+# The official client's list type of every built-in kind served, by the emulation's resource name.
+TYPED_LISTS = {
+    "namespaces": "V1NamespaceList",
+    "nodes": "V1NodeList",
+    "pods": "V1PodList",
+    "events": "CoreV1EventList",
+    "leases": "V1LeaseList",
+    "mutatingwebhookconfigurations": "V1MutatingWebhookConfigurationList",
+    "validatingwebhookconfigurations": "V1ValidatingWebhookConfigurationList",
+    "jobs": "V1JobList",
+    "podgroups.scheduling.k8s.io": "V1beta1PodGroupList",
+}
+CUSTOM = ("pytorchjobs", "jobsets", "gangs", "podgroups")
+WITHOUT_GENERATION = ("namespaces", "nodes", "events", "leases")  # their registry strategies set none
+CONTAINER_STATUS_FIELDS = {"name", "image", "imageID", "containerID", "ready", "started", "restartCount", "state",
+                           "lastState"}
+
+# --- schemas --------------------------------------------------------------------------------
+
+DATE_TIME = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$")
+FORMATS = jsonschema.FormatChecker()
+
+
+@FORMATS.checks("date-time", raises=ValueError)
+def rfc3339(value) -> bool:
+    """RFC 3339 date-times (jsonschema checks them only with an optional package installed)."""
+    if isinstance(value, str):
+        if not DATE_TIME.match(value):
+            return False
+        datetime.fromisoformat(value)  # ValueError for a day or an hour that does not exist
+    return True
+
+
+DEFINITIONS = schema_files.schema_contents(f"kubernetes-json-schema/v{KUBERNETES}.0-local-strict/_definitions.json",
+                                           KUBERNETES)
+META = f"{DEFINITIONS['$id']}#/$defs/io.k8s.apimachinery.pkg.apis.meta.v1."
+OBJECT_META = {"$ref": META + "ObjectMeta"}
+COUNT = {"type": "integer", "minimum": 0, "maximum": 2**31 - 1}
+TEXT = {"type": "string"}
+TIME = {"type": "string", "format": "date-time"}
+
+
+def closed(properties: dict, required: tuple[str, ...] = ()) -> dict:
+    return {"type": "object", "properties": properties, "required": list(required), "additionalProperties": False}
+
+
+def custom_resource(api_version: str, kind: str, status: dict | None = None) -> dict:
+    properties = {"apiVersion": {"const": api_version}, "kind": {"const": kind}, "metadata": OBJECT_META,
+                  "spec": {"type": "object"}}
+    if status is not None:
+        properties["status"] = status
+    return closed(properties, ("apiVersion", "kind", "metadata", "spec"))
+
+
+# kubeflow.org/v1 JobStatus, JobCondition and ReplicaStatus (training operator, common_types.go).
+PYTORCHJOB = custom_resource("kubeflow.org/v1", "PyTorchJob", closed({
+    "conditions": {"type": "array", "items": closed({
+        "type": {"enum": ["Created", "Running", "Restarting", "Succeeded", "Failed", "Suspended"]},
+        "status": {"enum": ["True", "False", "Unknown"]}, "reason": TEXT, "message": TEXT,
+        "lastUpdateTime": TIME, "lastTransitionTime": TIME}, ("type", "status"))},
+    "replicaStatuses": {"type": "object", "additionalProperties": closed({
+        "active": COUNT, "succeeded": COUNT, "failed": COUNT, "labelSelector": {"type": "object"},
+        "selector": TEXT})},
+    "startTime": TIME, "completionTime": TIME, "lastReconcileTime": TIME}, ("conditions", "replicaStatuses")))
+# jobset.x-k8s.io/v1alpha2 JobSetStatus and ReplicatedJobStatus (jobset_types.go).
+JOBSET = custom_resource("jobset.x-k8s.io/v1alpha2", "JobSet", closed({
+    "conditions": {"type": "array", "items": {"$ref": META + "Condition"}},
+    "restarts": COUNT, "restartsCountTowardsMax": COUNT, "terminalState": {"enum": ["Completed", "Failed"]},
+    "replicatedJobsStatus": {"type": "array", "items": closed({
+        "name": TEXT, "ready": COUNT, "succeeded": COUNT, "failed": COUNT, "active": COUNT, "suspended": COUNT,
+        "jobRestarts": {"type": "array", "items": COUNT}, "jobRestartsCountTowardsMax": {"type": "array", "items": COUNT},
+    }, ("name", "ready", "succeeded", "failed", "active", "suspended"))},
+    "previousInPlaceRestartAttempt": COUNT, "currentInPlaceRestartAttempt": COUNT}))
+# scheduling.x-k8s.io/v1alpha1: the emulation writes no PodGroup status (no scheduler-plugins controller).
+PLUGINS_POD_GROUP = custom_resource("scheduling.x-k8s.io/v1alpha1", "PodGroup")
+
+
+def pruned(schema: dict) -> dict:
+    """A structural schema as the API server applies it: fields it does not define are pruned,
+    so a served object never has them."""
+    out = {key: ({name: pruned(value) for name, value in schema[key].items()} if key == "properties"
+                 else pruned(schema[key]) if key == "items" else schema[key]) for key in schema}
+    if "properties" in out and "additionalProperties" not in out \
+            and not out.get("x-kubernetes-preserve-unknown-fields"):
+        out["additionalProperties"] = False
+    return out
+
+
+def gang_schema() -> dict:
+    crd = yaml.safe_load((DEPLOY_BASE / "crd-gangs.yaml").read_text())
+    [version] = [v for v in crd["spec"]["versions"] if v["name"] == names.GANG_VERSION]
+    schema = pruned(version["schema"]["openAPIV3Schema"])
+    schema["properties"]["metadata"] = OBJECT_META
+    return schema
+
+
+def validator(schema: dict) -> jsonschema.Draft202012Validator:
+    registry = Resource.from_contents(DEFINITIONS) @ Registry()
+    return jsonschema.Draft202012Validator(schema, registry=registry, format_checker=FORMATS)
+
+
+CUSTOM_SCHEMAS = {"pytorchjobs": PYTORCHJOB, "jobsets": JOBSET, "podgroups": PLUGINS_POD_GROUP}
+
+# --- the cluster, run and read back -----------------------------------------------------------
+
+
+def pod(name: str, *, gates: tuple[str, ...] = (), gpus: int = 1, duration: float | None = None) -> dict:
+    annotations = {DURATION_ANNOTATION: f"{duration:g}"} if duration else {}
+    spec = {"containers": [{"name": "main", "image": "busybox:1.36",
+                            "resources": {"limits": {"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": str(gpus)}}}]}
+    if gates:
+        spec["schedulingGates"] = [{"name": gate} for gate in gates]
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "annotations": annotations}, "spec": spec}
+
+
+def declared_elsewhere(manifest: dict) -> dict:
+    """Pods `gx` take their size from a Gang, pods `pg` from a scheduler-plugins PodGroup."""
+    group = (manifest["metadata"].get("labels") or {}).get(names.GROUP_LABEL)
+    if group not in ("gx", "pg"):
+        return manifest
+    manifest = copy.deepcopy(manifest)
+    del manifest["metadata"]["annotations"][names.MIN_COUNT_ANNOTATION]
+    if group == "pg":
+        manifest["metadata"]["labels"] = {names.PLUGINS_POD_GROUP_LABEL: "pg"}
+    return manifest
+
+
+def run_workloads(api: APIServer, clock: VirtualClock) -> None:
+    api.create("namespaces", {"metadata": {"name": ENFORCED, "labels": {names.ENFORCE_LABEL: names.ENFORCE_VALUE}}})
+    for namespace in (PLAIN, names.DEFAULT_NAMESPACE):
+        api.create("namespaces", {"metadata": {"name": namespace}})
+    api.create("gangs", {"apiVersion": "gangkeeper.io/v1alpha1", "kind": "Gang", "metadata": {"name": "gx"},
+                         "spec": {"minCount": 2}}, namespace=ENFORCED)
+    api.create("podgroups", {"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
+                             "metadata": {"name": "pg"}, "spec": {"minMember": 2}}, namespace=ENFORCED)
+    api.create("podgroups.scheduling.k8s.io", {
+        "apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup", "metadata": {"name": "npg"},
+        "spec": {"schedulingPolicy": {"gang": {"minCount": 2}}}}, namespace=PLAIN)
+    spec = load(WORKLOADS)
+    cluster = emulated_cluster(api, clock, spec={"nodes": spec["nodes"], "workloads": []},
+                               extra=[GangkeeperController(api, clock=clock.now)])
+    start = clock.now()
+    for submission in submissions(spec):
+        api.create(submission.resource, declared_elsewhere(submission.manifest), namespace=ENFORCED)
+    for manifest in (pod("server"), pod("leaving"), pod("parked", gates=("example.com/hold",)),
+                     pod("held", gates=("example.com/hold",), duration=30),
+                     pod("too-big", gates=("example.com/hold",), gpus=64)):
+        api.create("pods", manifest, namespace=PLAIN)
+    cluster.run_until(start + 10)
+    for name in ("held", "too-big"):  # a stand-in for whoever owns the gate
+        api.patch("pods", name, [{"op": "remove", "path": "/spec/schedulingGates"}], namespace=PLAIN,
+                  patch_type="application/json-patch+json")
+    cluster.run_until(start + 600)
+    api.delete("pods", "leaving", namespace=PLAIN)  # graceful: still there, being deleted
+    cluster.close()
+
+
+def list_path(api: APIServer, resource: str) -> str:
+    kind = api.kind(resource)
+    return f"/apis/{kind.group}/{kind.version}/{kind.plural}" if kind.group else f"/api/{kind.version}/{kind.plural}"
+
+
+@pytest.fixture(scope="module")
+def served() -> dict[str, str]:
+    """The list of every kind the emulated API serves, as JSON text read over HTTP, by resource name."""
+    clock = VirtualClock()
+    api = APIServer(clock=clock.now, native_pod_groups=True, webhook_services={WEBHOOK_SERVICE: WebhookInProcess()})
+    install_webhook_configurations(api)
+    run_workloads(api, clock)
+    with RunningServer(api, tokens={TOKEN: ADMIN}) as server:
+        configuration = kubernetes.client.Configuration()
+        configuration.host, configuration.api_key = server.url, {"authorization": f"Bearer {TOKEN}"}
+        elector = LeaderElector(Kube(kubernetes.client.ApiClient(configuration)), names.DEFAULT_NAMESPACE,
+                                "gangkeeper-controller", "gangkeeper-controller-0_test")
+        elector.step()  # creates the Lease
+        elector.step()  # renews it
+        lists = {}
+        for resource in (api.resource_name(kind) for kind in api.kinds.kinds if kind.plural != "bindings"):
+            request = urllib.request.Request(server.url + list_path(api, resource),
+                                             headers={"Authorization": f"Bearer {TOKEN}"})
+            with urllib.request.urlopen(request, timeout=10) as answer:
+                lists[resource] = answer.read().decode()
+    return lists
+
+
+def items(served: dict[str, str], resource: str) -> list[dict]:
+    """The objects of a list, each with the list's apiVersion and its kind."""
+    listed = json.loads(served[resource])
+    kind = listed["kind"].removesuffix("List")
+    return [{"apiVersion": listed["apiVersion"], "kind": kind, **item} for item in listed["items"]]
+
+
+def pods(served: dict[str, str], namespace: str) -> dict[str, dict]:
+    return {p["metadata"]["name"]: p for p in items(served, "pods") if p["metadata"]["namespace"] == namespace}
+
+
+def condition(obj: dict, kind: str) -> dict:
+    return next(c for c in obj["status"]["conditions"] if c["type"] == kind)
+
+
+# --- the run ----------------------------------------------------------------------------------
+
+def test_every_kind_served_is_read_back_after_its_workloads_ran_to_completion(served):
+    assert set(served) == set(TYPED_LISTS) | set(CUSTOM)
+    assert all(items(served, resource) for resource in served), "every kind has objects to check"
+    enforced = pods(served, ENFORCED)
+    assert len(enforced) == 12 and {p["status"]["phase"] for p in enforced.values()} == {"Succeeded"}
+    assert all(condition(job, "Succeeded")["status"] == "True" for job in items(served, "pytorchjobs"))
+    assert all(job["status"]["terminalState"] == "Completed" for job in items(served, "jobsets"))
+    assert all(condition(job, "Complete")["status"] == "True" for job in items(served, "jobs"))
+    assert {g["metadata"]["name"] for g in items(served, "gangs")} >= {"gx", "pg", "plain"}
+    assert all(g["status"]["phase"] == "Succeeded" for g in items(served, "gangs"))
+    assert {e["involvedObject"]["kind"] for e in items(served, "events")} >= {"Pod", "Gang"}
+    phases = {name: (p["status"]["phase"], bool(p["metadata"].get("deletionTimestamp")))
+              for name, p in pods(served, PLAIN).items()}
+    assert phases == {"server": ("Running", False), "leaving": ("Running", True), "parked": ("Pending", False),
+                      "held": ("Succeeded", False), "too-big": ("Pending", False)}
+    [lease] = items(served, "leases")
+    assert lease["spec"]["holderIdentity"] == "gangkeeper-controller-0_test"
+
+
+# --- built-in kinds: the official client's typed models and the API's schema --------------------
+
+@pytest.mark.parametrize("resource", sorted(TYPED_LISTS))
+def test_built_in_kinds_deserialize_into_the_official_clients_typed_models(served, resource):
+    listed = kubernetes.client.ApiClient().deserialize(served[resource], TYPED_LISTS[resource], "application/json")
+    assert [item.metadata.name for item in listed.items] == [o["metadata"]["name"] for o in items(served, resource)]
+
+
+@pytest.mark.parametrize("resource", sorted(TYPED_LISTS))
+def test_built_in_kinds_are_valid_by_the_api_schema(served, resource):
+    for obj in items(served, resource):
+        assert kubernetes_validate.validate(obj, KUBERNETES, strict=True) == KUBERNETES, obj["metadata"]["name"]
+
+
+# --- custom resources ------------------------------------------------------------------------
+
+def test_gangs_are_valid_by_their_crd_schema(served):
+    gangs = validator(gang_schema())
+    for gang in items(served, "gangs"):
+        gangs.validate(gang)
+
+
+@pytest.mark.parametrize("resource", sorted(CUSTOM_SCHEMAS))
+def test_other_custom_resources_have_valid_metadata_and_the_status_their_operators_write(served, resource):
+    schema = validator(CUSTOM_SCHEMAS[resource])
+    for obj in items(served, resource):
+        schema.validate(obj)
+
+
+def test_the_checks_refuse_what_the_real_api_would_not_serve(served):
+    """The checks can fail: a container status without imageID, a field the API does not know, a
+    timestamp that is not one, a PyTorchJob replica count that is not a number."""
+    running = copy.deepcopy(pods(served, PLAIN)["server"])
+    del running["status"]["containerStatuses"][0]["imageID"]
+    with pytest.raises(pydantic.ValidationError, match="imageID"):
+        kubernetes.client.ApiClient().deserialize(json.dumps(running), "V1Pod", "application/json")
+    with pytest.raises(kubernetes_validate.ValidationError, match="imageID"):
+        kubernetes_validate.validate(running, KUBERNETES, strict=True)
+    gang = copy.deepcopy(items(served, "gangs")[0])
+    gang["status"]["conditions"][0]["lastTransitionTime"] = "yesterday"
+    with pytest.raises(jsonschema.ValidationError, match="date-time"):
+        validator(gang_schema()).validate(gang)
+    gang = dict(copy.deepcopy(items(served, "gangs")[0]), extra={})
+    with pytest.raises(jsonschema.ValidationError, match="extra"):
+        validator(gang_schema()).validate(gang)
+    job = copy.deepcopy(items(served, "pytorchjobs")[0])
+    job["status"]["replicaStatuses"]["Master"]["succeeded"] = "1"
+    with pytest.raises(jsonschema.ValidationError):
+        validator(PYTORCHJOB).validate(job)
+    job = copy.deepcopy(items(served, "pytorchjobs")[0])
+    job["metadata"]["uid"] = 7
+    with pytest.raises(jsonschema.ValidationError):
+        validator(PYTORCHJOB).validate(job)
+
+
+# --- what the real server and kubelet always write --------------------------------------------
+
+def test_started_pods_have_the_status_the_real_kubelet_writes(served):
+    started = [p for namespace in (ENFORCED, PLAIN) for p in pods(served, namespace).values()
+               if p["status"]["phase"] in ("Running", "Succeeded")]
+    assert len(started) == 15
+    for p in started:
+        status = p["status"]
+        assert status["hostIPs"] == [{"ip": status["hostIP"]}] and status["podIPs"] == [{"ip": status["podIP"]}]
+        assert ipaddress.ip_address(status["hostIP"]).is_private and ipaddress.ip_address(status["podIP"]).is_private
+        assert status["qosClass"] and status["startTime"]
+        scheduled = condition(p, "PodScheduled")
+        assert scheduled["status"] == "True" and scheduled["lastTransitionTime"] < status["startTime"], \
+            "the kubelet keeps the scheduler's transition time"
+        for container in status["containerStatuses"]:
+            assert set(container) == CONTAINER_STATUS_FIELDS
+            repository = container["image"].rsplit(":", 1)[0]
+            assert re.fullmatch(r"[a-z0-9.-]+\.[a-z]+/[a-z0-9./-]+:[\w.-]+", container["image"])
+            assert re.fullmatch(re.escape(repository) + r"@sha256:[0-9a-f]{64}", container["imageID"])
+            assert re.fullmatch(r"containerd://[0-9a-f]{64}", container["containerID"])
+            assert container["lastState"] == {} and container["restartCount"] == 0
+            running = status["phase"] == "Running"
+            assert container["ready"] is container["started"] is running
+            assert set(container["state"]) == {"running" if running else "terminated"}
+            if not running:
+                assert container["state"]["terminated"]["containerID"] == container["containerID"]
+    assert len({p["status"]["podIP"] for p in started}) == len(started), "every pod has its own IP"
+    hosts = {p["spec"]["nodeName"]: p["status"]["hostIP"] for p in started}
+    assert all(hosts[p["spec"]["nodeName"]] == p["status"]["hostIP"] for p in started)
+    assert len(set(hosts.values())) == len(hosts), "every node has its own IP"
+
+
+def test_finished_pods_keep_their_addresses_and_their_conditions_turn_as_the_kubelets_do(served):
+    held = pods(served, PLAIN)["held"]
+    assert held["status"]["podIP"] and held["status"]["hostIP"]
+    conditions = {c["type"]: c for c in held["status"]["conditions"]}
+    assert {kind: (c["status"], c.get("reason")) for kind, c in conditions.items()} == {
+        "PodReadyToStartContainers": ("False", None), "Initialized": ("True", None),
+        "Ready": ("False", "PodCompleted"), "ContainersReady": ("False", "PodCompleted"),
+        "PodScheduled": ("True", None)}
+    finished = held["status"]["containerStatuses"][0]["state"]["terminated"]["finishedAt"]
+    assert conditions["Initialized"]["lastTransitionTime"] == held["status"]["startTime"] < finished
+    assert conditions["Ready"]["lastTransitionTime"] == finished
+
+
+def test_an_unschedulable_pod_keeps_the_transition_time_of_its_gated_condition(served):
+    too_big = pods(served, PLAIN)["too-big"]
+    scheduled = condition(too_big, "PodScheduled")
+    assert (scheduled["status"], scheduled["reason"]) == ("False", "Unschedulable")
+    assert scheduled["lastTransitionTime"] == too_big["metadata"]["creationTimestamp"]
+    assert (condition(pods(served, PLAIN)["parked"], "PodScheduled")["reason"]) == "SchedulingGated"
+
+
+def test_events_carry_the_fields_core_v1_always_serializes(served):
+    for event in items(served, "events"):
+        assert (event["eventTime"], event["reportingComponent"], event["reportingInstance"]) == (None, "", "")
+        assert event["source"] == {"component": "gangkeeper-controller"}
+        assert event["firstTimestamp"] and event["lastTimestamp"]
+
+
+def test_only_the_kinds_whose_strategy_sets_a_generation_have_one(served):
+    for resource in served:
+        numbered = [obj["metadata"].get("generation", 0) >= 1 for obj in items(served, resource)]
+        assert not any(numbered) if resource in WITHOUT_GENERATION else all(numbered), resource
+
+
+@pytest.mark.parametrize(("image", "reported", "repository"), [
+    ("busybox", "docker.io/library/busybox:latest", "docker.io/library/busybox"),
+    ("busybox:1.36", "docker.io/library/busybox:1.36", "docker.io/library/busybox"),
+    ("team/app:v2", "docker.io/team/app:v2", "docker.io/team/app"),
+    ("registry.example/train:latest", "registry.example/train:latest", "registry.example/train"),
+    ("localhost:5000/app", "localhost:5000/app:latest", "localhost:5000/app"),
+])
+def test_image_references_are_qualified_as_containerd_reports_them(image, reported, repository):
+    name, image_id = image_status(image)
+    assert name == reported
+    assert re.fullmatch(re.escape(repository) + r"@sha256:[0-9a-f]{64}", image_id)
+    assert image_status(image) == (name, image_id), "the same image has the same ID"
+
+
+def test_an_image_named_by_digest_keeps_its_digest():
+    digest = "sha256:" + "a" * 64
+    assert image_status(f"busybox@{digest}") == (f"docker.io/library/busybox@{digest}",
+                                                f"docker.io/library/busybox@{digest}")
