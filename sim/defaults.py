@@ -22,6 +22,7 @@ _GATED = {"type": "PodScheduled", "status": "False", "lastProbeTime": None, "rea
           "message": "Scheduling is blocked due to non-empty scheduling gates"}
 _SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # the real server's: no vowels, no look-alikes
 # Kinds whose registry strategy sets no metadata.generation; every other kind served starts at 1.
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 _NO_GENERATION = ("namespaces", "nodes", "events", "leases")
 
 
@@ -42,6 +43,10 @@ def apply_defaults(resource: str, obj: dict, creating: bool) -> None:
             _admit_pod_spec(obj["spec"])
     elif resource == "namespaces":
         obj.setdefault("spec", {}).setdefault("finalizers", ["kubernetes"])
+        # Set on every write, as the namespace strategy does since 1.21: webhook configurations
+        # select namespaces by it (deploy/ excludes kube-system and gangkeeper's own this way).
+        metadata = obj.setdefault("metadata", {})
+        metadata.setdefault("labels", {})[NAMESPACE_NAME_LABEL] = metadata.get("name", "")
     elif resource == "jobs":
         _default_job_spec(obj.setdefault("spec", {}))
     elif resource == "events":

@@ -189,3 +189,17 @@ def test_a_kept_alive_connection_the_webhook_closed_is_replaced(setup):
     api.create("pods", pod("p-1"), namespace="ml-training")
     assert [r["review"]["request"]["name"] for r in webhook.received][-2:] == ["p-1", "p-1"]
     assert webhook.connections == 2
+
+
+def test_every_namespace_is_labelled_with_its_name_for_namespace_selectors(setup):
+    api, webhook = setup
+    relabelled = api.patch("namespaces", "kube-system", {"metadata": {"labels": {
+        "gangkeeper.io/enforce": "true", "kubernetes.io/metadata.name": None}}})
+    assert relabelled["metadata"]["labels"]["kubernetes.io/metadata.name"] == "kube-system"
+    excluding = api.get("mutatingwebhookconfigurations", "gangkeeper-mutate")
+    excluding["webhooks"][0]["namespaceSelector"]["matchExpressions"] = [
+        {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["kube-system"]}]
+    api.update("mutatingwebhookconfigurations", excluding)
+    created = api.create("pods", pod("p"), namespace="kube-system")
+    assert "schedulingGates" not in created["spec"]
+    assert [received["path"] for received in webhook.received] == ["/validate?timeout=5s"]
