@@ -2,9 +2,13 @@
 
 The webhook labels every member with `gangkeeper.io/group` and says how it found the group
 (`gangkeeper.io/group-source`); the size is resolved here, from the owner objects the pod
-alone cannot see (DESIGN.md, "Group identity"). Two exceptions to keying by the label:
-  - a JobSet started `InOrder` is one group per replicated job: a JobSet-wide gang would
-    deadlock, since later jobs start only when earlier ones are ready;
+alone cannot see (docs/design.md, "Group identity"). What each workload kind declares, and which of
+its objects declares it, is the kind's integration (gangkeeper.integrations), found by the
+source; only the Gang and lone pods are handled here by name. Two exceptions to keying by the
+label:
+  - an object that starts the parts of its group in order (a JobSet started `InOrder`) makes
+    one group per part: a JobSet-wide gang would deadlock, since later jobs start only when
+    earlier ones are ready;
   - a lone accelerator pod is a group of one, keyed by the pod, never merged with another.
 
 Every declaration found (pod annotations, the Gang, the owner) must agree; when they don't, or
@@ -24,24 +28,19 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from gangkeeper import names
+from gangkeeper import integrations, names
 from gangkeeper.controller.model import Group, GroupKey, Member, group_of, member_from_api
+from gangkeeper.integrations import gang, job, jobset, native_pod_group, pytorchjob
+from gangkeeper.integrations.kind import Integration, ObjectRef
 
-PODGROUPS_NATIVE = "podgroups.scheduling.k8s.io"
-PODGROUPS_PLUGINS = "podgroups.scheduling.x-k8s.io"
-PODGROUPS_VOLCANO = "podgroups.scheduling.volcano.sh"
-PYTORCHJOBS = "pytorchjobs.kubeflow.org"
-JOBSETS = "jobsets.jobset.x-k8s.io"
-JOBS = "jobs.batch"
-GANGS = f"{names.GANG_PLURAL}.{names.GANG_GROUP}"
+# Cache keys name a workload's resource as `Resource.name` does (`gangs.gangkeeper.io`).
+GANGS = gang.RESOURCE.name
+# Named for the tests that build workloads of one kind.
+PYTORCHJOBS, JOBSETS, JOBS, PODGROUPS_NATIVE = (
+    pytorchjob.RESOURCE.name, jobset.RESOURCE.name, job.RESOURCE.name, native_pod_group.RESOURCE.name)
 
-# How a PodGroup-declared group finds its PodGroup: resource, and the pod label naming it (None: the group label).
-_POD_GROUPS = {names.SOURCE_NATIVE_POD_GROUP: (PODGROUPS_NATIVE, names.NATIVE_POD_GROUP_LABEL),
-               names.SOURCE_PLUGINS_POD_GROUP: (PODGROUPS_PLUGINS, names.PLUGINS_POD_GROUP_LABEL),
-               names.SOURCE_VOLCANO_POD_GROUP: (PODGROUPS_VOLCANO, None)}
-# The labels a member carries that lead to its owner; everything else is dropped from the cache.
-_KEPT_LABELS = (names.JOBSET_NAME_LABEL, names.JOBSET_UID_LABEL, names.JOBSET_REPLICATED_JOB_LABEL,
-                names.NATIVE_POD_GROUP_LABEL, names.PLUGINS_POD_GROUP_LABEL)
+# The labels a member carries that lead to the object declaring its size; the rest is dropped from the cache.
+_KEPT_LABELS = tuple(dict.fromkeys(label for integration in integrations.ALL for label in integration.kept_labels))
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,58 +139,11 @@ def pod_facts(pod: Mapping) -> PodFacts | None:
 
 
 def workload_from_api(resource: str, obj: Mapping) -> Workload:
-    """The sizes an owner object declares, read the way its own controller reads its spec."""
+    """What an object declares, read the way its own controller reads its spec (its kind's integration)."""
     metadata = obj.get("metadata") or {}
-    spec = obj.get("spec") or {}
-    base = dict(resource=resource, namespace=sys.intern(metadata.get("namespace", "")), name=metadata.get("name", ""),
-                uid=metadata.get("uid", ""), api_version=obj.get("apiVersion", ""), kind=obj.get("kind", ""))
-    if resource == PYTORCHJOBS:
-        return Workload(**base, sizes={"": pytorchjob_min_count(spec)})
-    if resource == JOBSETS:
-        sizes, in_order = jobset_sizes(spec)
-        return Workload(**base, sizes=sizes, in_order=in_order)
-    if resource == JOBS:
-        return Workload(**base, sizes={"": job_size(spec)})
-    if resource == GANGS:
-        timeout = spec.get("scheduleTimeoutSeconds")
-        labels = metadata.get("labels") or {}
-        return Workload(**base, sizes={"": int(spec.get("minCount") or 0)},
-                        group_name=spec.get("groupName") or base["name"],
-                        schedule_timeout=float(timeout) if timeout is not None else None,
-                        status=obj.get("status") or {},
-                        disposable=labels.get(names.MANAGED_BY_LABEL) == names.MANAGED_BY_VALUE
-                        and not metadata.get("ownerReferences"))
-    if resource == PODGROUPS_NATIVE:
-        gang = (spec.get("schedulingPolicy") or {}).get("gang") or {}
-        return Workload(**base, sizes={"": int(gang.get("minCount") or 0)})
-    return Workload(**base, sizes={"": int(spec.get("minMember") or 0)})
-
-
-def pytorchjob_min_count(spec: Mapping) -> int:
-    """Σ replicas, unless the job says fewer suffice (gang minAvailable, or elastic minReplicas)."""
-    run_policy = spec.get("runPolicy") or {}
-    declared = ((run_policy.get("schedulingPolicy") or {}).get("minAvailable")
-                or (spec.get("elasticPolicy") or {}).get("minReplicas"))
-    if declared:
-        return int(declared)
-    return sum(int(replica.get("replicas", 1)) for replica in (spec.get("pytorchReplicaSpecs") or {}).values())
-
-
-def jobset_sizes(spec: Mapping) -> tuple[dict[str, int], bool]:
-    """Pods per replicated job (replicas × pods per Job) and whether they start in order."""
-    sizes = {}
-    for replicated in spec.get("replicatedJobs") or ():
-        job_spec = (replicated.get("template") or {}).get("spec") or {}
-        sizes[replicated.get("name", "")] = int(replicated.get("replicas", 1)) * job_size(job_spec)
-    in_order = (spec.get("startupPolicy") or {}).get("startupPolicyOrder") == "InOrder"
-    return (sizes if in_order else {"": sum(sizes.values())}), in_order
-
-
-def job_size(spec: Mapping) -> int:
-    """Pods a Job runs at once: min(parallelism, completions); unset completions run `parallelism`."""
-    parallelism = int(spec.get("parallelism", 1))
-    completions = spec.get("completions")
-    return parallelism if completions is None else min(parallelism, int(completions))
+    return Workload(resource=resource, namespace=sys.intern(metadata.get("namespace", "")),
+                    name=metadata.get("name", ""), uid=metadata.get("uid", ""), api_version=obj.get("apiVersion", ""),
+                    kind=obj.get("kind", ""), **integrations.BY_RESOURCE[resource].declaration(obj))
 
 
 def _controller_owner(metadata: Mapping) -> Owner | None:
@@ -305,8 +257,9 @@ def build_groups(pods: Iterable[PodFacts], workloads: WorkloadIndex, first_seen:
     return views
 
 
-# Sources the webhook derives from a controlling owner: only the owner's pods carry them.
-_OWNED_SOURCES = frozenset({names.SOURCE_PYTORCHJOB, names.SOURCE_JOBSET, names.SOURCE_JOB})
+# Sources the webhook derives from an owner: only the owner's pods carry them.
+_OWNED_SOURCES = frozenset(source for integration in integrations.ALL if integration.owns_pods
+                           for source in integration.sources)
 
 
 def _split_impostors(pods: list[PodFacts]) -> tuple[list[PodFacts], list[PodFacts]]:
@@ -344,16 +297,12 @@ def dependencies(facts: PodFacts) -> tuple[WorkloadKey, ...]:
     Gangs are looked up by the group they declare, so a Gang dependency is written
     (GANGS, namespace, group) whatever the Gang's own name; every group may have one.
     """
-    namespace, source, label = facts.member.namespace, facts.source, facts.group or ""
-    keys = [(GANGS, namespace, label)]
-    owner_resource = {names.SOURCE_PYTORCHJOB: PYTORCHJOBS, names.SOURCE_JOB: JOBS}.get(source)
-    if owner_resource and facts.owner is not None:
-        keys.append((owner_resource, namespace, facts.owner.name))
-    elif source == names.SOURCE_JOBSET:
-        keys.append((JOBSETS, namespace, facts.labels.get(names.JOBSET_NAME_LABEL, "")))
-    elif source in _POD_GROUPS:
-        resource, name_label = _POD_GROUPS[source]
-        keys.append((resource, namespace, facts.labels.get(name_label, label) if name_label else label))
+    namespace = facts.member.namespace
+    keys = [(GANGS, namespace, facts.group or "")]
+    integration = integrations.BY_SOURCE.get(facts.source)
+    declaring = _declaring_ref(facts, integration)
+    if declaring is not None:
+        keys.append((integration.resource.name, namespace, declaring[0]))
     return tuple(keys)
 
 
@@ -379,10 +328,11 @@ def group_key(facts: PodFacts, workloads: WorkloadIndex) -> GroupKey:
     namespace = facts.member.namespace
     if facts.source == names.SOURCE_ACCELERATOR_POD:
         return namespace, f"{facts.group}/pod/{facts.member.name}"
-    if facts.source == names.SOURCE_JOBSET:
-        jobset = _jobset(facts, workloads)
-        if jobset is not None and jobset.in_order:
-            return namespace, f"{facts.group}/{facts.labels.get(names.JOBSET_REPLICATED_JOB_LABEL, '')}"
+    integration = integrations.BY_SOURCE.get(facts.source)
+    if integration is not None and integration.part_label is not None:
+        declaring = _declaring(facts, integration, workloads)
+        if declaring is not None and declaring.in_order:
+            return namespace, f"{facts.group}/{facts.labels.get(integration.part_label, '')}"
     return namespace, facts.group or ""
 
 
@@ -414,42 +364,48 @@ def _declarations(key: GroupKey, pods: tuple[PodFacts, ...],
     if source == names.SOURCE_ACCELERATOR_POD:
         member = pods[0].member
         return [("a lone accelerator pod", 1)], Owner("v1", "Pod", member.name, member.uid), None
-    owner_resource = {names.SOURCE_PYTORCHJOB: PYTORCHJOBS, names.SOURCE_JOB: JOBS}.get(source)
-    if owner_resource:
-        workload = _owned_by(pods[0], owner_resource, workloads)
-        if workload is None:
-            return found, None, f"owner {pods[0].owner.kind if pods[0].owner else source} not in the cache (yet)"
-        return found + [(f"{workload.kind} {workload.name}", workload.sizes[""])], workload.owner, None
-    if source == names.SOURCE_JOBSET:
-        jobset = _jobset(pods[0], workloads)
-        if jobset is None:
-            return found, None, f"JobSet {pods[0].labels.get(names.JOBSET_NAME_LABEL)} not in the cache (yet)"
-        part = key[1][len(label) + 1:] if jobset.in_order else ""
-        return found + [(f"JobSet {jobset.name} {part}".strip(), jobset.sizes.get(part, 0))], jobset.owner, None
-    pod_group = _POD_GROUPS.get(source)
-    if pod_group:
-        name = pods[0].labels.get(pod_group[1], label) if pod_group[1] else label
-        workload = workloads.get((pod_group[0], namespace, name))
-        if workload is not None:
-            found.append((f"PodGroup {name}", workload.sizes[""]))
+    integration = integrations.BY_SOURCE.get(source)
+    if integration is not None and integration.owns_pods:
+        return _owner_declaration(key, pods[0], integration, workloads, found)
+    declaring = _declaring(pods[0], integration, workloads)
+    if declaring is not None:
+        found.append((f"{integration.resource.kind} {declaring.name}", declaring.sizes[""]))
     gang = gang_for(namespace, label, workloads)
     if gang is not None:
         found.append((f"Gang {gang.name}", gang.sizes[""]))
     return found, None, None
 
 
-def _owned_by(facts: PodFacts, resource: str, workloads: WorkloadIndex) -> Workload | None:
-    owner = facts.owner
+def _owner_declaration(key: GroupKey, facts: PodFacts, integration: Integration, workloads: Workloads,
+                       found: list[tuple[str, int]]) -> tuple[list[tuple[str, int]], Owner | None, str | None]:
+    """The owner's size (of the group's part, when it starts its parts in order) after `found`.
+
+    Only the owner declares the size of its group: a Gang naming the group is not asked."""
+    owner = _declaring(facts, integration, workloads)
     if owner is None:
+        declaring = _declaring_ref(facts, integration)
+        what = f"{integration.resource.kind} {declaring[0]}" if declaring else f"owner {facts.source}"
+        return found, None, f"{what} not in the cache (yet)"
+    part = key[1][len(facts.group or "") + 1:] if owner.in_order else ""
+    who = f"{integration.resource.kind} {owner.name} {part}".strip()
+    return found + [(who, owner.sizes.get(part, 0))], owner.owner, None
+
+
+def _declaring_ref(facts: PodFacts, integration: Integration | None) -> ObjectRef | None:
+    """(name, uid) of the object that declares the size of the member's group, by its kind."""
+    if integration is None or integration.declarer is None:
         return None
-    workload = workloads.get((resource, facts.member.namespace, owner.name))
-    return workload if workload is not None and workload.uid == owner.uid else None
+    owner = (facts.owner.name, facts.owner.uid) if facts.owner is not None else None
+    return integration.declarer(facts.group or "", facts.labels, owner)
 
 
-def _jobset(facts: PodFacts, workloads: WorkloadIndex) -> Workload | None:
-    name = facts.labels.get(names.JOBSET_NAME_LABEL, "")
-    workload = workloads.get((JOBSETS, facts.member.namespace, name))
-    if workload is None or workload.uid != facts.labels.get(names.JOBSET_UID_LABEL):
+def _declaring(facts: PodFacts, integration: Integration | None, workloads: WorkloadIndex) -> Workload | None:
+    """The cached object declaring the member's group size; an owner only when its UID is the one the member names."""
+    declaring = _declaring_ref(facts, integration)
+    if declaring is None:
+        return None
+    workload = workloads.get((integration.resource.name, facts.member.namespace, declaring[0]))
+    if workload is None or (integration.owns_pods and workload.uid != declaring[1]):
         return None
     return workload
 

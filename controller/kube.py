@@ -27,7 +27,9 @@ import urllib3
 from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 
-from gangkeeper import names
+from gangkeeper import integrations
+from gangkeeper.integrations import gang, pytorchjob
+from gangkeeper.integrations.kind import Resource
 
 log = logging.getLogger("gangkeeper.controller.kube")
 
@@ -38,46 +40,19 @@ PATCH_TYPES = (JSON_PATCH, MERGE_PATCH, STRATEGIC_MERGE_PATCH)
 
 
 # --- resources ------------------------------------------------------------------------------
+# `Resource` is the integrations' (gangkeeper.integrations.kind): each workload kind defines its
+# own resource once, and the controller lists, watches and writes exactly that object.
 
-@dataclass(frozen=True)
-class Resource:
-    """Where a kind lives in the API: `/api/v1/...` for the core group, `/apis/GROUP/VERSION/...` otherwise."""
+PODS = Resource("", "v1", "pods", "Pod")
+NODES = Resource("", "v1", "nodes", "Node", namespaced=False)
+NAMESPACES = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
+EVENTS = Resource("", "v1", "events", "Event")
+LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease")
+# Named for the code that uses these kinds by name: the Executor writes Gangs, tests watch PyTorchJobs.
+GANGS = gang.RESOURCE
+PYTORCHJOBS = pytorchjob.RESOURCE
 
-    group: str
-    version: str
-    plural: str
-    namespaced: bool = True
-
-    @property
-    def name(self) -> str:
-        """`pods`, `podgroups.scheduling.x-k8s.io`: unambiguous, as kubectl spells it."""
-        return f"{self.plural}.{self.group}" if self.group else self.plural
-
-    def path(self, namespace: str | None = None, name: str = "", subresource: str = "") -> str:
-        base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
-        parts = [base]
-        if self.namespaced and namespace:
-            parts += ["namespaces", namespace]
-        parts.append(self.plural)
-        parts += [part for part in (name, subresource) if part]
-        return "/".join(parts)
-
-
-PODS = Resource("", "v1", "pods")
-NODES = Resource("", "v1", "nodes", namespaced=False)
-NAMESPACES = Resource("", "v1", "namespaces", namespaced=False)
-EVENTS = Resource("", "v1", "events")
-LEASES = Resource("coordination.k8s.io", "v1", "leases")
-JOBS = Resource("batch", "v1", "jobs")
-GANGS = Resource(names.GANG_GROUP, names.GANG_VERSION, names.GANG_PLURAL)
-PYTORCHJOBS = Resource(*names.PYTORCHJOB_API)
-JOBSETS = Resource(*names.JOBSET_API)
-NATIVE_POD_GROUPS = Resource(*names.NATIVE_POD_GROUP_API)
-PLUGINS_POD_GROUPS = Resource(*names.PLUGINS_POD_GROUP_API)
-VOLCANO_POD_GROUPS = Resource(*names.VOLCANO_POD_GROUP_API)
-
-RESOURCES = {r.name: r for r in (PODS, NODES, NAMESPACES, EVENTS, LEASES, JOBS, GANGS, PYTORCHJOBS, JOBSETS,
-                                 NATIVE_POD_GROUPS, PLUGINS_POD_GROUPS, VOLCANO_POD_GROUPS)}
+RESOURCES = {r.name: r for r in (PODS, NODES, NAMESPACES, EVENTS, LEASES, *integrations.RESOURCES)}
 
 
 # --- errors ---------------------------------------------------------------------------------

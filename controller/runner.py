@@ -30,6 +30,7 @@ from collections import deque
 from collections.abc import Callable
 from functools import partial
 
+from gangkeeper import integrations
 from gangkeeper.audit import AuditLog
 from gangkeeper.controller import kube as api
 from gangkeeper.controller.actions import Executor
@@ -42,8 +43,8 @@ from gangkeeper.controller.reconciler import Memory, Outcome, Settings, reconcil
 
 log = logging.getLogger("gangkeeper.controller")
 
-WORKLOADS = (api.GANGS, api.PYTORCHJOBS, api.JOBSETS, api.JOBS, api.NATIVE_POD_GROUPS, api.PLUGINS_POD_GROUPS,
-             api.VOLCANO_POD_GROUPS)
+# One informer per workload kind that has an object to watch (gangkeeper.integrations).
+WORKLOADS = integrations.RESOURCES
 
 
 class Controller:

@@ -59,10 +59,14 @@ SOURCE_ACCELERATOR_POD = "accelerator-pod"
 # Label the 1.37 guides put on members of a native gang (we only read it).
 NATIVE_POD_GROUP_LABEL = "scheduling.k8s.io/pod-group"
 NATIVE_POD_GROUP_API = ("scheduling.k8s.io", "v1beta1", "podgroups")
+# The kind of every PodGroup: the native one, scheduler-plugins' and Volcano's.
+POD_GROUP_KIND = "PodGroup"
 # batch/v1 Job pods: kubernetes/pkg/controller/job (labels set since 1.27 with the prefix).
 JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
 JOB_CONTROLLER_UID_LABEL = "batch.kubernetes.io/controller-uid"
 JOB_COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
+JOB_API = ("batch", "v1", "jobs")
+JOB_KIND = "Job"
 
 # --- scheduler-plugins coscheduling and Volcano --------------------------------------------
 # sigs.k8s.io/scheduler-plugins apis/scheduling/v1alpha1: PodGroupLabel.

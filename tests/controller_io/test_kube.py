@@ -2,11 +2,10 @@ import json
 
 import pytest
 
-from gangkeeper import names
+from gangkeeper import integrations, names
 from gangkeeper.controller.kube import (
     GANGS,
     JSON_PATCH,
-    NATIVE_POD_GROUPS,
     NODES,
     PODS,
     PYTORCHJOBS,
@@ -29,6 +28,7 @@ from gangkeeper.controller.kube import (
     retry_after_seconds,
     split_lines,
 )
+from gangkeeper.integrations import gang, native_pod_group, pytorchjob
 from tests.recorded import API
 
 from .fakeapi import FakeAPI
@@ -145,9 +145,15 @@ def test_paths():
     assert NODES.path("ignored", "n1") == "/api/v1/nodes/n1"
     assert GANGS.path("ml", "g", "status") == "/apis/gangkeeper.io/v1alpha1/namespaces/ml/gangs/g/status"
     assert PYTORCHJOBS.path() == "/apis/kubeflow.org/v1/pytorchjobs"
-    assert (NATIVE_POD_GROUPS.group, NATIVE_POD_GROUPS.version) == names.NATIVE_POD_GROUP_API[:2]
+    native = native_pod_group.RESOURCE
+    assert (native.group, native.version) == names.NATIVE_POD_GROUP_API[:2]
     assert {"pods", "gangs.gangkeeper.io", "podgroups.scheduling.volcano.sh", "leases.coordination.k8s.io"} \
         <= set(RESOURCES)
+
+
+def test_the_workload_resources_are_the_integrations_own():
+    assert all(RESOURCES[resource.name] is resource for resource in integrations.RESOURCES)
+    assert GANGS is gang.RESOURCE and PYTORCHJOBS is pytorchjob.RESOURCE
 
 
 # --- over HTTP with the real client ---------------------------------------------------------

@@ -1,0 +1,31 @@
+"""Every workload kind gangkeeper gangs, one module each, in the order of the webhook's rules
+(docs/design.md, "Group identity": first match wins).
+
+Plain pods come first: the explicit group label is rule 1 and a lone accelerator pod rule 7,
+both asked by gangkeeper.identity around the kinds whose pods carry a mark of their own. A
+Gang's members are labelled explicitly, so the Gang has no rule and comes last. The webhook
+takes the rules from here, the controller the resources it watches and how it sizes groups, and
+tests/integrations holds deploy/'s RBAC to their verbs. README.md, "Adding a workload kind",
+says how to add one.
+"""
+
+from gangkeeper.integrations import (
+    gang,
+    job,
+    jobset,
+    native_pod_group,
+    plain_pods,
+    pytorchjob,
+    scheduler_plugins,
+    volcano,
+)
+
+ALL = (plain_pods.INTEGRATION, native_pod_group.INTEGRATION, scheduler_plugins.INTEGRATION, volcano.INTEGRATION,
+       pytorchjob.INTEGRATION, jobset.INTEGRATION, job.INTEGRATION, gang.INTEGRATION)
+
+# The webhook's rules after the explicit label, in order.
+RULES = tuple(integration.group_of for integration in ALL if integration.group_of is not None)
+# What the controller lists and watches besides pods and nodes.
+RESOURCES = tuple(integration.resource for integration in ALL if integration.resource is not None)
+BY_SOURCE = {source: integration for integration in ALL for source in integration.sources}
+BY_RESOURCE = {integration.resource.name: integration for integration in ALL if integration.resource is not None}

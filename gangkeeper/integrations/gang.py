@@ -1,0 +1,35 @@
+"""Gang, `gangs.gangkeeper.io/v1alpha1`: our own CRD, which declares a group and shows its state.
+
+A user creates a Gang to declare the size (`spec.minCount`) and schedule timeout of a group
+whose members carry the group label; `spec.groupName` names the group and defaults to the
+Gang's name. The controller creates a Gang for every group that has none, writes only its
+status, and deletes the ones it created (labelled managed-by gangkeeper, with no owner) once
+their group is gone. Its members are labelled explicitly, so a Gang has no rule of its own in
+the webhook (they are plain pods' explicit groups), and it has no suspend switch.
+"""
+
+from collections.abc import Mapping
+
+from gangkeeper import names
+from gangkeeper.integrations.kind import Declaration, Integration, Resource
+
+RESOURCE = Resource(names.GANG_GROUP, names.GANG_VERSION, names.GANG_PLURAL, names.GANG_KIND)
+
+
+def declaration(gang: Mapping) -> Declaration:
+    metadata = gang.get("metadata") or {}
+    spec = gang.get("spec") or {}
+    timeout = spec.get("scheduleTimeoutSeconds")
+    labels = metadata.get("labels") or {}
+    return {"sizes": {"": int(spec.get("minCount") or 0)},
+            "group_name": spec.get("groupName") or metadata.get("name", ""),
+            "schedule_timeout": float(timeout) if timeout is not None else None,
+            "status": gang.get("status") or {},
+            "disposable": labels.get(names.MANAGED_BY_LABEL) == names.MANAGED_BY_VALUE
+            and not metadata.get("ownerReferences")}
+
+
+INTEGRATION = Integration(
+    sources=(), resource=RESOURCE, declaration=declaration,
+    verbs=frozenset({"list", "watch", "create", "delete"}), status_verbs=frozenset({"patch"}),
+)

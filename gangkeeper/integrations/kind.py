@@ -1,0 +1,126 @@
+"""The shape of an integration: everything gangkeeper knows about one workload kind, as data.
+
+Three parts of gangkeeper that never import each other read it: the webhook (how a pod of the
+kind is recognised), the controller (which resource it lists and watches, which object declares
+a member's group size and how the size is read off it) and deploy/'s RBAC (the verbs the
+controller needs, held against deploy/ by tests/integrations). One module per kind fills it in,
+so supporting one more kind is one module, not an edit in each of those places.
+"""
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Required, TypedDict
+
+from gangkeeper.integrations.finding import Classification
+
+
+@dataclass(frozen=True)
+class Resource:
+    """Where a kind lives in the API: `/api/v1/...` for the core group, `/apis/GROUP/VERSION/...` otherwise."""
+
+    group: str
+    version: str
+    plural: str
+    kind: str
+    namespaced: bool = True
+
+    @property
+    def name(self) -> str:
+        """`pods`, `podgroups.scheduling.x-k8s.io`: unambiguous, as kubectl spells it."""
+        return f"{self.plural}.{self.group}" if self.group else self.plural
+
+    def path(self, namespace: str | None = None, name: str = "", subresource: str = "") -> str:
+        base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+        parts = [base]
+        if self.namespaced and namespace:
+            parts += ["namespaces", namespace]
+        parts.append(self.plural)
+        parts += [part for part in (name, subresource) if part]
+        return "/".join(parts)
+
+
+class Declaration(TypedDict, total=False):
+    """What the controller reads off an object of the kind: pods per part of its group ('' for
+    the whole), whether the parts start in order, and, for a Gang, the group it declares, its
+    schedule timeout, its status (compared before it is written again) and whether the
+    controller created it for a group without owner (and so deletes it with the group)."""
+
+    sizes: Required[Mapping[str, int]]
+    in_order: bool
+    group_name: str
+    schedule_timeout: float | None
+    status: Mapping
+    disposable: bool
+
+
+# (name, uid) of the object that declares a member's group size; the uid is compared for owners only.
+ObjectRef = tuple[str, str | None]
+# (group label, the member's labels the controller keeps, (name, uid) of its controlling owner or None).
+Declarer = Callable[[str, Mapping[str, str], tuple[str, str] | None], ObjectRef | None]
+
+
+@dataclass(frozen=True)
+class Suspension:
+    """The boolean field at `field` that suspends an owner: while it is true the owner's operator
+    deletes the owner's pods and creates none, so a group can be taken back whole and retried."""
+
+    field: tuple[str, ...]
+
+    def is_suspended(self, obj: Mapping) -> bool:
+        value: object = obj
+        for key in self.field:
+            value = value.get(key) if isinstance(value, Mapping) else None
+        return value is True
+
+    def patch(self, obj: Mapping, suspended: bool) -> dict | None:
+        """The JSON merge patch that sets the switch to `suspended`; None when it already is.
+
+        It carries the resourceVersion `obj` was read at, which the API server takes as a
+        precondition (409 when the object changed since): a decision taken on an old view, say
+        before a user resumed the job, is never written over their change.
+        """
+        if self.is_suspended(obj) == suspended:
+            return None
+        switch: dict = {self.field[-1]: suspended}
+        for key in reversed(self.field[:-1]):
+            switch = {key: switch}
+        resource_version = str((obj.get("metadata") or {}).get("resourceVersion", ""))
+        return {"metadata": {"resourceVersion": resource_version}, **switch}
+
+
+@dataclass(frozen=True)
+class Integration:
+    """One workload kind. A kind leaves empty what it has no use for.
+
+    - `sources`: the values of `gangkeeper.io/group-source` its members get;
+    - `group_of`: the webhook's rule, from the pod alone (None: its pods carry no mark of their own);
+    - `resource`, `declaration`: the object the controller lists and watches, and what it reads off it;
+    - `verbs`, `status_verbs`: what the controller does on `resource` (and its status) today;
+    - `declarer`, `kept_labels`: which object declares a member's group size, from the member's
+      group, the `kept_labels` of its labels and its controlling owner;
+    - `owns_pods`: that object owns the members (itself or through its Jobs) and is found by name
+      and UID; only its own pods are members (a pod that labels itself into the group is set apart);
+    - `part_label`: the member label naming its part when the object splits its group (`in_order`);
+    - `suspension`: how the owner is suspended and resumed; None when the kind has no such switch.
+    """
+
+    sources: tuple[str, ...]
+    group_of: Callable[[Mapping], Classification | None] | None = None
+    resource: Resource | None = None
+    declaration: Callable[[Mapping], Declaration] | None = None
+    verbs: frozenset[str] = frozenset()
+    status_verbs: frozenset[str] = frozenset()
+    declarer: Declarer | None = None
+    kept_labels: tuple[str, ...] = ()
+    owns_pods: bool = False
+    part_label: str | None = None
+    suspension: Suspension | None = None
+
+
+# What the controller's informers do on every resource they fill the cache from.
+LIST_AND_WATCH = frozenset({"list", "watch"})
+
+
+def declared_by_owner(group: str, labels: Mapping[str, str], owner: tuple[str, str] | None) -> ObjectRef | None:
+    """A `declarer` for kinds whose object is the members' controlling owner (PyTorchJob, Job)."""
+    return owner

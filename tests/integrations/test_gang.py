@@ -1,0 +1,31 @@
+"""Gang, our CRD: what the controller reads off it, and what it may do with it."""
+
+from gangkeeper import names
+from gangkeeper.integrations import gang
+
+
+def test_a_gang_declares_size_group_and_timeout():
+    declared = gang.declaration({"metadata": {"name": "llm"}, "spec": {
+        "minCount": 16, "groupName": "llm-run", "scheduleTimeoutSeconds": 600}, "status": {"phase": "Waiting"}})
+    assert declared == {"sizes": {"": 16}, "group_name": "llm-run", "schedule_timeout": 600.0,
+                        "status": {"phase": "Waiting"}, "disposable": False}
+
+
+def test_the_group_defaults_to_the_gangs_name_and_nothing_else_is_assumed():
+    declared = gang.declaration({"metadata": {"name": "llm"}})
+    assert declared == {"sizes": {"": 0}, "group_name": "llm", "schedule_timeout": None, "status": {},
+                        "disposable": False}
+
+
+def test_only_a_gang_the_controller_created_without_owner_is_disposable():
+    ours = {"name": "g", "labels": {names.MANAGED_BY_LABEL: names.MANAGED_BY_VALUE}}
+    assert gang.declaration({"metadata": ours})["disposable"] is True
+    owned = {**ours, "ownerReferences": [{"kind": "PyTorchJob", "name": "bert", "uid": "u"}]}
+    assert gang.declaration({"metadata": owned})["disposable"] is False
+
+
+def test_the_controller_creates_deletes_and_writes_the_status_of_gangs_and_never_suspends_one():
+    assert gang.INTEGRATION.verbs == {"list", "watch", "create", "delete"}
+    assert gang.INTEGRATION.status_verbs == {"patch"}
+    assert gang.INTEGRATION.suspension is None and gang.INTEGRATION.group_of is None
+    assert gang.RESOURCE.path("ml", "g", "status") == "/apis/gangkeeper.io/v1alpha1/namespaces/ml/gangs/g/status"

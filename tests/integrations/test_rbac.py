@@ -1,0 +1,59 @@
+"""Every integration's verbs against the controller's RBAC as deploy/default renders it.
+
+The controller watches workloads in every namespace, so what counts is what its ClusterRoles
+grant. Each kind's verbs must be granted, and no write that no integration uses: the patch that
+suspends an owner is granted with the code that sends it, not before.
+"""
+
+import pytest
+
+from gangkeeper import integrations, names
+from tests.deploy.rendered_manifests import find, of_kind, render
+
+WRITES = frozenset({"create", "update", "patch", "delete", "deletecollection"})
+# The controller's own resources, not any workload kind's: members, capacity, Events.
+CORE = {("", "pods"), ("", "nodes"), ("", "events")}
+WATCHED = [integration for integration in integrations.ALL if integration.resource is not None]
+
+
+@pytest.fixture(scope="module")
+def cluster_rules() -> list[dict]:
+    """The rules of every ClusterRole bound to the controller's service account."""
+    objects = render("deploy/default")
+    rules = []
+    for binding in of_kind(objects, "ClusterRoleBinding"):
+        if any(subject["kind"] == "ServiceAccount" and subject["name"] == names.CONTROLLER_SERVICE_ACCOUNT
+               and subject["namespace"] == names.DEFAULT_NAMESPACE for subject in binding["subjects"]):
+            rules += find(objects, "ClusterRole", binding["roleRef"]["name"])["rules"]
+    return rules
+
+
+def granted(rules: list[dict], group: str, resource: str) -> set[str]:
+    return {verb for rule in rules if group in rule["apiGroups"] and resource in rule["resources"]
+            and not rule.get("resourceNames") for verb in rule["verbs"]}
+
+
+def needs(integration) -> dict[str, frozenset[str]]:
+    """Resource (as RBAC spells it, `gangs/status` for a subresource) → verbs the integration needs."""
+    plural = integration.resource.plural
+    return {plural: integration.verbs, **({f"{plural}/status": integration.status_verbs}
+                                          if integration.status_verbs else {})}
+
+
+@pytest.mark.parametrize("integration", WATCHED, ids=[i.resource.name for i in WATCHED])
+def test_the_controller_may_do_what_each_integration_needs_and_write_nothing_more(cluster_rules, integration):
+    for resource, verbs in needs(integration).items():
+        allowed = granted(cluster_rules, integration.resource.group, resource)
+        assert verbs <= allowed, f"deploy/ does not grant {sorted(verbs - allowed)} on {resource}"
+        assert allowed & WRITES <= verbs, f"deploy/ grants {sorted(allowed & WRITES - verbs)} on {resource}, unused"
+
+
+def test_every_kind_the_controller_may_read_is_an_integrations(cluster_rules):
+    """A kind removed from the integrations leaves no grant behind in deploy/."""
+    known = CORE | {(i.resource.group, resource) for i in WATCHED for resource in needs(i)}
+    pairs = {(group, resource) for rule in cluster_rules for group in rule["apiGroups"] for resource in rule["resources"]}
+    assert pairs <= known, sorted(pairs - known)
+
+
+def test_every_integration_watches_what_it_reads():
+    assert all({"list", "watch"} <= integration.verbs for integration in WATCHED)
