@@ -139,11 +139,18 @@ def pod_facts(pod: Mapping) -> PodFacts | None:
 
 
 def workload_from_api(resource: str, obj: Mapping) -> Workload:
-    """What an object declares, read the way its own controller reads its spec (its kind's integration)."""
+    """What an object declares, read the way its own controller reads its spec (its kind's integration).
+
+    The API version and kind come from the resource watched, not from the object: a real API
+    server lists built-in kinds (Jobs) without them on the items, and a Gang owned by a Job
+    needs both in its ownerReference."""
     metadata = obj.get("metadata") or {}
+    integration = integrations.BY_RESOURCE[resource]
+    api = integration.resource
     return Workload(resource=resource, namespace=sys.intern(metadata.get("namespace", "")),
-                    name=metadata.get("name", ""), uid=metadata.get("uid", ""), api_version=obj.get("apiVersion", ""),
-                    kind=obj.get("kind", ""), **integrations.BY_RESOURCE[resource].declaration(obj))
+                    name=metadata.get("name", ""), uid=metadata.get("uid", ""),
+                    api_version=f"{api.group}/{api.version}" if api.group else api.version,
+                    kind=api.kind, **integration.declaration(obj))
 
 
 def _controller_owner(metadata: Mapping) -> Owner | None:

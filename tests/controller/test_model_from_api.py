@@ -1,6 +1,7 @@
 from fractions import Fraction
 
 from gangkeeper import names
+from gangkeeper.controller.groups import JOBS, PYTORCHJOBS, workload_from_api
 from gangkeeper.controller.model import Requirement, Taint, Term, Toleration, group_of, member_from_api, node_from_api
 from tests.controller.builders import GPU, member, node_object, pod_object
 
@@ -78,3 +79,11 @@ def test_group_is_complete_when_min_count_live_members_are_all_gated():
 def test_group_priority_is_its_most_important_member():
     group = group_of(("team", "g"), [member("a", priority=5), member("b", priority=50)], 2, 0.0)
     assert group.priority == 50 and str(group) == "team/g"
+
+
+def test_a_workload_listed_without_api_version_and_kind_gets_them_from_its_resource():
+    listed_job = {"metadata": {"name": "train", "namespace": "ml", "uid": "u-1"}, "spec": {"parallelism": 2}}
+    job = workload_from_api(JOBS, listed_job)
+    assert (job.api_version, job.kind, job.name, job.uid) == ("batch/v1", "Job", "train", "u-1")
+    pytorchjob = workload_from_api(PYTORCHJOBS, {"metadata": {"name": "pj"}, "spec": {}})
+    assert (pytorchjob.api_version, pytorchjob.kind) == ("kubeflow.org/v1", "PyTorchJob")
