@@ -77,6 +77,9 @@ def parse_path(registry: Registry, path: str) -> Target:
     return Target(kind, namespace, rest[1] if len(rest) > 1 else "", subresource)
 
 
+_TYPE_FIELDS = ("apiVersion", "kind")
+
+
 def _list_kind(kind: Kind) -> str:
     return f"{kind.kind}List"
 
@@ -252,6 +255,10 @@ class _Handler(BaseHTTPRequestHandler):
         objects, rv = self.server.api.select(target.kind, target.namespace, self.query.get("labelSelector", ""),
                                              self.query.get("fieldSelector", ""))
         items, meta = _page(objects, rv, int(self.query.get("limit") or 0), self.query.get("continue", ""))
+        if target.kind.strategic_merge:
+            # A built-in kind's list items carry no apiVersion or kind on a real server (only the
+            # list does); custom resources' items carry both.
+            items = [{key: value for key, value in item.items() if key not in _TYPE_FIELDS} for item in items]
         self._send(200, {"kind": _list_kind(target.kind), "apiVersion": target.kind.api_version, "metadata": meta,
                          "items": items})
 

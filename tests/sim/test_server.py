@@ -55,6 +55,19 @@ def test_list_with_selectors(api, core):
     assert status_of(lambda: core.list_namespaced_pod("ml", label_selector="app in (")) == 400
 
 
+def test_list_items_carry_their_type_only_for_custom_resources(api, served):
+    api.create("pods", pod("a"), namespace="ml")
+    api.create("gangs", {"apiVersion": "gangkeeper.io/v1alpha1", "kind": "Gang", "metadata": {"name": "g"},
+                         "spec": {"minCount": 2}}, namespace="ml")
+    auth = {"Authorization": "Bearer admin-token"}
+    _, pods = http(served.url, "GET", "/api/v1/namespaces/ml/pods", headers=auth)
+    _, gangs = http(served.url, "GET", "/apis/gangkeeper.io/v1alpha1/namespaces/ml/gangs", headers=auth)
+    assert (pods["kind"], pods["apiVersion"]) == ("PodList", "v1")
+    assert [set(item) & {"apiVersion", "kind"} for item in pods["items"]] == [set()]
+    assert [(item["apiVersion"], item["kind"]) for item in gangs["items"]] == [("gangkeeper.io/v1alpha1", "Gang")]
+    assert api.get("pods", "a", namespace="ml")["kind"] == "Pod"  # the stored object keeps its type
+
+
 def test_list_pages_with_continue(api, core):
     for i in range(5):
         api.create("pods", pod(f"p{i}"), namespace="ml")
