@@ -17,8 +17,8 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from datetime import datetime, timezone
 
-from gangkeeper import names
 from gangkeeper.audit import AuditLog
+from gangkeeper.controller.decisions import Action, DeleteGang, DeletePod, Release, Report, Reserve, SaveGang
 from gangkeeper.controller.kube import (
     EVENTS,
     GANGS,
@@ -31,7 +31,7 @@ from gangkeeper.controller.kube import (
     KubeError,
     NotFound,
 )
-from gangkeeper.controller.reconciler import Action, DeleteGang, DeletePod, Release, Report, Reserve, SaveGang
+from gangkeeper.controller.patches import reserve_patch
 
 log = logging.getLogger("gangkeeper.controller.actions")
 COMPONENT = "gangkeeper-controller"
@@ -78,8 +78,7 @@ class Executor:
     def _write(self, action: Action) -> None:
         namespace = action.group[0]
         if isinstance(action, Reserve):
-            patch = {"metadata": {"resourceVersion": action.resource_version,
-                                  "annotations": {names.RESERVED_NODE_ANNOTATION: action.node}}}
+            patch = reserve_patch(action.resource_version, action.node)
             self._written(self._kube.patch(PODS, namespace, action.pod, patch, MERGE_PATCH))
         elif isinstance(action, Release):
             self._written(self._kube.patch(PODS, namespace, action.pod, list(action.patch), JSON_PATCH))
@@ -106,7 +105,7 @@ class Executor:
 
     def _record(self, report: Report) -> None:
         namespace, group = report.group
-        self._audit.record(report.event, decision=report.decision, reason=report.reason, namespace=namespace,
+        self._audit.record(report.event, decision=report.event.decision, reason=report.reason, namespace=namespace,
                            group=group, details={"message": report.message, "pods": list(report.pods[:16]),
                                                  "dry_run": self._dry_run})
         log.info("%s/%s %s: %s %s", namespace, group, report.event, report.reason, report.message)

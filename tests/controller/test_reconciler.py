@@ -3,19 +3,11 @@
 import pytest
 
 from gangkeeper import names
+from gangkeeper.controller.decisions import DeleteGang, DeletePod, Release, Report, Reserve, SaveGang
 from gangkeeper.controller.groups import GANGS, PYTORCHJOBS
+from gangkeeper.controller.memory import Memory
 from gangkeeper.controller.queue import Order, QueuePolicy
-from gangkeeper.controller.reconciler import (
-    DeleteGang,
-    DeletePod,
-    Memory,
-    Release,
-    Report,
-    Reserve,
-    SaveGang,
-    Settings,
-    reconcile,
-)
+from gangkeeper.controller.reconciler import Settings, reconcile
 from tests.controller.builders import node_object, pod_object
 from tests.controller.world import NS, World, member_object
 

@@ -6,8 +6,8 @@ from datetime import datetime, timezone
 from gangkeeper import names
 from gangkeeper.audit import AuditLog
 from gangkeeper.controller.actions import Executor
+from gangkeeper.controller.decisions import DeletePod, GangEvent, Reason, Release, Report, Reserve, SaveGang
 from gangkeeper.controller.kube import EVENTS, GANGS, JSON_PATCH, PODS, AlreadyExists, Conflict, Forbidden
-from gangkeeper.controller.reconciler import DeletePod, Release, Report, Reserve, SaveGang
 
 GROUP = ("team", "g")
 GANG = ("gangkeeper.io/v1alpha1", "Gang", "g")
@@ -62,8 +62,7 @@ def executor(kube=None, dry_run=False):
 
 
 def released(pods=("p0", "p1")):
-    return Report(GROUP, "gang.released", "released", "Released", "released 2 members", GANG, tuple(pods),
-                  on_pods=True)
+    return Report(GROUP, GangEvent.RELEASED, Reason.RELEASED, "released 2 members", GANG, tuple(pods), on_pods=True)
 
 
 ACTIONS = (released(),
@@ -102,7 +101,7 @@ def test_a_release_report_is_an_event_on_the_gang_and_on_each_pod():
 
 def test_the_same_news_bumps_one_event_and_survives_a_restart():
     kube = RecordingKube()
-    report = Report(GROUP, "gang.waiting", "waiting", "NoFit", "no room", GANG, warning=True)
+    report = Report(GROUP, GangEvent.WAITING, Reason.NO_FIT, "no room", GANG, warning=True)
     first, _, _ = executor(kube)
     first.execute([report, report])
     (name,) = kube.events
@@ -110,7 +109,7 @@ def test_the_same_news_bumps_one_event_and_survives_a_restart():
     restarted, _, _ = executor(kube)
     restarted.execute([report])
     assert len(kube.events) == 1 and kube.events[name]["count"] == 2
-    other = Report(GROUP, "gang.waiting", "waiting", "NoFit", "other message", GANG)
+    other = Report(GROUP, GangEvent.WAITING, Reason.NO_FIT, "other message", GANG)
     first.execute([other])
     assert len(kube.events) == 2
 

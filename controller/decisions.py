@@ -1,0 +1,135 @@
+"""What a reconcile pass decides, as values: where each group stands, and the writes it asks for.
+
+The pass (`controller.reconciler`) is pure and returns these; the executor (`controller.actions`)
+performs the writes. Decisions are enums and small frozen records, so that code decides on
+them; the words a person reads (an Event's reason and message, a Gang condition's) travel
+alongside for output only and are never tested.
+"""
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from gangkeeper.controller.model import GroupKey
+
+
+class Phase(enum.StrEnum):
+    """A group's phase, as its Gang's `status.phase` shows it (`kubectl get gangs`)."""
+
+    WAITING = "Waiting"
+    ADMITTED = "Admitted"
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+
+
+class Reason(enum.StrEnum):
+    """Why a group stands where it does: the reason of its Gang's `Admitted` condition and of its Events."""
+
+    INCOMPLETE = "Incomplete"
+    QUEUED = "Queued"
+    NO_FIT = "NoFit"
+    BACKING_OFF = "BackingOff"
+    RESERVED = "Reserved"
+    RELEASED = "Released"
+    BOUND = "Bound"
+    FINISHED = "Finished"
+    ROLLED_BACK = "RolledBack"
+    TIMED_OUT = "TimedOut"
+
+
+class GangEvent(enum.StrEnum):
+    """The audit log's event for a group's news."""
+
+    WAITING = "gang.waiting"
+    RESERVED = "gang.reserved"
+    RELEASED = "gang.released"
+    BOUND = "gang.bound"
+    ROLLED_BACK = "gang.rolled_back"
+    TIMED_OUT = "gang.timed_out"
+
+    @property
+    def decision(self) -> str:
+        """The audit line's `decision`: what happened, without the `gang.` the event is filed under."""
+        return self.value.removeprefix("gang.")
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """Where a group stands after the pass, and why.
+
+    `reason` is one of ours, or the word of the group's problem (`GangView.problem`, such as
+    `Disagreement`), which `controller.groups` coins and is shown as it is; the code tests only
+    for our own (`verdict.reason is Reason.ROLLED_BACK`). `message` is for people.
+    """
+
+    phase: Phase
+    reason: Reason | str
+    message: str
+
+
+# --- actions: the writes a pass asks for -------------------------------------------------
+
+@dataclass(frozen=True)
+class Reserve:
+    """Book `node` for a gated member: its reservation annotation, if the pod is still as read."""
+
+    group: GroupKey
+    pod: str
+    resource_version: str
+    node: str
+
+
+@dataclass(frozen=True)
+class Release:
+    """Pin a reserved member to its node and remove our gate, in one guarded JSON Patch (`controller.patches`)."""
+
+    group: GroupKey
+    pod: str
+    node: str
+    patch: tuple[Mapping, ...]
+
+
+@dataclass(frozen=True)
+class DeletePod:
+    """Delete a member of a group rolled back (this very pod: `uid`), for its owner to recreate it gated."""
+
+    group: GroupKey
+    pod: str
+    uid: str
+
+
+@dataclass(frozen=True)
+class Report:
+    """One decision worth an audit line and an Event on `involved` (api_version, kind, name),
+    and with `on_pods` one on each of `pods` too (what `kubectl describe pod` shows)."""
+
+    group: GroupKey
+    event: GangEvent
+    reason: Reason | str
+    message: str
+    involved: tuple[str, str, str]
+    pods: tuple[str, ...] = ()
+    warning: bool = False
+    on_pods: bool = False
+
+
+@dataclass(frozen=True)
+class DeleteGang:
+    """Delete a Gang the controller created for a group without owner, now that the group is gone."""
+
+    group: GroupKey
+    name: str
+
+
+@dataclass(frozen=True)
+class SaveGang:
+    """Create the Gang (`create` is its body) or just write its status."""
+
+    group: GroupKey
+    name: str
+    status: Mapping
+    create: Mapping | None = None
+
+
+Action = Reserve | Release | DeletePod | Report | SaveGang | DeleteGang

@@ -1,0 +1,82 @@
+"""What the controller remembers between passes, and may lose on a restart.
+
+Nothing here is needed for safety: reservations, release times and group ages are read back
+from the pods (docs/design.md, "Failure and restart"). Memory holds when each group was first
+seen (durably approximated by its oldest member's creation), rollback backoff, when a running
+group was first seen incomplete, when a member was first seen released (for a release annotation
+someone removed), when a group was first seen complete (to measure how soon it was released),
+when a Gang's status was last written, and what was last reported (so that Events and audit
+lines follow changes, not passes).
+"""
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from gangkeeper.controller.decisions import Reason
+from gangkeeper.controller.index import Pending
+from gangkeeper.controller.model import GroupKey
+
+
+class Channel(enum.Enum):
+    """What a group's reports are deduplicated on, apart: where it stands, and its schedule timeout."""
+
+    STATE = enum.auto()
+    TIMEOUT = enum.auto()
+
+
+@dataclass(frozen=True, slots=True)
+class News:
+    """What was last reported on a channel: the reason, and the message when a new one is news too
+    (a problem's, which says what to fix; a waiting group's changes with every bit of capacity freed)."""
+
+    reason: Reason | str
+    message: str | None = None
+
+
+@dataclass(frozen=True)
+class Memory:
+    first_seen: Mapping[GroupKey, float] = field(default_factory=dict)
+    released_at: Mapping[str, float] = field(default_factory=dict)
+    rollbacks: Mapping[GroupKey, tuple[int, float]] = field(default_factory=dict)
+    reported: Mapping[tuple[GroupKey, Channel], News] = field(default_factory=dict)
+    complete_at: Mapping[GroupKey, float] = field(default_factory=dict)
+    status_written: Mapping[GroupKey, float] = field(default_factory=dict)
+    incomplete_since: Mapping[GroupKey, float] = field(default_factory=dict)
+
+
+def after_pass(memory: Memory, pending: Pending, now: float, *, rollbacks: Mapping[GroupKey, tuple[int, float]],
+               reported: Mapping[tuple[GroupKey, Channel], News], incomplete_since: Mapping[GroupKey, float],
+               status_written: Mapping[GroupKey, float]) -> Memory:
+    """What to remember after a pass that decided `pending` and learned the rest: fresh entries for
+    the groups decided, the old ones of groups left alone (settled, so unchanged), none for groups
+    that are gone or, after a complete pass, undecided."""
+    decided = {view.group.key for view in pending.views}
+
+    def kept(old: Mapping, channels: tuple[Channel, ...] = ()) -> dict:
+        """`old` without the groups decided or gone: a copy and O(decided) deletions, not a scan."""
+        if pending.complete:
+            return {}
+        kept = dict(old)
+        for key in decided | pending.gone:
+            for entry in [(key, channel) for channel in channels] if channels else [key]:
+                kept.pop(entry, None)
+        return kept
+
+    released_at = {f.member.uid: memory.released_at.get(f.member.uid, now)
+                   for view in pending.views for f in view.pods
+                   if not f.member.terminal and not f.member.node and not f.member.gated and f.member.reserved_node}
+    complete_at = {view.group.key: memory.complete_at.get(view.group.key, now) for view in pending.views
+                   if view.problem is None
+                   and sum(1 for m in view.group.members if not m.terminal) >= view.group.min_count > 0}
+    return Memory(
+        first_seen={**kept(memory.first_seen), **{view.group.key: view.group.first_seen for view in pending.views}},
+        released_at=released_at,
+        rollbacks={key: value for key, value in rollbacks.items()
+                   if key in decided or (not pending.complete and key not in pending.gone)},
+        reported={**kept(memory.reported, tuple(Channel)), **reported},
+        complete_at={**kept(memory.complete_at), **complete_at},
+        incomplete_since={**kept(memory.incomplete_since), **incomplete_since},
+        status_written={**kept(memory.status_written),
+                        **{key: memory.status_written[key] for key in decided if key in memory.status_written},
+                        **status_written})

@@ -1,0 +1,166 @@
+"""Which Gang is a group's, what it is called, and when its status is written (controller/gangs.py)."""
+
+import hashlib
+import re
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from gangkeeper import names
+from gangkeeper.controller.decisions import DeleteGang, Report, SaveGang
+from gangkeeper.controller.gangs import NAME_MAX, name_candidates, status_due
+from gangkeeper.controller.groups import GANGS, JOBS, JOBSETS, Owner
+from gangkeeper.controller.memory import Memory
+from gangkeeper.controller.reconciler import reconcile
+from tests.controller.builders import node_object
+from tests.controller.world import NS, World, member_object
+
+NOW = 1_800_000_000.0
+UID = "69041e62-37fd-4282-8337-ffb9221e2f8a"
+OBJECT_NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")  # DNS-1123 subdomain
+
+
+def suffix(group: str, length: int = 4) -> str:
+    return hashlib.sha256(f"{NS}/{group}".encode()).hexdigest()[:length]
+
+
+def job_world(name: str = "huge", uid: str = UID, gangs=()) -> World:
+    """A Job's two gated members, as the webhook labels them (`<job>-<uid>`), and room for them."""
+    world = World([node_object("n0")], [(JOBS, {"metadata": {"name": name, "uid": uid}, "spec": {"parallelism": 2}}),
+                                        *[(GANGS, gang) for gang in gangs]])
+    for index in range(2):
+        pod = member_object(f"{name}-{index}", group=f"{name}-{uid}", source=names.SOURCE_JOB, owner=("Job", name),
+                            gpus=1)
+        pod["metadata"]["ownerReferences"][0]["uid"] = uid
+        world.add(pod)
+    return world
+
+
+def other_groups_gang(name: str) -> dict:
+    return {"metadata": {"name": name}, "spec": {"minCount": 1, "groupName": "someone-else"}}
+
+
+def step(world: World, memory: Memory = Memory(), now: float = NOW):
+    outcome = reconcile(world.facts(), world.workload_index(), world.node_list(), memory, now)
+    world.apply(outcome.actions)
+    return outcome
+
+
+def saved(outcome) -> list[SaveGang]:
+    return [a for a in outcome.actions if isinstance(a, SaveGang)]
+
+
+def involved(outcome) -> set[tuple[str, str]]:
+    return {a.involved[1:] for a in outcome.actions if isinstance(a, Report)}
+
+
+# --- names ---------------------------------------------------------------------------------------
+
+def test_an_owned_groups_gang_is_named_after_its_owner_with_a_short_suffix():
+    (save,) = saved(step(job_world()))
+    assert save.name == f"huge-{suffix(f'huge-{UID}')}" and OBJECT_NAME.fullmatch(save.name) and "." not in save.name
+    assert save.create["metadata"]["name"] == save.name
+    assert save.create["metadata"]["ownerReferences"][0]["name"] == "huge"
+    assert save.create["spec"]["groupName"] == f"huge-{UID}", "it declares the group by its label"
+
+
+def test_the_name_is_derived_so_a_restarted_controller_finds_the_same_gang():
+    world = job_world()
+    (created,) = saved(step(world))
+    assert [a.name for a in saved(step(job_world()))] == [created.name], "the same in another cluster, too"
+    restarted = step(world, Memory(), NOW + 1)  # a new leader: released, nothing remembered
+    assert [a.create for a in saved(restarted)] == [None] * len(saved(restarted))
+    assert involved(restarted) == {("Gang", created.name)}
+
+
+def test_a_name_another_groups_gang_holds_is_lengthened_and_kept_once_taken():
+    taken = f"huge-{suffix(f'huge-{UID}')}"
+    world = job_world(gangs=[other_groups_gang(taken)])
+    (save,) = saved(step(world))
+    assert save.name == f"huge-{suffix(f'huge-{UID}', 5)}"
+    assert world.gang(taken)["spec"]["groupName"] == "someone-else", "the other group's Gang is left alone"
+    world.apply([DeleteGang((NS, "someone-else"), taken)])  # the shorter name is free again
+    later = step(world, Memory(), NOW + 1)
+    assert involved(later) == {("Gang", save.name)} and all(a.create is None for a in saved(later))
+
+
+def test_a_gang_name_is_at_most_63_characters_and_the_suffix_is_never_cut():
+    owner = "a" * 63
+    (save,) = saved(step(job_world(name=owner)))
+    assert save.name == f"{'a' * 58}-{suffix(f'{owner}-{UID}')}"
+
+
+@given(st.text(min_size=1, max_size=80), st.text(max_size=80), st.one_of(st.none(), st.text(max_size=80)))
+def test_every_candidate_name_is_a_valid_object_name_and_all_differ(group, part, owner_name):
+    key, owner = (NS, group + part), Owner("batch/v1", "Job", owner_name, "u") if owner_name is not None else None
+    candidates = list(name_candidates(key, group, owner))
+    assert all(len(name) <= NAME_MAX and OBJECT_NAME.fullmatch(name) for name in candidates)
+    assert len(set(candidates)) == len(candidates)
+
+
+def test_a_group_without_owner_keeps_its_label_when_that_is_a_valid_name():
+    world = World([node_object("n0")])
+    world.add(member_object("a-0", group="plain", min_count=1, gpus=1))
+    world.add(member_object("b-0", group="Team.B", min_count=1, gpus=1))
+    world.add(member_object("c-0", group="team.c", min_count=1, gpus=1))
+    assert {a.group[1]: a.name for a in saved(step(world))} == {
+        "plain": "plain", "Team.B": f"team-b-{suffix('Team.B')}", "team.c": "team.c"}
+
+
+def test_a_label_another_groups_gang_is_named_after_gets_a_suffix_and_that_gang_is_never_deleted():
+    world = World([node_object("n0")], [(GANGS, other_groups_gang("plain"))])
+    world.add(member_object("p-0", group="plain", min_count=1, gpus=1))
+    first = step(world)
+    (save,) = saved(first)
+    assert save.name == f"plain-{suffix('plain')}"
+    world.delete(f"{NS}/p-0")
+    gone = step(world, first.memory, NOW + 1)
+    assert [(a.group, a.name) for a in gone.actions if isinstance(a, DeleteGang)] == [((NS, "plain"), save.name)]
+    assert world.gang("plain") is not None
+
+
+def test_a_gang_a_user_created_keeps_its_name():
+    world = World([node_object("n0")], [(GANGS, {"metadata": {"name": "my-training-run"},
+                                                  "spec": {"minCount": 2, "groupName": "run"}})])
+    for index in range(2):
+        world.add(member_object(f"run-{index}", group="run", gpus=1))
+    (save,) = saved(step(world))
+    assert (save.name, save.create) == ("my-training-run", None)
+    assert set(world.workloads) == {(GANGS, NS, "my-training-run")}, "no Gang of its own beside the user's"
+
+
+def test_the_parts_of_an_in_order_jobset_have_gangs_named_after_their_replicated_job():
+    jobset = {"metadata": {"name": "train", "uid": "js-uid"}, "spec": {
+        "startupPolicy": {"startupPolicyOrder": "InOrder"},
+        "replicatedJobs": [{"name": "driver", "template": {"spec": {"parallelism": 1}}},
+                           {"name": "workers", "template": {"spec": {"parallelism": 1}}}]}}
+    world = World([node_object("n0")], [(JOBSETS, jobset)])
+    for part in ("driver", "workers"):
+        pod = member_object(f"train-{part}-0", group="train-js-uid-0", source=names.SOURCE_JOBSET, gpus=1)
+        pod["metadata"]["labels"].update({names.JOBSET_NAME_LABEL: "train", names.JOBSET_UID_LABEL: "js-uid",
+                                          names.JOBSET_REPLICATED_JOB_LABEL: part})
+        world.add(pod)
+    assert sorted(a.name for a in saved(step(world))) == [
+        f"train-driver-{suffix('train-js-uid-0/driver')}", f"train-workers-{suffix('train-js-uid-0/workers')}"]
+
+
+def test_a_group_whose_every_name_is_taken_has_no_gang_and_is_reported_on_its_pod():
+    candidates = list(name_candidates((NS, "g"), "g", None))
+    world = World([node_object("n0")], [(GANGS, other_groups_gang(name)) for name in candidates])
+    world.add(member_object("g-0", group="g", min_count=1, gpus=1))
+    outcome = step(world)
+    assert saved(outcome) == [] and involved(outcome) == {("Pod", "g-0")}
+
+
+# --- status writes -------------------------------------------------------------------------------
+
+def test_a_status_is_written_when_more_than_a_message_changed_or_the_details_are_old():
+    def status(phase, message):
+        return {"phase": phase, "conditions": [{"type": "Admitted", "reason": "NoFit", "message": message}]}
+
+    current = status("Waiting", "16 free")
+    assert not status_due(current, status("Waiting", "16 free"), None, NOW)
+    assert status_due(current, status("Admitted", "16 free"), NOW, NOW)
+    assert not status_due(current, status("Waiting", "12 free"), NOW - 29, NOW)
+    assert status_due(current, status("Waiting", "12 free"), NOW - 30, NOW)
+    assert status_due(current, status("Waiting", "12 free"), None, NOW), "never written by this controller"
