@@ -4,7 +4,14 @@ Informers report every change (`on_object`) into a queue; the loop applies the q
 `ClusterIndex` on its own thread and then, when we lead, runs a pass on the index. A pass runs
 when something changed (debounced, so that a burst of pod events makes one pass), at once after
 a pass whose pod writes succeeded (releasing what the last pass reserved needs no batching), and
-at least every `resync_seconds` (time alone moves bind timeouts, schedule timeouts, backoff).
+at least every `resync_seconds` (time alone moves bind timeouts, schedule timeouts, backoff), or
+sooner when the last pass said a timeout falls due.
+
+The loop is `turn()` (one turn: apply what changed, take or lose leadership, check consistency
+when that is due, run a pass while leading) and `due()` (when the next turn is due, from what the
+last turn recorded); `run()` waits until `due()` and turns, again and again, on a thread. Time and
+waiting come from a `Clock`: the system's in production; the study calls `turn()` itself on the
+cluster emulation's virtual clock, so that its figures come from this loop and no copy of it.
 
 A follower applies the queue too, so its index is warm and taking over is one pass away. A new
 leadership term starts from an empty `Memory` and decides every group once.
@@ -28,6 +35,8 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timezone
 from functools import partial
 
 from gangkeeper import integrations
@@ -45,42 +54,63 @@ log = logging.getLogger("gangkeeper.controller")
 
 # One informer per workload kind that has an object to watch (gangkeeper.integrations).
 WORKLOADS = integrations.RESOURCES
+STOP_POLL_SECONDS = 0.25  # how often a loop waiting for a change looks whether it was told to stop
+
+
+@dataclass(frozen=True)
+class Clock:
+    """The loop's time and its way of waiting. `monotonic` times the loop (debounce, resync,
+    consistency checks, the heartbeat); `wall` is the cluster's time, which decisions, deadlines
+    and the timestamps the controller writes are in; `wait(event, timeout)` returns when `event`
+    is set (True) or `timeout` seconds have passed (False)."""
+
+    monotonic: Callable[[], float] = time.monotonic
+    wall: Callable[[], float] = time.time
+    wait: Callable[[threading.Event, float], bool] = threading.Event.wait
 
 
 class Controller:
     """`namespace`, when set, limits the groups managed (and the workloads watched) to it; pods are
-    watched in every namespace, because a pod bound anywhere takes capacity."""
+    watched in every namespace, because a pod bound anywhere takes capacity. `make_informer` makes
+    the informer of one resource (`Informer`'s keyword arguments but the client), on `kube` unless
+    given."""
 
     def __init__(self, kube: api.Kube, settings: Settings, audit: AuditLog, metrics: Metrics, *,
                  namespace: str | None = None, dry_run: bool = False, resync_seconds: float = 30.0,
-                 debounce_seconds: float = 0.01, consistency_seconds: float = 600.0,
-                 clock: Callable[[], float] = time.time):
+                 debounce_seconds: float = 0.01, consistency_seconds: float = 600.0, clock: Clock = Clock(),
+                 make_informer: Callable[..., Informer] | None = None):
         self.settings, self.metrics, self._clock = settings, metrics, clock
         self.resync_seconds, self.debounce_seconds = resync_seconds, debounce_seconds
         self.consistency_seconds = consistency_seconds
         self.memory = Memory()
         self.index = ClusterIndex(settings.accelerator_patterns, namespace=namespace)
-        self.heartbeat = time.monotonic()
-        self._wake = threading.Event()
+        self.heartbeat = clock.monotonic()
+        self.failed_actions = 0  # actions that failed or were left since the start (the study reports them)
+        self._wake = threading.Event()  # rung after `_woken_at` is set: a waiting loop looks at `due()` again
+        self._woken_at: float | None = None  # monotonic moment of the first change since the last turn began
         self._changes: deque[Change] = deque()
         self._leading = False
         self._settled = False
         self._wrote = False
         self._next_due: float | None = None  # cluster-clock moment a timeout falls due (from the last pass)
+        self._turned_at = self.heartbeat  # monotonic moment the last turn ended
+        self._deadline = self._turned_at + resync_seconds  # a turn by then even if nothing changes
         self._pod_writes = 0
-        self._next_check = time.monotonic() + consistency_seconds
+        self._next_check = self._turned_at + consistency_seconds
         hooks = Hooks(watch_restarted=lambda resource, reason: metrics.watch_restarts.labels(resource, reason).inc())
+        make_informer = make_informer or partial(Informer, kube)
 
         def informer(resource: api.Resource, transform: Transform, scope: str | None = None) -> Informer:
-            return Informer(kube, resource, transform, namespace=scope, hooks=hooks,
-                            on_change=lambda _: self._wake.set(), on_object=partial(self._queue, resource.name))
+            return make_informer(resource, transform, namespace=scope, hooks=hooks,
+                                 on_change=lambda _: self.wake(), on_object=partial(self._queue, resource.name))
 
         self.pods = informer(api.PODS, pod_facts)
         self.nodes = informer(api.NODES, node_from_api)
         self.workloads = [informer(resource, partial(workload_from_api, resource.name), namespace)
                           for resource in WORKLOADS]
         self.gangs = self.workloads[WORKLOADS.index(api.GANGS)]
-        self.executor = Executor(kube, audit, dry_run=dry_run, written=self._assume)
+        self.executor = Executor(kube, audit, dry_run=dry_run, written=self._assume,
+                                 clock=lambda: datetime.fromtimestamp(clock.wall(), timezone.utc))
 
     @property
     def informers(self) -> list[Informer]:
@@ -99,49 +129,75 @@ class Controller:
         return all(informer.has_synced for informer in self.informers)
 
     def wait_synced(self, timeout: float) -> bool:
-        deadline = time.monotonic() + timeout
+        deadline = self._clock.monotonic() + timeout
         while not self.synced():
-            if time.monotonic() > deadline:
+            if self._clock.monotonic() > deadline:
                 return False
-            time.sleep(0.05)
+            self._clock.wait(threading.Event(), 0.05)
         return True
 
     def wake(self) -> None:
-        """Start a turn now (leadership was just taken: decide without waiting for a resync)."""
+        """Something changed, or leadership was just taken: a turn is due `debounce_seconds` from now
+        (decide without waiting for a resync)."""
+        if self._woken_at is None:
+            self._woken_at = self._clock.monotonic()
         self._wake.set()
 
     def alive(self, stuck_after: float) -> bool:
-        return time.monotonic() - self.heartbeat < stuck_after
+        return self._clock.monotonic() - self.heartbeat < stuck_after
+
+    def due(self) -> float:
+        """The monotonic moment the next turn is due: at once after a pass whose pod writes
+        succeeded; else `debounce_seconds` after the first change since the last turn (counted
+        from the turn's end for a change during it) or after the deadline, whichever comes first.
+        The deadline is `resync_seconds` after the last turn, or sooner when a timeout falls due."""
+        if self._wrote:
+            return self._turned_at
+        start = self._deadline
+        if self._woken_at is not None:
+            start = min(start, max(self._woken_at, self._turned_at))
+        return start + self.debounce_seconds
 
     def run(self, stop: threading.Event, is_leader: Callable[[], bool]) -> None:
-        """Turn after turn until `stop`; a failing turn is logged and the loop goes on."""
-        while not stop.is_set():
-            if not self._wrote:
-                self._wait_for_change(stop)
-                if stop.wait(self.debounce_seconds):
-                    break
-            self._wake.clear()
-            self.heartbeat = time.monotonic()
+        """Turn after turn until `stop`, each when it is due; a failing turn is logged and the loop goes on."""
+        while not self._wait_until_due(stop):
             try:
                 self.turn(is_leader)
             except Exception:
                 self._wrote = False
                 log.exception("reconcile pass failed; the next one starts from the index again")
 
-    def _wait_for_change(self, stop: threading.Event) -> None:
-        """Until something changed, a timeout falls due, `resync_seconds` passed, or `stop` (looked
-        at every quarter second)."""
-        wait = self.resync_seconds
-        if self._next_due is not None:
-            wait = min(wait, max(self._next_due - self._clock(), 0.0))
-        deadline = time.monotonic() + wait
-        while not stop.is_set() and not self._wake.wait(min(0.25, max(deadline - time.monotonic(), 0))):
-            if time.monotonic() >= deadline:
-                return
+    def _wait_until_due(self, stop: threading.Event) -> bool:
+        """Until the next turn is due (True: `stop` was set first). Waiting for a change, the loop
+        looks at `stop` every `STOP_POLL_SECONDS`; once one came, only `stop` cuts the debounce short."""
+        while not stop.is_set():
+            remaining = self.due() - self._clock.monotonic()
+            if remaining <= 0:
+                return False
+            if self._woken_at is not None:
+                self._clock.wait(stop, remaining)
+            elif self._clock.wait(self._wake, min(STOP_POLL_SECONDS, remaining)):
+                self._wake.clear()
+        return True
 
     def turn(self, is_leader: Callable[[], bool]) -> Outcome | None:
-        """Apply what changed; when the caches have synced and we lead, decide and act."""
+        """One turn of the loop, whenever it is called: apply what changed; once the caches have
+        synced, take or lose leadership and, while leading, check the index's consistency when that
+        is due and run a pass. Records when the next turn is due (`due`)."""
+        self._woken_at = None
+        self._wake.clear()
         self._wrote = False
+        self.heartbeat = self._clock.monotonic()
+        try:
+            return self._decide(is_leader)
+        finally:
+            self._turned_at = self._clock.monotonic()
+            wait = self.resync_seconds
+            if self._next_due is not None:
+                wait = min(wait, max(self._next_due - self._clock.wall(), 0.0))
+            self._deadline = self._turned_at + wait
+
+    def _decide(self, is_leader: Callable[[], bool]) -> Outcome | None:
         self.apply_changes()
         if not self._settled and self.synced():
             self.settle_memory()
@@ -153,8 +209,9 @@ class Controller:
             self.index.touch_all()
         self._leading = leading
         if not leading:
+            self._next_due = None  # a follower acts on no timeout: it waits for changes and resyncs
             return None
-        if time.monotonic() >= self._next_check:
+        if self._clock.monotonic() >= self._next_check:
             self.check_consistency()
         return self.reconcile_once(is_leader)
 
@@ -163,12 +220,12 @@ class Controller:
         self.apply_changes()
         self.index.serves_gangs = self.gangs.served is not False
         started = time.perf_counter()
-        outcome = reconcile((), {}, (), self.memory, self._clock(), self.settings, index=self.index)
+        outcome = reconcile((), {}, (), self.memory, self._clock.wall(), self.settings, index=self.index)
         seconds = time.perf_counter() - started
         self.memory = outcome.memory
         self._next_due = outcome.next_due
         writes = self._pod_writes
-        self.executor.execute(outcome.actions, proceed=still_leading)
+        self.failed_actions += self.executor.execute(outcome.actions, proceed=still_leading)
         self._wrote = self._pod_writes > writes
         self.metrics.observe_pass(outcome.phases, outcome.reserved_accelerators, outcome.released_after,
                                   outcome.rollbacks, seconds)
@@ -185,7 +242,7 @@ class Controller:
 
     def check_consistency(self) -> list[str]:
         """Rebuild the index from the caches, keep the rebuilt one, and say how the two differed."""
-        self._next_check = time.monotonic() + self.consistency_seconds
+        self._next_check = self._clock.monotonic() + self.consistency_seconds
         pods, nodes = self.pods.cache.snapshot(), self.nodes.cache.snapshot()
         workloads = [w for informer in self.workloads for w in informer.cache.snapshot().values()]
         fresh, differences = self.index.rebuilt_from(pods.values(), workloads, nodes.values(), self._drain())

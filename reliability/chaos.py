@@ -10,7 +10,7 @@ A replay of PyTorchJobs (seeded sizes, GPUs per pod, durations and arrivals) run
   deleted (a deleted node's pods are then force-deleted, as the pod garbage collector does, and
   the node registers again a little later).
 
-`reliability.invariants.Checker` subscribes to the API server and checks every committed change.
+`sim.invariants.Checker` watches the API server (`sim.invariants.Watch`) and checks every committed change.
 The run ends when every job has succeeded (or at a deadline, which then counts as not completed).
 """
 
@@ -27,11 +27,11 @@ from pathlib import Path
 import yaml
 
 from gangkeeper import names
-from reliability.invariants import Checker
 from reliability.stack import NAMESPACE, Stack
 from sim import spec as sim_spec
 from sim.api import APIError
 from sim.faults import Faults
+from sim.invariants import Checker, Watch
 
 IDENTITY = "chaos-controller"
 
@@ -164,15 +164,7 @@ def run(workdir: Path, campaign: Campaign = Campaign(), progress=lambda message:
     stack = Stack(workdir, real_webhook=False)
     # A deadline passes at most one resync before a pass sees it, and the pass's deletions take a
     # round trip (retried through the injected faults): that is the checker's reaction allowance.
-    checker = Checker(bind_timeout=campaign.bind_timeout, reaction=campaign.resync_seconds + 1.0)
-    lock = threading.Lock()
-
-    def observe(event) -> None:
-        if event.resource in ("pods", "nodes"):
-            with lock:
-                checker.observe(event.resource, event.type, event.object, time.monotonic())
-
-    unsubscribe = stack.api.subscribe(observe)
+    invariants = Watch(stack.api, Checker(bind_timeout=campaign.bind_timeout, reaction=campaign.resync_seconds + 1.0))
     stop = threading.Event()
     disruptions: Counter = Counter()
 
@@ -183,8 +175,7 @@ def run(workdir: Path, campaign: Campaign = Campaign(), progress=lambda message:
         try:
             while not stop.wait(0.25):
                 now = time.monotonic()
-                with lock:
-                    checker.tick(now)
+                invariants.tick()
                 if now >= next_gone:
                     faults.force_gone = True
                     next_gone = now + campaign.gone_every
@@ -207,8 +198,7 @@ def run(workdir: Path, campaign: Campaign = Campaign(), progress=lambda message:
         thread.start()
         for kill in range(campaign.kills):
             time.sleep(rng.uniform(*campaign.kill_interval))
-            with lock:
-                checker.controller_down(time.monotonic())
+            invariants.controller_down()
             if not controller.alive():
                 result.crashes += 1
                 progress(f"controller exited by itself (code {controller.popen.returncode}):\n{controller.log_tail()}")
@@ -218,8 +208,7 @@ def run(workdir: Path, campaign: Campaign = Campaign(), progress=lambda message:
             killed = time.monotonic()
             controller.restart()
             controller.wait_ready(120)
-            with lock:
-                checker.controller_up(time.monotonic())
+            invariants.controller_up()
             result.restart_seconds.append(time.monotonic() - killed)
             result.kills_survived += 1
             if kill % 10 == 9:
@@ -232,8 +221,7 @@ def run(workdir: Path, campaign: Campaign = Campaign(), progress=lambda message:
             if not controller.alive():
                 result.crashes += 1
                 controller.restart()
-            with lock:
-                checker.tick(time.monotonic())
+            invariants.tick()
             time.sleep(0.5)
         result.jobs_completed = succeeded_jobs(stack)
         if result.jobs_completed < campaign.jobs:  # every thread's stack, to tell a stuck emulation from a slow one
@@ -241,15 +229,14 @@ def run(workdir: Path, campaign: Campaign = Campaign(), progress=lambda message:
                 faulthandler.dump_traceback(dump, all_threads=True)
             progress(f"chaos: {campaign.jobs - result.jobs_completed} jobs not done at the deadline; thread stacks "
                      f"in {workdir / 'threads-at-deadline.txt'}")
-        with lock:
-            checker.finish(time.monotonic())
+        invariants.finish()
     finally:
         stop.set()
-        unsubscribe()
+        invariants.close()
         stack.close()
     result.seconds = time.monotonic() - started
     result.faults = Counter({f"API {code}": n for code, n in faults.counts.items()}) + disruptions
-    result.checker = checker.summary()
-    result.violations = [str(v) for v in checker.violations]
+    result.checker = invariants.checker.summary()
+    result.violations = [str(v) for v in invariants.violations()]
     result.tracebacks = controller.log_path.read_text(errors="replace").count("Traceback")
     return result

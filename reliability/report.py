@@ -21,13 +21,15 @@ def reliability_markdown(campaign: chaos.Result, failover: ha.Result) -> str:
         "",
         "`reliability/` (`gangkeeper bench reliability`), live cluster emulation, real `gangkeeper controller` "
         "processes over HTTP, authorized by deploy/'s RBAC (a request it refuses fails the run). Invariants "
-        "(`reliability/invariants.py`) checked on every change the API server "
+        "(`sim/invariants.py`) checked on every change the API server "
         "commits: no node over-committed (bound + reserved requests ≤ allocatable, every resource and pod "
         "slots), no accelerator held by a group not fully running for longer than the bind timeout plus one "
         "resync period and a second (when the controller's time-driven decisions are due; time the controller "
         "was killed does not count; a pod being deleted, or on a deleted node, neither holds nor runs), no "
         "reservation counted twice (a pod bound off its reserved node, or more live reservations than the "
-        "group's size).",
+        "group's size), no member released before its group's size holds reservations nor bound before all of "
+        "its group is placed (for a group placed from scratch: one that lost a placed member, to a deletion or "
+        "with its node, waits for the replacement under the holding check).",
         "",
         f"**Fault campaign**: {c.jobs} PyTorchJobs (1–8 pods × 1–8 GPUs, 2–6 s of training, arrivals over "
         f"{c.replay_seconds:.0f} s, seed {c.seed}) on {c.nodes} × {c.gpus_per_node} GPUs; SIGKILL of the controller "

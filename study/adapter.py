@@ -1,21 +1,26 @@
-"""The part of `controller.kube.Kube` that `controller.actions.Executor` calls, over the in-process API.
+"""The controller's I/O over the in-process API: its writes, and its informers fed from watch events.
 
 Study scaffolding, not product code. The controller talks to a real API server through
-`controller.kube.Kube` (HTTP, retries, typed errors). On the study's virtual clock there is no
-HTTP server to talk to, so this adapter hands the Executor's writes straight to the emulated
-API server — which still runs every write through defaulting, admission (the gangkeeper webhook
-included), the pod rules and optimistic concurrency — and turns its refusals into the typed
-errors the Executor branches on, with the product's own `controller.kube.error_from`.
+`controller.kube.Kube` (HTTP, retries, typed errors) and watches it with `controller.informer.
+Informer` threads. On the study's virtual clock there is no HTTP server to talk to and no thread
+may run on its own, so:
 
-Only `create`, `patch`, `patch_status` and `delete` exist: the Executor uses nothing else, and
-the study feeds the controller's cache from the cluster's watch events instead of list/watch.
+- `InProcessKube` hands the Executor's writes straight to the emulated API server — which still
+  runs every write through defaulting, admission (the gangkeeper webhook included), the pod rules
+  and optimistic concurrency — and turns its refusals into the typed errors the Executor branches
+  on, with the product's own `controller.kube.error_from`. Only `create`, `patch`, `patch_status`
+  and `delete` exist: the Executor uses nothing else.
+- `FedInformer` stands in for an `Informer`: the emulated cluster's loop hands it each watch event
+  (`observe`), and it does with it what the informer does with a watch event — the controller's
+  transform, the informer's `Cache`, the controller's callbacks.
 """
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
+from gangkeeper.controller.informer import Cache, Hooks, Transform, object_key
 from gangkeeper.controller.kube import MERGE_PATCH, Resource, check_patch, error_from
-from sim.api import CONTROLLER, APIError, User
+from sim.api import CONTROLLER, APIError, User, WatchEvent
 from sim.apiserver import APIServer
 
 
@@ -52,3 +57,41 @@ class InProcessKube:
             return method(*args, **kwargs) or {}
         except APIError as error:
             raise error_from(error.code, error.status) from error
+
+
+class FedInformer:
+    """One resource's informer, fed by `observe(event)` instead of list and watch.
+
+    Made by the controller with `Informer`'s keyword arguments (`hooks` is accepted and has nothing
+    to report: no watch is ever restarted here). Synced from the start: the emulated cluster hands
+    its components every object that exists as an ADDED event first, as the initial list would. A
+    resource the emulated API server does not serve is switched off, as the informer does: `served`
+    False, nothing cached, `watched_as` None.
+    """
+
+    def __init__(self, api: APIServer, resource: Resource, transform: Transform, *, namespace: str | None = None,
+                 hooks: Hooks | None = None, on_change: Callable[[str], None], on_object: Callable[[str, Any], None]):
+        kind = api.kinds.by_path(resource.group, resource.version, resource.plural)
+        self.resource, self.served, self.has_synced = resource, kind is not None, True
+        self.watched_as = None if kind is None else api.resource_name(kind)  # the emulation's name of it
+        self.cache = Cache(on_object)
+        self._transform, self._namespace, self._on_change = transform, namespace, on_change
+
+    def start(self) -> "FedInformer":
+        return self
+
+    def stop(self) -> None:
+        return None
+
+    def observe(self, event: WatchEvent) -> None:
+        """What `Informer` does with one watch event: cache the transformed object, or drop it."""
+        obj = event.object
+        if self._namespace is not None and obj["metadata"].get("namespace") != self._namespace:
+            return
+        key = object_key(obj)
+        value = None if event.type == "DELETED" else self._transform(obj)
+        if value is not None:
+            self.cache.put(key, value)
+        elif not self.cache.remove(key):
+            return
+        self._on_change(self.resource.name)

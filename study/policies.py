@@ -10,42 +10,35 @@
 - `gangkeeper`: the product. Admission is the real webhook (`webhook.app.create_app`, its
   /mutate and /validate, hence `webhook.mutate` and `webhook.validate`), served in process to
   the emulated API server under the product's own webhook configurations
-  (deploy/base/webhook-configurations.yaml). The controller is the real decision and
-  execution: `controller.index.ClusterIndex` fed with the informers' own transforms
-  (`controller.groups.pod_facts`, `workload_from_api`, `controller.model.node_from_api`),
-  `controller.reconciler.reconcile` on it, and `controller.actions.Executor` writing through
-  `study.adapter.InProcessKube`, with the loop timing of `controller.runner.Controller`.
-  Scaffolding here: the Flask test client in place of gunicorn and TLS, caches fed from the
-  cluster's watch events in place of HTTP list/watch informers, and a loop on the virtual clock
-  that copies `controller.runner.Controller.run` (see `GangkeeperController`). Leader election,
-  metrics and the HTTP adapter `controller.kube.Kube` are not exercised.
+  (deploy/base/webhook-configurations.yaml). The controller is the product's own
+  `controller.runner.Controller` — its loop (`turn`, `due`), index, reconciler and Executor —
+  on the emulation's virtual clock (see `GangkeeperController`).
+  Scaffolding here: the Flask test client in place of gunicorn and TLS, informers fed from the
+  cluster's watch events in place of HTTP list/watch (`study.adapter.FedInformer`), and writes
+  handed to the emulated API server in process (`study.adapter.InProcessKube`). Leader election,
+  the loop's thread (`Controller.run`) and the HTTP adapter `controller.kube.Kube` are not
+  exercised.
 """
 
 import base64
-import inspect
-import math
-from collections import deque
 from collections.abc import Callable
-from datetime import datetime, timezone
 
 import orjson
 
 from gangkeeper import names
 from gangkeeper.audit import AuditLog
-from gangkeeper.controller.actions import Executor
-from gangkeeper.controller.groups import pod_facts, workload_from_api
-from gangkeeper.controller.index import Change, ClusterIndex
-from gangkeeper.controller.informer import object_key
-from gangkeeper.controller.model import node_from_api
-from gangkeeper.controller.reconciler import Memory, Settings, reconcile
-from gangkeeper.controller.runner import Controller
+from gangkeeper.controller.informer import Transform
+from gangkeeper.controller.kube import Resource
+from gangkeeper.controller.metrics import Metrics
+from gangkeeper.controller.reconciler import Settings
+from gangkeeper.controller.runner import Clock, Controller
 from gangkeeper.quantity import parse_quantity
 from gangkeeper.resources import accelerators, pod_requests
 from sim.api import APIError, ClusterAPI, User, WatchEvent
 from sim.apiserver import APIServer
 from sim.deployed import install_webhook_configurations
 from sim.names import NODES, PODS, PYTORCHJOBS
-from study.adapter import InProcessKube
+from study.adapter import FedInformer, InProcessKube
 
 WEBHOOK_SERVICE = f"{names.WEBHOOK_SERVICE}.{names.DEFAULT_NAMESPACE}.svc:443"
 ENFORCED = {names.ENFORCE_LABEL: names.ENFORCE_VALUE}
@@ -93,117 +86,56 @@ def gangkeeper_api(clock: Callable[[], float]) -> tuple[APIServer, WebhookInProc
     return api, webhook
 
 
-# The workload kinds the controller watches, as the emulation names them; the controller names
-# them `plural.group` (`controller.kube.Resource.name`), which is the emulation's qualified name.
-WORKLOAD_PLURALS = ("pytorchjobs", "jobsets", "jobs", "gangs", "podgroups")
-# The loop's timing is the product's own: the defaults of `controller.runner.Controller`.
-_RUNNER_DEFAULTS = {name: parameter.default
-                    for name, parameter in inspect.signature(Controller.__init__).parameters.items()
-                    if parameter.default is not inspect.Parameter.empty}
-
-
 class GangkeeperController:
-    """`controller.runner.Controller`'s loop on the virtual clock (study scaffolding around the
-    product's decision and execution code).
+    """The product's `controller.runner.Controller` as a component of the emulated cluster, on its
+    virtual clock (both the loop's monotonic time and the cluster's time).
 
-    Like `Controller.run`: watch events become changes `(resource, key, value or None)` as the
-    informers report them (`on_object`), each change wakes the loop, and a turn `debounce`
-    seconds after the first change applies them to a `controller.index.ClusterIndex`, decides with
-    `reconcile(..., index=...)` and executes with the `Executor`; the pods the API answers with
-    go into the index at once (`written`), and a turn whose pod writes succeeded is followed by
-    another at once. A turn runs at least every `resync` seconds, and every `consistency`
-    seconds the index is rebuilt from the caches and compared (`ClusterIndex.rebuilt_from`).
-    This process always leads.
+    Its informers are `study.adapter.FedInformer`s, handed the cluster's watch events (`observe`),
+    and its writes go through `study.adapter.InProcessKube`. `step(now)` runs one turn of the
+    controller's loop (`Controller.turn`) when the controller says one is due (`Controller.due`),
+    which is also `next_due()`: debounce, resync, waking when a timeout falls due, the consistency
+    rebuild, settling memory and assuming the pods it wrote are the product's own. This process
+    always leads.
     """
 
-    def __init__(self, api: APIServer, *, clock: Callable[[], float], settings: Settings | None = None,
-                 debounce: float = _RUNNER_DEFAULTS["debounce_seconds"],
-                 resync: float = _RUNNER_DEFAULTS["resync_seconds"],
-                 consistency: float = _RUNNER_DEFAULTS["consistency_seconds"]):
-        self.settings = settings or Settings()
-        self.debounce, self.resync, self.consistency = debounce, resync, consistency
+    def __init__(self, api: APIServer, *, clock: Callable[[], float], settings: Settings | None = None):
+        self.api = api
         self.kube = InProcessKube(api)
         self.audit = _NoAudit()
-        self.executor = Executor(self.kube, AuditLog("gangkeeper-controller", self.audit), written=self._assume,
-                                 clock=lambda: datetime.fromtimestamp(clock(), timezone.utc))
-        self.workload_names = {plural: api.kind(plural).qualified_resource for plural in WORKLOAD_PLURALS}
-        self.resources = (PODS, NODES, *self.workload_names)
-        self.caches: dict[str, dict[str, object]] = {name: {} for name in (PODS, NODES, *self.workload_names.values())}
-        self.index = ClusterIndex(self.settings.accelerator_patterns)
-        self.changes: deque[Change] = deque()
-        self.memory = Memory()
-        self.leading = False
-        self.woken_at: float | None = None
-        self.wrote = False
-        self.pod_writes = 0
-        self.last_turn = -math.inf
-        self.next_check: float | None = None
-        self.passes = self.failed_actions = self.inconsistencies = 0
+        self.informers: dict[str, FedInformer] = {}  # by the emulation's name of the resource
+        self.controller = Controller(self.kube, settings or Settings(), AuditLog("gangkeeper-controller", self.audit),
+                                     Metrics(), clock=Clock(monotonic=clock, wall=clock),
+                                     make_informer=self._informer)
+        self.resources = tuple(self.informers)
+        self.passes = 0
 
-    # the informers: a cache of transformed objects, every change reported
+    def _informer(self, resource: Resource, transform: Transform, **options) -> FedInformer:
+        informer = FedInformer(self.api, resource, transform, **options)
+        if informer.served:
+            self.informers[informer.watched_as] = informer
+        return informer
+
     def observe(self, event: WatchEvent, now: float) -> None:
-        obj = event.object
-        resource = self.workload_names.get(event.resource, event.resource)
-        key = object_key(obj)
-        value = None
-        if event.type != "DELETED":
-            if resource == PODS:
-                value = pod_facts(obj)
-            elif resource == NODES:
-                value = node_from_api(obj)
-            else:
-                value = workload_from_api(resource, obj)
-        cache = self.caches[resource]
-        if value is None and cache.pop(key, None) is None:
-            return
-        if value is not None:
-            cache[key] = value
-        self.changes.append((resource, key, value))
-        if self.woken_at is None:
-            self.woken_at = now
+        self.informers[event.resource].observe(event)
 
-    def _assume(self, pod: dict) -> None:
-        facts = pod_facts(pod)
-        if facts is not None:
-            self.changes.append((PODS, object_key(pod), facts))
-            self.pod_writes += 1
-
-    def next_due(self) -> float | None:
-        if self.wrote:
-            return self.last_turn
-        resync = self.last_turn + self.resync
-        return resync if self.woken_at is None else min(resync, self.woken_at + self.debounce)
+    def next_due(self) -> float:
+        return self.controller.due()
 
     def step(self, now: float) -> bool:
-        if now < self.next_due():
+        if now < self.controller.due():
             return False
-        self.woken_at, self.wrote, self.last_turn = None, False, now
-        self.index.apply(self._drain())
-        if not self.leading:
-            self.leading, self.memory, self.next_check = True, Memory(), now + self.consistency
-            self.index.touch_all()
-        if now >= self.next_check:
-            self._check_consistency(now)
-        requests, pod_writes = self.kube.requests, self.pod_writes
-        outcome = reconcile((), {}, (), self.memory, now, self.settings, index=self.index)
-        self.memory = outcome.memory
-        self.failed_actions += self.executor.execute(outcome.actions)
-        self.wrote = self.pod_writes > pod_writes
-        self.passes += 1
+        requests = self.kube.requests
+        self.passes += self.controller.turn(lambda: True) is not None
         return self.kube.requests > requests
 
-    def _drain(self) -> list[Change]:
-        batch = list(self.changes)
-        self.changes.clear()
-        return batch
+    @property
+    def failed_actions(self) -> int:
+        return self.controller.failed_actions
 
-    def _check_consistency(self, now: float) -> None:
-        self.next_check = now + self.consistency
-        workloads = [w for name in self.workload_names.values() for w in self.caches[name].values()]
-        fresh, differences = self.index.rebuilt_from(self.caches[PODS].values(), workloads,
-                                                     self.caches[NODES].values(), self._drain())
-        self.inconsistencies += bool(differences)
-        self.index = fresh
+    @property
+    def inconsistencies(self) -> int:
+        """Consistency checks that found the incremental index off the caches (the product's metric)."""
+        return int(self.controller.metrics.registry.get_sample_value("gangkeeper_index_inconsistencies_total"))
 
 
 # --- quota-only gate (study scaffolding) ------------------------------------------------------

@@ -234,13 +234,15 @@ stock scheduler comes from packing nodes tightly rather than from admitting whol
 (`webhook.app.create_app`: AdmissionReview parsing, `webhook.mutate`, `webhook.validate`), called in
 process through Flask's test client under the product's own `deploy/base/webhook-configurations.yaml`
 (rules and namespace selectors applied by the emulated API server); the controller is the real
-`controller.index.ClusterIndex`, `controller.reconciler.reconcile` and `controller.actions.Executor`, fed by
-the informers' own transforms (`pod_facts`, `workload_from_api`, `node_from_api`), on
-`controller.runner.Controller`'s timing defaults. Scaffolding (`study/`): the in-process `Kube` subset the
-Executor writes through (`study/adapter.py`, errors classified by the product's `controller.kube.error_from`),
-the loop driving turns on the virtual clock, the quota-only gate (its own gate and release rule), the
-cleaner of finished jobs, and the measurements. Not exercised: HTTP, TLS, gunicorn, list/watch informers,
-leader election, metrics. The emulated API server, scheduler, kubelets and operator are `sim/`.
+`controller.runner.Controller` with its defaults — its loop's turns (`Controller.turn`, each when
+`Controller.due` says: debounce, resync, deadlines, the index's periodic rebuild), `controller.index.ClusterIndex`,
+`controller.reconciler.reconcile` and `controller.actions.Executor`, fed by the informers' own transforms
+(`pod_facts`, `workload_from_api`, `node_from_api`) — on the virtual clock. Scaffolding (`study/`): the
+in-process `Kube` subset the Executor writes through and the informers fed from the cluster's watch events
+(`study/adapter.py`, errors classified by the product's `controller.kube.error_from`), the quota-only gate
+(its own gate and release rule), the cleaner of finished jobs, and the measurements. Not exercised: HTTP,
+TLS, gunicorn, list/watch, the loop's thread, leader election. The emulated API server, scheduler, kubelets
+and operator are `sim/`.
 
 The gangkeeper controller in these replays (per load): turns (passes), API writes it made (reservations,
 releases, Gang status, Events), writes refused (conflicts), turns whose periodic rebuild of the index

@@ -4,16 +4,15 @@
 `deploy/base` (its Flask app answers in process: same policy, same configuration, no TLS), an
 enforced namespace, HTTP front ends (one per controller replica, so that one replica can be cut
 off) and controllers talking to them with the real `kubernetes` client as the controller's
-service account, under deploy/'s RBAC (closing fails if it refused anything). `Invariants`
-subscribes to the API server and checks, on every committed change, that no member is released
-(let alone holds a GPU) before its whole group's capacity is reserved, and that no node is ever
-promised more than it has.
+service account, under deploy/'s RBAC (closing fails if it refused anything). `invariants()`
+watches it with `sim.invariants`, which checks on every committed change that no member is released
+(let alone bound) before its whole group's capacity is reserved, that no node is ever promised more
+than it has, and gangkeeper's other promises.
 """
 
 import json
 import threading
 import time
-from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
@@ -25,17 +24,15 @@ from gangkeeper.controller.metrics import Metrics
 from gangkeeper.controller.reconciler import Settings
 from gangkeeper.controller.runner import Controller
 from gangkeeper.identity import to_label_value
-from gangkeeper.resources import accelerators, pod_requests
-from sim.api import WatchEvent
 from sim.apiserver import APIServer
 from sim.deployed import install_webhook_configurations
+from sim.invariants import Checker, Watch
 from sim.rbac import deployed_rbac
 from sim.server import RunningServer
 
 NS = "team"
 WEBHOOK_SERVICE = f"{names.WEBHOOK_SERVICE}.{names.DEFAULT_NAMESPACE}.svc:443"
-PLURALS = {"MutatingWebhookConfiguration": "mutatingwebhookconfigurations",
-           "ValidatingWebhookConfiguration": "validatingwebhookconfigurations"}
+RESYNC_SECONDS = 0.5  # the controllers' here: time-driven decisions wait at most this long
 
 
 class Lines:
@@ -76,7 +73,7 @@ class Emulation:
         """A controller over HTTP, leading alone, its loop running on a thread until `close()`."""
         audit = Lines()
         path, _ = self.kubeconfig()
-        options = {"resync_seconds": 0.5, "debounce_seconds": 0.02, **options}
+        options = {"resync_seconds": RESYNC_SECONDS, "debounce_seconds": 0.02, **options}
         controller = Controller(load(str(path)), settings, AuditLog("controller", audit), Metrics(), **options)
         stop = threading.Event()
         controller.start()
@@ -148,73 +145,11 @@ def pinned_node(pod: dict) -> str:
     return terms["nodeSelectorTerms"][0]["matchFields"][0]["values"][0]
 
 
-class Invariants:
-    """Checks, on every committed pod change, the two promises gangkeeper makes (module docstring).
-
-    No member of a group is released, let alone holds GPUs, before `min_count` of its members
-    (a number, or a function of the group label) hold a reservation (members are released one
-    patch at a time, so the whole group's capacity must be booked first); a node's bound and
-    reserved GPUs never exceed its allocatable.
-    Violations are collected, not raised, so that the API server's delivery goes on and the test
-    reports them all.
-    """
-
-    def __init__(self, api: APIServer, min_count: int | Callable[[str], int]):
-        self.min_count = min_count if callable(min_count) else (lambda group: min_count)
-        self.pods: dict[str, tuple] = {}  # key → (group, GPUs, node, reserved node, released, terminal)
-        self.allocatable = {n["metadata"]["name"]: int(n["status"]["allocatable"].get("nvidia.com/gpu", 0))
-                            for n in api.list("nodes")}
-        self.violations: list[str] = []
-        self.events = 0
-        self.held_during: dict[str, list[int]] = {}  # group → [first, last] event number it held GPUs at
-        self._unsubscribe = api.subscribe(self._observe)
-
-    def close(self) -> None:
-        self._unsubscribe()
-
-    def _observe(self, event: WatchEvent) -> None:
-        if event.resource != "pods":
-            return
-        metadata = event.object["metadata"]
-        key = f"{metadata.get('namespace')}/{metadata['name']}"
-        if event.type == "DELETED":
-            self.pods.pop(key, None)
-        else:
-            self.pods[key] = _summary(event.object)
-        self.events += 1
-        self._check()
-
-    def _check(self) -> None:
-        held: Counter = Counter()
-        promised: Counter = Counter()
-        booked: Counter = Counter()
-        released_groups: set[str] = set()
-        for group, gpus, node_name, reserved, is_released, terminal in self.pods.values():
-            if group and reserved:
-                booked[group] += 1
-            if group and is_released and not terminal:
-                released_groups.add(group)
-            if node_name and not terminal:
-                held[node_name] += gpus
-                if group and gpus:
-                    self.held_during.setdefault(group, [self.events, self.events])[1] = self.events
-            elif reserved and not terminal:
-                promised[reserved] += gpus
-        for group in released_groups:
-            if booked[group] < self.min_count(group):
-                self.violations.append(f"event {self.events}: {group} has members released or holding GPUs "
-                                       f"with only {booked[group]} of {self.min_count(group)} reserved")
-        for node_name, allocatable in self.allocatable.items():
-            if held[node_name] + promised[node_name] > allocatable:
-                self.violations.append(f"event {self.events}: {node_name} has {held[node_name]} GPUs bound and "
-                                       f"{promised[node_name]} reserved of {allocatable}")
-
-
-def _summary(pod: dict) -> tuple:
-    metadata = pod["metadata"]
-    return ((metadata.get("labels") or {}).get(names.GROUP_LABEL),
-            int(sum(accelerators(pod_requests(pod)).values())),
-            pod["spec"].get("nodeName"),
-            (metadata.get("annotations") or {}).get(names.RESERVED_NODE_ANNOTATION),
-            released(pod),
-            (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"))
+def invariants(emulation: Emulation, min_count: int | Callable[[str], int]) -> Watch:
+    """`sim.invariants` watching the emulation, a group's size being `min_count` (a number, or a
+    function of the group label), with the bind timeout and resync period of `Emulation.controller`'s
+    controllers."""
+    size = min_count if callable(min_count) else (lambda group: min_count)
+    checker = Checker(bind_timeout=Settings().bind_timeout_seconds, reaction=RESYNC_SECONDS,
+                      size_of=lambda pod: size((pod["metadata"].get("labels") or {}).get(names.GROUP_LABEL, "")))
+    return Watch(emulation.api, checker)

@@ -1,6 +1,6 @@
 """Whole workloads on the emulated cluster: operators create pods, the real webhook gates them, the
 controller (over HTTP) reserves and releases, the emulated kube-scheduler binds, kubelets run them to
-completion — while `Invariants` checks every change the API server commits."""
+completion — while `sim.invariants` checks every change the API server commits."""
 
 import copy
 
@@ -11,7 +11,7 @@ from gangkeeper.controller.groups import PODGROUPS_NATIVE
 from sim.clock import RealClock
 from sim.cluster import ThreadRunner, emulated_cluster
 from sim.spec import load, node_manifests, submissions
-from tests.controller_e2e.emulation import NS, Emulation, Invariants, eventually
+from tests.controller_e2e.emulation import NS, Emulation, eventually, invariants
 
 pytestmark = pytest.mark.e2e
 
@@ -64,15 +64,15 @@ def cluster(tmp_path):
         spec = load(spec_text)
         for manifest in node_manifests(spec):
             emulation.api.create("nodes", manifest)
-        invariants = Invariants(emulation.api, min_count)
+        watch = invariants(emulation, min_count)
         runner = ThreadRunner(emulated_cluster(emulation.api, RealClock(), start_delay=0.1), idle_wait=0.05).start()
-        started.append((emulation, invariants, runner))
-        return emulation, invariants, spec
+        started.append((emulation, watch, runner))
+        return emulation, watch, spec
 
     yield start
-    for emulation, invariants, runner in started:
+    for emulation, watch, runner in started:
         runner.stop()
-        invariants.close()
+        watch.close()
         emulation.close()
 
 
@@ -87,7 +87,7 @@ def phases(emulation: Emulation) -> dict[str, str]:
 
 
 def test_every_kind_of_group_runs_whole_to_completion(cluster):
-    emulation, invariants, spec = cluster(SIX_KINDS, min_count=4, native_pod_groups=True)
+    emulation, watch, spec = cluster(SIX_KINDS, min_count=4, native_pod_groups=True)
     emulation.api.create("gangs", {"apiVersion": "gangkeeper.io/v1alpha1", "kind": "Gang",
                                                "metadata": {"name": "gx"}, "spec": {"minCount": 4}}, namespace=NS)
     emulation.api.create(PODGROUPS_NATIVE, {
@@ -97,7 +97,7 @@ def test_every_kind_of_group_runs_whole_to_completion(cluster):
     submit(emulation, spec)
     eventually(lambda: len(phases(emulation)) == 24 and set(phases(emulation).values()) == {"Succeeded"},
                timeout=30, what="all 24 pods of the six workloads succeeded")
-    assert invariants.violations == []
+    assert watch.violations() == []
     sources = {pod["metadata"]["annotations"][names.GROUP_SOURCE_ANNOTATION] for pod in emulation.pods().values()}
     assert sources == {names.SOURCE_PYTORCHJOB, names.SOURCE_JOBSET, names.SOURCE_JOB, names.SOURCE_EXPLICIT,
                        names.SOURCE_NATIVE_POD_GROUP}
@@ -112,13 +112,13 @@ def test_every_kind_of_group_runs_whole_to_completion(cluster):
 
 
 def test_two_32_gpu_jobs_on_48_gpus_both_finish_one_after_the_other(cluster):
-    emulation, invariants, spec = cluster(TWO_JOBS_ON_48_GPUS, min_count=32)
+    emulation, watch, spec = cluster(TWO_JOBS_ON_48_GPUS, min_count=32)
     emulation.controller()
     submit(emulation, spec)
     eventually(lambda: len(phases(emulation)) == 64 and set(phases(emulation).values()) == {"Succeeded"},
                timeout=40, what="both jobs succeeded")
-    assert invariants.violations == []
-    first, second = sorted(invariants.held_during.values())
+    assert watch.violations() == []
+    first, second = sorted(watch.checker.held_during.values())
     assert first[1] < second[0], "the second job held no GPU before the first had finished"
     for job in ("a", "b"):
         eventually(lambda: any(c["type"] == "Succeeded" and c["status"] == "True" for c in (
@@ -127,7 +127,7 @@ def test_two_32_gpu_jobs_on_48_gpus_both_finish_one_after_the_other(cluster):
 
 
 def test_small_groups_fill_fragments_so_a_whole_node_job_runs_beside_them(cluster):
-    emulation, invariants, spec = cluster(FRAGMENTED, min_count=lambda group: 2 if group.startswith("big") else 4)
+    emulation, watch, spec = cluster(FRAGMENTED, min_count=lambda group: 2 if group.startswith("big") else 4)
     for node_name in ("node-0", "node-1"):  # half of two nodes is taken by a service outside any gang
         emulation.api.create("pods", {
             "apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"service-{node_name}"},
@@ -138,9 +138,9 @@ def test_small_groups_fill_fragments_so_a_whole_node_job_runs_beside_them(cluste
     submit(emulation, spec)
     eventually(lambda: len(phases(emulation)) == 6 and set(phases(emulation).values()) == {"Succeeded"},
                timeout=20, what="both jobs succeeded")
-    assert invariants.violations == []
+    assert watch.violations() == []
     placed = {name: pod["spec"]["nodeName"] for name, pod in emulation.pods().items()}
     assert {placed[n] for n in placed if n.startswith("small")} == {"node-0", "node-1"}, "into the fragments"
     assert {placed[n] for n in placed if n.startswith("big")} == {"node-2", "node-3"}
-    big, small = (invariants.held_during[g] for g in sorted(invariants.held_during))
+    big, small = (watch.checker.held_during[g] for g in sorted(watch.checker.held_during))
     assert big[0] <= small[1] and small[0] <= big[1], "both ran at the same time"

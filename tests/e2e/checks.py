@@ -43,7 +43,8 @@ def assert_placed_whole_and_succeeded(team: Team, group: str, size: int) -> None
     """The group's `size` members were all placed (reserved or bound) when the first was bound, each
     was bound to the node it was reserved on, and each succeeded; no invariant broke in the namespace."""
     assert team.violations() == []
-    assert team.stack.invariants.first_bound[(team.name, group)] == (size, size), "placed, members at first bind"
+    assert team.stack.invariants.checker.first_bound[(team.name, group)] == (size, size), \
+        "placed, members at first bind"
     pods = members(team, group)
     assert len(pods) == size
     for pod in pods:

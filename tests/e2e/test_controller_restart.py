@@ -54,6 +54,6 @@ def test_a_controller_killed_mid_release_is_restarted_and_books_nothing_twice(st
         pods = [pod for name, pod in team.pods().items() if name.startswith(f"{job}-")]
         assert_placed_whole_and_succeeded(team, group_label(pods), size)
     assert group_label(pod for name, pod in team.pods().items() if name.startswith("llm-a-")) == group
-    reservations = stack.invariants.reservations
+    reservations = stack.reservations
     assert all(len(reservations[pod["metadata"]["uid"]]) == 1 for pod in team.pods().values()), \
         "every member was reserved on one node, once"

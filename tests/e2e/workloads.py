@@ -93,7 +93,7 @@ class Team:
 
     def pods_created(self) -> dict[str, dict]:
         """Every pod created in the namespace, as the API server stored it at creation (after admission)."""
-        return self.stack.invariants.created_in(self.name)
+        return self.stack.created_in(self.name)
 
     def gangs(self) -> dict[str, dict]:
         """Gangs by the group they declare."""
@@ -111,7 +111,7 @@ class Team:
         return gang if all(current.get(key) == value for key, value in wanted.items()) else None
 
     def violations(self) -> list[str]:
-        return self.stack.invariants.violations(self.name)
+        return [str(violation) for violation in self.stack.invariants.violations(self.name)]
 
     def wait_until(self, condition, what: str):
         """Wait for `condition`, failing at once when an invariant breaks in the namespace meanwhile."""

@@ -91,5 +91,24 @@ def test_under_gangkeeper_pods_are_gated_by_the_real_webhook_and_pinned_by_the_c
         assert terms["nodeSelectorTerms"][0]["matchFields"][0]["values"] == [pod["spec"]["nodeName"]]
         assert pod["status"]["phase"] == "Running" and not pod["spec"].get("schedulingGates")
     [gang] = api.list("gangs", namespace="ml")
-    assert gang["metadata"]["name"] == pods[0]["metadata"]["labels"][names.GROUP_LABEL]
+    assert gang["spec"]["groupName"] == pods[0]["metadata"]["labels"][names.GROUP_LABEL]  # named after its owner
     assert gang["status"]["phase"] == "Running"
+
+
+def test_the_gangkeeper_policy_runs_the_products_controller_loop_on_the_virtual_clock():
+    from gangkeeper.controller.runner import Controller
+    from sim.clock import VirtualClock
+    from sim.cluster import emulated_cluster
+    from study import policies
+
+    clock = VirtualClock()
+    api, _ = policies.gangkeeper_api(clock.now)
+    api.create("namespaces", {"metadata": {"name": "ml", "labels": {names.ENFORCE_LABEL: names.ENFORCE_VALUE}}})
+    component = policies.GangkeeperController(api, clock=clock.now)
+    assert type(component.controller) is Controller
+    cluster = emulated_cluster(api, clock, spec=spec_for([Job("job-a", 0.0, 16, 600.0)], Cluster(nodes=2)),
+                               extra=[component])
+    cluster.run_until(clock.now() + 60)
+    passes = component.controller.metrics.registry.get_sample_value("gangkeeper_reconcile_pass_seconds_count")
+    assert passes == component.passes > 0, "every pass of the study is a pass of Controller.turn"
+    assert component.next_due() == component.controller.due() > clock.now(), "when the product says"

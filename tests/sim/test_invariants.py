@@ -1,0 +1,248 @@
+"""The invariant checks on plain events: each one catches what it is meant to, names what broke, and
+stays quiet otherwise; and `Watch` feeds a checker from an API server."""
+
+from gangkeeper import names
+from sim.apiserver import APIServer
+from sim.invariants import Checker, Watch
+
+GATE = [{"name": names.SCHEDULING_GATE}]
+
+
+def node(name: str, gpus: int = 8) -> dict:
+    return {"metadata": {"name": name}, "status": {"allocatable": {"nvidia.com/gpu": str(gpus), "cpu": "64",
+                                                                  "pods": "110"}}}
+
+
+def pod(name: str, group: str = "g", size: int = 2, gpus: int = 4, node_name: str = "", reserved: str = "",
+        phase: str = "Pending", gated: bool = False, namespace: str = "ns") -> dict:
+    annotations = {names.MIN_COUNT_ANNOTATION: str(size)}
+    if reserved:
+        annotations[names.RESERVED_NODE_ANNOTATION] = reserved
+    spec = {"containers": [{"name": "c", "image": "i", "resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}]}
+    if node_name:
+        spec["nodeName"] = node_name
+    if gated:
+        spec["schedulingGates"] = GATE
+    labels = {names.GROUP_LABEL: group} if group else {}
+    return {"metadata": {"name": name, "namespace": namespace, "labels": labels, "annotations": annotations},
+            "spec": spec, "status": {"phase": phase}}
+
+
+def checker(*nodes) -> Checker:
+    checker = Checker(bind_timeout=10)
+    for n in nodes or (node("n1"),):
+        checker.observe("nodes", "ADDED", n, 0)
+    return checker
+
+
+def kinds(checker: Checker) -> list[str]:
+    return [v.kind for v in checker.violations]
+
+
+def running(name: str, node_name: str = "n1", **fields) -> dict:
+    return pod(name, node_name=node_name, reserved=node_name, phase="Running", **fields)
+
+
+def a_running_pair(c: Checker, at: float, nodes: tuple[str, str] = ("n1", "n1")) -> None:
+    """p0 and p1, reserved while gated, then bound and running, all at `at`."""
+    for name, node_name in zip(("p0", "p1"), nodes):
+        c.observe("pods", "ADDED", pod(name, reserved=node_name, gated=True), at)
+    for name, node_name in zip(("p0", "p1"), nodes):
+        c.observe("pods", "MODIFIED", running(name, node_name), at)
+
+
+def a_running_pair_loses_a_member(c: Checker, at: float) -> None:
+    """p0 and p1 run; p1 is deleted at `at` and its owner creates it again, gated."""
+    a_running_pair(c, at)
+    c.observe("pods", "DELETED", running("p1"), at)
+    c.observe("pods", "ADDED", pod("p1", gated=True), at)
+
+
+def test_a_whole_group_reserved_then_run_is_no_violation():
+    c = checker()
+    for i in (0, 1):
+        c.observe("pods", "ADDED", pod(f"p{i}", gated=True), 1)
+    for i in (0, 1):
+        c.observe("pods", "MODIFIED", pod(f"p{i}", reserved="n1", gated=True), 2)
+    for i in (0, 1):
+        c.observe("pods", "MODIFIED", pod(f"p{i}", reserved="n1", node_name="n1"), 3)
+    for i in (0, 1):
+        c.observe("pods", "MODIFIED", pod(f"p{i}", reserved="n1", node_name="n1", phase="Running"), 4)
+    c.finish(100)
+    assert c.violations == []
+    assert c.first_bound == {("ns", "g"): (2, 2)}, "both placed when the first was bound"
+    assert c.held_during[("ns", "g")][0] == 6, "from the event that bound p0"
+
+
+def test_bound_plus_reserved_beyond_allocatable_is_over_commit():
+    c = checker()
+    c.observe("pods", "ADDED", pod("a", group="", size=1, gpus=6, node_name="n1", phase="Running"), 1)
+    c.observe("pods", "ADDED", pod("b", group="y", size=1, gpus=4, reserved="n1", gated=True), 2)
+    assert kinds(c) == ["over-commit"]
+    [violation] = c.violations
+    assert "nvidia.com/gpu 10 > 8" in violation.message and "ns/a, ns/b" in violation.message
+    assert violation.namespaces == {"ns"} and violation.event == 3
+
+
+def test_a_terminal_pod_frees_its_node():
+    c = checker()
+    c.observe("pods", "ADDED", pod("a", group="x", size=1, gpus=6, node_name="n1", phase="Succeeded"), 1)
+    c.observe("pods", "ADDED", pod("b", group="y", size=1, gpus=4, reserved="n1", gated=True), 2)
+    assert c.violations == []
+
+
+def test_accelerators_on_a_node_never_registered_are_over_commit():
+    c = checker()
+    c.observe("pods", "ADDED", pod("a", group="x", size=1, gpus=1, reserved="nowhere", gated=True), 1)
+    assert kinds(c) == ["over-commit"]
+    assert "never registered" in c.violations[0].message
+
+
+def test_a_group_partly_bound_beyond_the_bind_timeout_is_reported_once():
+    c = checker()
+    a_running_pair_loses_a_member(c, 1)
+    c.tick(10.5)
+    assert c.violations == []  # within the bind timeout
+    c.tick(11.5)
+    c.tick(20)
+    assert kinds(c) == ["incomplete-holding"]
+
+
+def test_a_group_that_completes_in_time_is_no_violation():
+    c = checker()
+    c.observe("pods", "ADDED", pod("p1", reserved="n1", gated=True), 1)
+    c.observe("pods", "ADDED", pod("p0", node_name="n1", reserved="n1", phase="Running"), 1)
+    c.observe("pods", "MODIFIED", pod("p1", reserved="n1", node_name="n1", phase="Running"), 9)
+    c.finish(60)
+    assert c.violations == [] and c.longest_incomplete_holding == 8
+
+
+def deleting(obj: dict) -> dict:
+    obj["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    return obj
+
+
+def test_a_member_being_deleted_no_longer_counts_as_running():
+    c = checker()
+    a_running_pair(c, 1)
+    c.observe("pods", "MODIFIED", deleting(pod("p1", node_name="n1", reserved="n1", phase="Running")), 2)
+    c.tick(13)  # p0 has held its GPUs for 11 s while its group is not fully running
+    assert kinds(c) == ["incomplete-holding"]
+
+
+def test_a_group_whose_members_are_all_being_deleted_holds_nothing_more():
+    c = checker()
+    a_running_pair_loses_a_member(c, 1)
+    c.observe("pods", "MODIFIED", deleting(pod("p0", node_name="n1", reserved="n1", phase="Running")), 9)
+    c.tick(30)  # p0 terminates within its own grace period: given back at 9, not when it is gone
+    assert c.violations == [] and c.longest_incomplete_holding == 8
+
+
+def test_a_pod_on_a_deleted_node_holds_nothing_and_its_group_holds_again_only_when_bound_to_one():
+    c = checker(node("n1"), node("n2"))
+    a_running_pair(c, 1, nodes=("n1", "n2"))
+    c.observe("nodes", "DELETED", node("n1"), 2)
+    c.observe("nodes", "DELETED", node("n2"), 2)
+    c.tick(30)  # both nodes gone before the pod garbage collector removed their pods
+    assert c.violations == []
+    c.observe("nodes", "ADDED", node("n2"), 31)
+    c.tick(45)  # p1's node is back (same name): it holds again, its group incomplete
+    assert kinds(c) == ["incomplete-holding"]
+
+
+def test_the_reaction_allowance_extends_the_bind_timeout_and_no_more():
+    c = Checker(bind_timeout=10, reaction=2)
+    c.observe("nodes", "ADDED", node("n1"), 0)
+    a_running_pair_loses_a_member(c, 1)
+    c.tick(12.5)
+    assert c.violations == []
+    c.tick(13.5)
+    assert kinds(c) == ["incomplete-holding"]
+
+
+def test_bound_off_its_reserved_node_or_reserved_twice_is_a_double_reservation():
+    c = checker(node("n1"), node("n2"))
+    c.observe("pods", "ADDED", pod("p0", size=1, gpus=1, reserved="n1", node_name="n2", phase="Running"), 1)
+    assert kinds(c) == ["double-reservation"]
+    c = checker()
+    for i in range(3):
+        c.observe("pods", "ADDED", pod(f"q{i}", group="h", size=2, gpus=1, reserved="n1", gated=True), 1)
+    assert kinds(c) == ["double-reservation"]
+
+
+def test_time_the_controller_was_down_does_not_count_toward_holding():
+    c = checker()
+    a_running_pair_loses_a_member(c, 1)
+    c.controller_down(5)
+    c.controller_up(9)
+    c.tick(14.5)  # 13.5 s held, 4 of them with nothing to decide
+    assert c.violations == [] and c.longest_incomplete_holding == 13.5
+    c.controller_down(15)
+    c.tick(25)  # still down: no more counted
+    assert c.violations == []
+    c.controller_up(25)
+    c.tick(26.5)
+    assert kinds(c) == ["incomplete-holding"]
+
+
+def test_a_member_bound_while_another_has_neither_node_nor_reservation_is_a_partial_bind():
+    c = checker()
+    c.observe("pods", "ADDED", pod("p0", size=3, reserved="n1", gated=True), 1)
+    c.observe("pods", "ADDED", pod("p1", size=3, reserved="n1", gated=True), 1)
+    c.observe("pods", "ADDED", pod("p2", size=3, gated=True), 1)
+    c.observe("pods", "MODIFIED", pod("p0", size=3, reserved="n1", node_name="n1"), 2)
+    assert "partial-bind" in kinds(c)
+    [violation] = [v for v in c.violations if v.kind == "partial-bind"]
+    assert "ns/p0 bound while ns/p2 have neither" in violation.message
+    assert c.first_bound == {("ns", "g"): (2, 3)}
+
+
+def test_a_member_released_before_its_group_is_reserved_is_a_partial_release():
+    c = checker()
+    c.observe("pods", "ADDED", pod("p0", reserved="n1", gated=True), 1)
+    c.observe("pods", "ADDED", pod("p1", gated=True), 1)
+    c.observe("pods", "MODIFIED", pod("p0", reserved="n1"), 2)
+    assert kinds(c) == ["partial-release"]
+    assert "ns/p0 released with only 1 of its 2 members reserved" in c.violations[0].message
+
+
+def test_members_beyond_the_size_may_wait_while_the_rest_is_bound():
+    c = checker()
+    a_running_pair(c, 1)
+    c.observe("pods", "ADDED", pod("extra", gated=True), 2)  # an elastic member beyond the min count of 2
+    assert c.violations == []
+
+
+def test_a_group_that_lost_a_placed_member_is_checked_again_once_nothing_of_it_is_placed():
+    c = checker()
+    a_running_pair_loses_a_member(c, 1)  # p0 bound, its replacement p1 unplaced: waiting, not a partial bind
+    assert c.violations == []
+    c.observe("pods", "DELETED", running("p0"), 2)  # rolled back: nothing of the group is placed any more
+    c.observe("pods", "ADDED", pod("p0", gated=True), 2)
+    c.observe("pods", "MODIFIED", pod("p0", reserved="n1"), 3)  # released alone: the new placement is checked
+    assert kinds(c) == ["partial-release"]
+
+
+def test_violations_are_told_by_namespace_and_a_failure_of_the_checker_to_every_namespace():
+    c = checker()
+    c.observe("pods", "ADDED", pod("p0", size=1, gpus=1, reserved="n1", node_name="n2", namespace="a"), 1)
+    c.unchecked(2, "could not check MODIFIED pods x: KeyError('metadata')")
+    assert [v.kind for v in c.violations_in("a")] == ["double-reservation", "over-commit", "unchecked"]
+    assert [v.kind for v in c.violations_in("b")] == ["unchecked"]
+
+
+def test_watch_checks_what_exists_and_every_change_the_api_server_commits():
+    api = APIServer(clock=lambda: 1_800_000_000.0)
+    api.create("namespaces", {"metadata": {"name": "ns"}})
+    api.create("nodes", node("n1", gpus=4))
+    api.create("pods", pod("a", group="", gpus=3, node_name="n1"), namespace="ns")
+    now = [10.0]
+    watch = Watch(api, Checker(bind_timeout=10), clock=lambda: now[0])
+    assert watch.checker.events == 2, "the node and the pod there already"
+    now[0] = 11.0
+    api.create("pods", pod("b", group="y", size=1, gpus=2, reserved="n1", gated=True), namespace="ns")
+    [violation] = watch.violations("ns")
+    assert violation.kind == "over-commit" and violation.at == 11.0
+    watch.close()
+    api.create("pods", pod("c", group="", gpus=1), namespace="ns")
+    assert watch.checker.events == 3, "nothing more after close"
