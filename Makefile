@@ -28,7 +28,7 @@ test: lint ## run every test (unit, HTTP, end-to-end, the built wheel) after the
 test-fast: lint ## the tests that start no processes (no end-to-end suites)
 	$(BIN)/pytest -m 'not e2e' $(PYTEST_ARGS)
 
-lint: $(STAMP) ## ruff (unused or undefined names, import order)
+lint: $(STAMP) ## ruff (unused or undefined names, import order, the component folders imported by their folder names)
 	$(BIN)/ruff check --no-cache .
 
 demo: $(STAMP) ## run the main scenario on the built-in cluster emulation

@@ -1,8 +1,8 @@
 """Benchmark of /mutate over HTTPS against real gunicorn, relative to a no-op endpoint.
 
 The server runs as `gangkeeper.webhook.server.serve` in a subprocess with the shipped gunicorn
-settings, serving the product's app with one route added here, /noop (a constant answer that never reads the body) shows what TLS,
-gunicorn and Flask cost alone; the ratio of the two is what the policy, the envelope, the audit
+settings, serving the product's app with one route added here: /noop (a constant answer after
+the same transport checks) shows what TLS, gunicorn and Flask cost alone; the ratio of the two is what the policy, the envelope, the audit
 line and the metrics add. The load comes from another process (a thread per connection,
 persistent HTTPS connections through http.client, the API server's way), so that on a small
 machine the client's GIL is never the server's.
@@ -35,7 +35,8 @@ from gangkeeper.certs.issue import issue
 from gangkeeper.webhook.app import TransportError, create_app, read_body
 
 LOOPBACK = "127.0.0.1"
-_SERVE = "import json, sys\nfrom webhook.server import serve\nserve(json.loads(sys.argv[1]), **json.loads(sys.argv[2]))"
+_SERVE = ("import json, sys\nfrom gangkeeper.webhook.server import serve\nfrom bench.webhook import app_with_noop\n"
+          "serve(json.loads(sys.argv[1]), app_factory=app_with_noop, **json.loads(sys.argv[2]))")
 DEFAULT_SERVER = {"worker_class": "gthread", "workers": 2, "threads": 4}
 COMPARED_SERVERS = tuple({"worker_class": kind, "workers": count, "threads": 4 if kind == "gthread" else 1}
                          for kind in ("sync", "gthread") for count in (1, 2, 4))
