@@ -86,6 +86,21 @@ class Cache:
             return len(self._items)
 
 
+def apply_event(cache: Cache, read: Callable[[dict], Any], kind: str, obj: dict) -> bool | None:
+    """What one watch event does to a cache: an added or modified object is cached as `read`
+    makes it (or dropped when `read` gives None), a deleted one dropped, a bookmark changes
+    nothing. Whether the cache changed; None for an event type this does not know."""
+    if kind in ("ADDED", "MODIFIED"):
+        value = read(obj)
+        if value is not None:
+            cache.put(object_key(obj), value)
+            return True
+        return cache.remove(object_key(obj))
+    if kind == "DELETED":
+        return cache.remove(object_key(obj))
+    return False if kind == "BOOKMARK" else None
+
+
 def _ignore(*_: Any) -> None:
     return None
 
@@ -216,20 +231,12 @@ class Informer:
             self.hooks.watch_restarted(self.resource.name, "closed")
 
     def _apply(self, kind: str, obj: dict) -> None:
-        key = object_key(obj)
-        if kind in ("ADDED", "MODIFIED"):
-            value = self._small(obj)
-            if value is not None:
-                self.cache.put(key, value)
-                self._on_change(self.resource.name)
-            elif self.cache.remove(key):
-                self._on_change(self.resource.name)
-        elif kind == "DELETED":
-            if self.cache.remove(key):
-                self._on_change(self.resource.name)
-        elif kind != "BOOKMARK":
+        changed = apply_event(self.cache, self._small, kind, obj)
+        if changed is None:
             log.warning("%s: ignoring a watch event of unknown type %r", self.resource.name, kind)
             return
+        if changed:
+            self._on_change(self.resource.name)
         self.resource_version = (obj.get("metadata") or {}).get("resourceVersion") or self.resource_version
 
     def _keyed(self, obj: dict) -> tuple[str, Any] | None:

@@ -18,7 +18,7 @@ may run on its own, so:
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from gangkeeper.controller.informer import Cache, Hooks, Transform, object_key
+from gangkeeper.controller.informer import Cache, Hooks, Transform, apply_event
 from gangkeeper.controller.kube import MERGE_PATCH, Resource, check_patch, error_from
 from sim.api import CONTROLLER, APIError, User, WatchEvent
 from sim.apiserver import APIServer
@@ -84,14 +84,9 @@ class FedInformer:
         return None
 
     def observe(self, event: WatchEvent) -> None:
-        """What `Informer` does with one watch event: cache the transformed object, or drop it."""
+        """What `Informer` does with one watch event (`controller.informer.apply_event`)."""
         obj = event.object
         if self._namespace is not None and obj["metadata"].get("namespace") != self._namespace:
             return
-        key = object_key(obj)
-        value = None if event.type == "DELETED" else self._transform(obj)
-        if value is not None:
-            self.cache.put(key, value)
-        elif not self.cache.remove(key):
-            return
-        self._on_change(self.resource.name)
+        if apply_event(self.cache, self._transform, event.type, obj):
+            self._on_change(self.resource.name)
