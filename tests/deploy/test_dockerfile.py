@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.artifact.context import is_excluded, rules
+
 REPO = Path(__file__).resolve().parents[2]
 HADOLINT = Path(sys.executable).parent / "hadolint"
 BUILD_TOOLS = ("gcc", "g++", "build-essential", "make", "clang", "python3-dev", "libffi-dev", "libssl-dev")
@@ -71,7 +73,10 @@ def test_final_stage_has_no_build_tools(stages):
 
 
 def test_build_context_leaves_out_what_the_wheel_does_not_need():
-    ignored = {line.strip() for line in (REPO / ".dockerignore").read_text().splitlines()
-               if line.strip() and not line.startswith("#")}
-    assert {".git", ".venv", "tests", "harness", "sim", "demo", "study", "reliability", "bench"} <= ignored
-    assert not {"setup.cfg", "pyproject.toml", "README.md", "gangkeeper", "certs"} & ignored
+    patterns = rules(REPO / ".dockerignore")
+    for left_out in (".git", ".venv", "tests", "harness", "sim", "demo", "study", "reliability", "bench", "deploy",
+                     "docs", "demo-timeline.png", "webhook/__pycache__/app.cpython-311.pyc"):
+        assert is_excluded(left_out, patterns), left_out
+    for kept in ("setup.cfg", "pyproject.toml", "README.md", "gangkeeper/cli.py", "webhook/app.py",
+                 "controller/runner.py", "certs/issue.py", "gangkeeper/integrations/job.py"):
+        assert not is_excluded(kept, patterns), kept
