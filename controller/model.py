@@ -8,19 +8,35 @@ planner groups them and the node pool remembers eligibility per constraint set.
 
 import sys
 from collections.abc import Hashable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from fractions import Fraction
 from functools import lru_cache
 from types import MappingProxyType
+from typing import TYPE_CHECKING
 
 from gangkeeper import names
 from gangkeeper.quantity import parse_quantity
 from gangkeeper.resources import Resources, pod_requests
 
+if TYPE_CHECKING:
+    from gangkeeper.controller.interpod import PodRules
+
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 
 GroupKey = tuple[str, str]
+NO_LABELS: Mapping[str, str] = MappingProxyType({})
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimRef:
+    """One `spec.resourceClaims` entry of a pod: a template (one claim per pod) or a shared
+    ResourceClaim, and the claim generated for it when `status.resourceClaimStatuses` names one."""
+
+    name: str
+    template: str | None
+    shared: str | None
+    generated: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +85,12 @@ class Node:
 class Member:
     """A pod of a group. `affinity_terms` is None when the pod has no required node affinity.
 
+    `labels` and `rules` (required pod affinity and anti-affinity, spread constraints, host
+    ports: `controller.interpod`; None only for members built by hand without them) are what
+    the pods around it see of it and ask of them; `claims` its DRA ResourceClaims, resolved
+    against the cluster's claims and templates when it is planned (`controller.occupancy`);
+    `volume_claims` the PersistentVolumeClaims its volumes name.
+
     `reserved_node` is the reservation annotation or, once the gate is gone, the node of the pin:
     a released member carries both, and either one is enough to rebuild the ledger after a
     restart. A gated pod is reserved by the annotation alone: the pin and the gate's removal are
@@ -88,6 +110,10 @@ class Member:
     phase: str
     gated: bool
     created: float | None
+    labels: Mapping[str, str] = field(default_factory=lambda: NO_LABELS)
+    rules: "PodRules | None" = None
+    claims: tuple[ClaimRef, ...] = ()
+    volume_claims: tuple[str, ...] = ()
 
     @property
     def placement_key(self) -> tuple:
@@ -154,6 +180,9 @@ def node_from_api(obj: Mapping) -> Node:
 
 
 def member_from_api(pod: Mapping) -> Member:
+    # interpod's rules are built on this module's values (requirements, nodes), hence imported here.
+    from gangkeeper.controller.interpod import rules_of
+
     metadata = pod.get("metadata") or {}
     spec = pod.get("spec") or {}
     annotations = metadata.get("annotations") or {}
@@ -173,17 +202,32 @@ def member_from_api(pod: Mapping) -> Member:
         phase=(pod.get("status") or {}).get("phase") or "Pending",
         gated=gated,
         created=_timestamp(metadata.get("creationTimestamp")),
+        labels=_shared_labels(tuple(sorted((metadata.get("labels") or {}).items()))),
+        rules=rules_of(pod),
+        claims=_claim_refs(spec, pod.get("status") or {}),
+        volume_claims=tuple(volume["persistentVolumeClaim"].get("claimName", "")
+                            for volume in spec.get("volumes") or () if volume.get("persistentVolumeClaim")),
     )
 
 
 def required_affinity_terms(spec: Mapping) -> tuple[Term, ...] | None:
-    required = (((spec.get("affinity") or {}).get("nodeAffinity") or {})
-                .get("requiredDuringSchedulingIgnoredDuringExecution"))
-    if required is None:
+    """A pod's required node affinity, None when it has none."""
+    return selector_terms(((spec.get("affinity") or {}).get("nodeAffinity") or {})
+                          .get("requiredDuringSchedulingIgnoredDuringExecution"))
+
+
+def required_terms(volume_node_affinity: Mapping | None) -> tuple[Term, ...] | None:
+    """A PersistentVolume's `spec.nodeAffinity.required`, None when it has none."""
+    return selector_terms((volume_node_affinity or {}).get("required"))
+
+
+def selector_terms(selector: Mapping | None) -> tuple[Term, ...] | None:
+    """The terms of a core/v1 NodeSelector, None for no selector."""
+    if selector is None:
         return None
     return tuple(
         Term(_requirements(term.get("matchExpressions")), _requirements(term.get("matchFields")))
-        for term in required.get("nodeSelectorTerms") or ()
+        for term in selector.get("nodeSelectorTerms") or ()
     )
 
 
@@ -203,6 +247,21 @@ def pinned_node(terms: tuple[Term, ...] | None) -> str | None:
 def _shared(value: Hashable) -> Hashable:
     """The first equal value seen: the members of a group, and most pods, share their constraints."""
     return value
+
+
+@lru_cache(maxsize=4096)
+def _shared_labels(items: tuple[tuple[str, str], ...]) -> Mapping[str, str]:
+    """One read-only mapping per distinct set of labels (the pods of one workload often share theirs)."""
+    return MappingProxyType(dict(items))
+
+
+def _claim_refs(spec: Mapping, status: Mapping) -> tuple[ClaimRef, ...]:
+    entries = spec.get("resourceClaims")
+    if not entries:
+        return ()
+    generated = {s.get("name"): s.get("resourceClaimName") for s in status.get("resourceClaimStatuses") or ()}
+    return tuple(ClaimRef(e.get("name", ""), e.get("resourceClaimTemplateName"), e.get("resourceClaimName"),
+                          generated.get(e.get("name"))) for e in entries)
 
 
 @lru_cache(maxsize=4096)

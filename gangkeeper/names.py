@@ -69,6 +69,11 @@ JOB_API = ("batch", "v1", "jobs")
 JOB_KIND = "Job"
 
 # --- scheduler-plugins coscheduling and Volcano --------------------------------------------
+# k8s.io/api resource/v1 (DRA): the claim the scheduler makes for extended resources a
+# DeviceClass serves (KEP-5004), and the extended resource every DeviceClass serves by its name.
+EXTENDED_RESOURCE_CLAIM_ANNOTATION = "resource.kubernetes.io/extended-resource-claim"
+IMPLICIT_EXTENDED_RESOURCE_PREFIX = "deviceclass.resource.kubernetes.io/"
+
 # sigs.k8s.io/scheduler-plugins apis/scheduling/v1alpha1: PodGroupLabel.
 PLUGINS_POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
 PLUGINS_POD_GROUP_API = ("scheduling.x-k8s.io", "v1alpha1", "podgroups")

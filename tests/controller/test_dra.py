@@ -1,0 +1,763 @@
+import json
+from dataclasses import replace
+from fractions import Fraction
+
+import pytest
+
+from gangkeeper.controller import dra
+from gangkeeper.controller.capacity import Ledger, members_fitting, usage
+from gangkeeper.controller.dra import (
+    CANNOT_ALLOCATE,
+    EXTENDED_RESOURCE_CLAIM_ANNOTATION,
+    IN_USE,
+    NOT_AVAILABLE,
+    Claim,
+    DeviceRequest,
+    Inventory,
+    Unresolved,
+    device_demand,
+)
+from gangkeeper.controller.model import node_from_api, pinned_node, required_affinity_terms
+from gangkeeper.resources import pod_requests
+from tests.controller.builders import node_object
+from tests.recorded import SCHEDULER
+
+DRIVER = "gpu.example.com"
+GPU_CLASS = "gpu.example.com"
+BY_DRIVER = f"device.driver == '{DRIVER}'"
+H100 = f"device.attributes['{DRIVER}'].model == 'h100'"
+NAMESPACE = "team"
+
+
+# --- builders: API objects as plain dicts ----------------------------------------------------------
+
+
+def device_class(name=GPU_CLASS, selectors=(BY_DRIVER,), extended_resource=None, created=None):
+    spec = {"selectors": [{"cel": {"expression": e}} for e in selectors]}
+    if extended_resource:
+        spec["extendedResourceName"] = extended_resource
+    metadata = {"name": name}
+    if created:
+        metadata["creationTimestamp"] = created
+    return {"kind": "DeviceClass", "metadata": metadata, "spec": spec}
+
+
+def gpu(name, model=None, **extra):
+    raw = {"name": name, **extra}
+    if model:
+        raw.setdefault("attributes", {})["model"] = {"string": model}
+    return raw
+
+
+def gpus(count, model=None):
+    return [gpu(f"gpu-{i}", model) for i in range(count)]
+
+
+def resource_slice(name, devices, node="n1", pool=None, generation=1, slices_in_pool=1, driver=DRIVER, **placement):
+    spec = {"driver": driver, "devices": devices,
+            "pool": {"name": pool or node or name, "generation": generation, "resourceSliceCount": slices_in_pool}}
+    if placement:
+        spec.update(placement)
+    else:
+        spec["nodeName"] = node
+    return {"kind": "ResourceSlice", "metadata": {"name": name}, "spec": spec}
+
+
+def request(name="gpu", count=1, selectors=(), device_class=GPU_CLASS, mode="ExactCount", **extra):
+    exactly = {"deviceClassName": device_class, "allocationMode": mode, "count": count, **extra}
+    if selectors:
+        exactly["selectors"] = [{"cel": {"expression": e}} for e in selectors]
+    return {"name": name, "exactly": exactly}
+
+
+def claim_object(name, requests, results=None, node=None, reserved_for=(), annotations=None, constraints=None):
+    devices = {"requests": list(requests)}
+    if constraints:
+        devices["constraints"] = constraints
+    metadata = {"name": name, "namespace": NAMESPACE, "annotations": annotations or {}}
+    obj = {"kind": "ResourceClaim", "metadata": metadata,
+           "spec": {"devices": devices}, "status": {}}
+    if results is not None:
+        obj["status"]["allocation"] = allocation(results, node)
+        obj["status"]["reservedFor"] = [{"resource": "pods", "name": uid, "uid": uid} for uid in reserved_for]
+    return obj
+
+
+def allocation(results, node):
+    """As the scheduler writes it: one result per device, restricted to the node of node-local devices."""
+    written = {"devices": {"results": [{"request": request, "driver": driver, "pool": pool, "device": name}
+                                       for request, (driver, pool, name) in results]}}
+    if node:
+        written["nodeSelector"] = {"nodeSelectorTerms": [
+            {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}]}
+    return written
+
+
+def template_object(name, requests):
+    return {"kind": "ResourceClaimTemplate", "metadata": {"name": name, "namespace": NAMESPACE},
+            "spec": {"spec": {"devices": {"requests": list(requests)}}}}
+
+
+def pod_object(name, templates=(), shared=(), statuses=None, uid=None):
+    claims = [{"name": f"t{i}", "resourceClaimTemplateName": t} for i, t in enumerate(templates)]
+    claims += [{"name": f"s{i}", "resourceClaimName": s} for i, s in enumerate(shared)]
+    pod = {"metadata": {"name": name, "namespace": NAMESPACE, "uid": uid or f"uid-{name}"},
+           "spec": {"containers": [{"name": "main"}], "resourceClaims": claims}, "status": {}}
+    if statuses is not None:
+        pod["status"]["resourceClaimStatuses"] = statuses
+    return pod
+
+
+def node(name="n1", labels=None, allocatable=None):
+    obj = node_object(name, gpus=None, labels=labels)
+    obj["status"]["allocatable"].update(allocatable or {})
+    return node_from_api(obj)
+
+
+def inventory(*objects):
+    inv = Inventory()
+    for obj in objects:
+        {"DeviceClass": inv.put_device_class, "ResourceSlice": inv.put_slice,
+         "ResourceClaim": inv.put_claim}[obj["kind"]](obj)
+    return inv
+
+
+def demand(pod, *objects):
+    by_key = {(o["metadata"]["namespace"], o["metadata"]["name"]): o for o in objects}
+    templates = {k: o for k, o in by_key.items() if o["kind"] == "ResourceClaimTemplate"}
+    claims = {k: o for k, o in by_key.items() if o["kind"] == "ResourceClaim"}
+    return device_demand(pod, templates, claims)
+
+
+def one_claim(*requests, constraints=(), shared=None):
+    """A pod's demand of one claim, built directly."""
+    return (Claim("gpu", tuple(requests), tuple(constraints), shared),)
+
+
+def devices_of(results):
+    return [result.device[2] for claim in results for result in claim]
+
+
+def any_gpu(count=1, name="gpu", **kwargs):
+    return DeviceRequest(name, GPU_CLASS, count=count, **kwargs)
+
+
+def h100(count=1, name="h100"):
+    return DeviceRequest(name, GPU_CLASS, (H100,), count=count)
+
+
+# --- what a pod asks for -------------------------------------------------------------------------
+
+
+def test_a_pod_without_claims_demands_nothing():
+    assert demand(pod_object("p")) == ()
+
+
+def test_a_template_gives_the_pod_its_own_claim():
+    template = template_object("two", [request(count=2, selectors=(H100,))])
+    (claim,) = demand(pod_object("p", templates=["two"]), template)
+    assert claim.shared is None and claim.allocation is None and claim.name == "t0"
+    assert claim.requests == (DeviceRequest("gpu", GPU_CLASS, (H100,), 2),)
+
+
+def test_identical_members_share_one_demand():
+    template = template_object("one", [request()])
+    first, second = (demand(pod_object(name, templates=["one"]), template) for name in ("a", "b"))
+    assert first is second
+
+
+def test_a_missing_template_or_claim_is_a_reason_not_a_demand():
+    assert demand(pod_object("p", templates=["nope"])) == Unresolved(
+        'resourceclaimtemplate.resource.k8s.io "nope" not found')
+    assert demand(pod_object("p", shared=["gone"])) == Unresolved('resourceclaim.resource.k8s.io "gone" not found')
+
+
+def test_a_generated_claim_already_allocated_is_demanded_as_its_allocation():
+    generated = claim_object("p-t0-abcde", [request()], results=[("gpu", (DRIVER, "n1", "gpu-3"))], node="n1")
+    pod = pod_object("p", templates=["one"], statuses=[{"name": "t0", "resourceClaimName": "p-t0-abcde"}])
+    (claim,) = demand(pod, generated, template_object("one", [request()]))
+    assert [r.device for r in claim.allocation.results] == [(DRIVER, "n1", "gpu-3")]
+
+
+def test_a_template_entry_the_claim_controller_left_without_claim_is_skipped():
+    pod = pod_object("p", templates=["one"], statuses=[{"name": "t0", "resourceClaimName": None}])
+    assert demand(pod, template_object("one", [request()])) == ()
+
+
+def test_a_shared_claim_is_known_by_its_key():
+    (claim,) = demand(pod_object("p", shared=["shared"]), claim_object("shared", [request()]))
+    assert claim.shared == (NAMESPACE, "shared")
+
+
+def test_first_available_and_constraints_are_read():
+    first_available = {"name": "gpu", "firstAvailable": [
+        {"name": "big", "deviceClassName": GPU_CLASS, "count": 4},
+        {"name": "small", "deviceClassName": GPU_CLASS, "allocationMode": "ExactCount", "count": 1}]}
+    shared = claim_object("c", [first_available], constraints=[{"matchAttribute": f"{DRIVER}/numa"}])
+    (claim,) = demand(pod_object("p", shared=["c"]), shared)
+    assert [(s.name, s.count) for s in claim.requests[0].first_available] == [("big", 4), ("small", 1)]
+    assert claim.constraints == (dra.MatchAttribute(f"{DRIVER}/numa"),)
+
+
+def test_a_constraint_the_allocator_does_not_know_is_a_reason():
+    shared = claim_object("c", [request()], constraints=[{"distinctAttribute": f"{DRIVER}/numa"}])
+    reason = demand(pod_object("p", shared=["c"]), shared)
+    assert isinstance(reason, Unresolved) and "only matchAttribute" in reason.reason
+
+
+def test_a_claim_reserved_for_as_many_other_pods_as_allowed_is_in_use():
+    full = claim_object("c", [request()], results=[("gpu", (DRIVER, "n1", "gpu-0"))], node="n1",
+                        reserved_for=[f"other-{i}" for i in range(dra.MAX_RESERVED_FOR)])
+    assert demand(pod_object("p", shared=["c"]), full) == Unresolved(IN_USE)
+    mine = claim_object("c", [request()], results=[("gpu", (DRIVER, "n1", "gpu-0"))], node="n1",
+                        reserved_for=["uid-p"] + [f"other-{i}" for i in range(dra.MAX_RESERVED_FOR - 1)])
+    assert not isinstance(demand(pod_object("p", shared=["c"]), mine), Unresolved)
+
+
+# --- the allocator --------------------------------------------------------------------------------
+
+
+def test_devices_go_in_slice_order_and_the_next_pod_gets_the_next_ones():
+    inv = inventory(device_class(), resource_slice("s", gpus(5)))
+    wanted = one_claim(any_gpu(2))
+    assert devices_of(inv.hold("a", node(), wanted)) == ["gpu-0", "gpu-1"]
+    assert devices_of(inv.hold("b", node(), wanted)) == ["gpu-2", "gpu-3"]
+    assert inv.allocate(node(), wanted) is None
+    assert inv.refusal(node(), wanted) == CANNOT_ALLOCATE
+    assert inv.fits(node(), one_claim(any_gpu(1)), 8) == 1
+
+
+def test_a_pod_backtracks_until_every_request_of_every_claim_has_a_device():
+    inv = inventory(device_class(), resource_slice("s", [gpu("gpu-0", "h100"), gpu("gpu-1", "a100")]))
+    within_a_claim = one_claim(any_gpu(name="any"), h100())
+    (results,) = inv.allocate(node(), within_a_claim)
+    assert [(r.request, r.device[2]) for r in results] == [("any", "gpu-1"), ("h100", "gpu-0")]
+    across_claims = (Claim("first", (any_gpu(),)), Claim("second", (h100(),)))
+    assert devices_of(inv.allocate(node(), across_claims)) == ["gpu-1", "gpu-0"]
+
+
+def test_all_mode_takes_every_matching_device_or_none():
+    inv = inventory(device_class(), resource_slice("s", [gpu("gpu-0", "h100"), gpu("gpu-1", "a100"),
+                                                         gpu("gpu-2", "h100")]))
+    every_h100 = one_claim(DeviceRequest("all", GPU_CLASS, (H100,), mode=dra.ALL))
+    assert devices_of(inv.allocate(node(), every_h100)) == ["gpu-0", "gpu-2"]
+    inv.hold("other", node(), one_claim(h100()))
+    assert inv.refusal(node(), every_h100) == CANNOT_ALLOCATE
+
+
+def test_class_and_request_selectors_must_both_hold():
+    other_driver = resource_slice("nic", [{"name": "nic-0"}], pool="nics", driver="nic.example.com")
+    inv = inventory(device_class(), other_driver, resource_slice("s", [gpu("gpu-0", "a100"), gpu("gpu-1", "h100")]))
+    assert devices_of(inv.allocate(node(), one_claim(h100()))) == ["gpu-1"]
+    assert inv.fits(node(), one_claim(any_gpu()), 10) == 2
+
+
+@pytest.mark.parametrize("selector, chosen", [
+    ("device.attributes['gpu.example.com'].memory >= 80", ["gpu-1"]),  # unqualified: the driver's domain
+    ("'family' in device.attributes['vendor.example.com'] && "
+     "device.attributes['vendor.example.com'].family == 'hopper'", ["gpu-1"]),  # another domain, qualified
+    ("size(device.attributes['nowhere.example.com']) == 0", ["gpu-0", "gpu-1"]),  # an unknown domain is empty
+    ("device.capacity['gpu.example.com'].hbm.compareTo(quantity('64Gi')) > 0", ["gpu-1"]),
+    ("device.capacity['gpu.example.com'].hbm.isLessThan(quantity('64Gi'))", ["gpu-0"]),
+    ("device.attributes['gpu.example.com'].driverVersion.isGreaterThan(semver('1.10.0'))", ["gpu-1"]),
+    ("device.attributes['gpu.example.com'].driverVersion == semver('1.2.0')", ["gpu-0"]),
+    ("device.attributes['gpu.example.com'].model.lowerAscii() == 'h100'", ["gpu-1"]),
+    ("isSemver('1.2.3') && !isQuantity('lots') && device.attributes['gpu.example.com'].ecc", ["gpu-1"]),
+])
+def test_cel_sees_the_device_as_the_dra_environment_does(selector, chosen):
+    small = gpu("gpu-0", attributes={"memory": {"int": 40}, "driverVersion": {"version": "1.2.0"},
+                                     "ecc": {"bool": False}, "model": {"string": "A100"}},
+                capacity={"hbm": {"value": "40Gi"}})
+    big = gpu("gpu-1", attributes={"memory": {"int": 80}, "vendor.example.com/family": {"string": "hopper"},
+                                   "driverVersion": {"version": "1.10.1"}, "ecc": {"bool": True},
+                                   "model": {"string": "H100"}},
+              capacity={"hbm": {"value": "80Gi"}})
+    inv = inventory(device_class(), resource_slice("s", [small, big]))
+    wanted = one_claim(DeviceRequest("gpu", GPU_CLASS, (selector,), mode=dra.ALL))
+    assert devices_of(inv.allocate(node(), wanted)) == chosen
+
+
+@pytest.mark.parametrize("selector, error", [
+    ("device.driver ==", "CEL compile error"),
+    ("device.attributes['gpu.example.com'].missing == 1", "CEL runtime error: no such member"),
+    ("device.driver", "could not be converted to bool"),
+    ("cel.bind(x, 1, x == 1)", "CEL runtime error"),
+])
+def test_a_broken_expression_refuses_the_node_and_says_why(selector, error):
+    inv = inventory(device_class(), resource_slice("s", gpus(2, "h100")))
+    wanted = one_claim(DeviceRequest("gpu", GPU_CLASS, (selector,)))
+    reason = inv.refusal(node(), wanted)
+    assert reason.startswith("claim gpu, request gpu: request: selector #0: ") and error in reason
+    assert "gpu.example.com/n1/gpu-0" in reason
+    assert inv.allocate(node(), wanted) is None and inv.fits(node(), wanted, 2) == 0
+
+
+def test_a_broken_class_selector_names_the_class():
+    inv = inventory(device_class(selectors=("device.nope.x",)), resource_slice("s", gpus(1)))
+    assert "class gpu.example.com: selector #0: CEL runtime error" in inv.refusal(node(), one_claim(any_gpu()))
+
+
+def test_an_unknown_device_class_is_the_reason():
+    inv = inventory(resource_slice("s", gpus(1)))
+    assert inv.refusal(node(), one_claim(any_gpu())) == "request gpu: device class gpu.example.com does not exist"
+
+
+def test_untolerated_taints_keep_a_device_out():
+    tainted = gpu("gpu-0", taints=[{"key": "broken", "value": "ecc", "effect": "NoSchedule"}])
+    preferred = gpu("gpu-1", taints=[{"key": "old", "effect": "None"}])
+    inv = inventory(device_class(), resource_slice("s", [tainted, preferred]))
+    assert inv.fits(node(), one_claim(any_gpu()), 5) == 1
+    tolerant = any_gpu(2, tolerations=(dra.Toleration("broken", "Equal", "ecc", "NoSchedule"),))
+    assert devices_of(inv.allocate(node(), one_claim(tolerant))) == ["gpu-0", "gpu-1"]
+
+
+def test_devices_the_model_cannot_count_are_never_chosen():
+    partition = gpu("gpu-0", consumesCounters=[{"counterSet": "mem", "counters": {"memory": {"value": "10Gi"}}}])
+    conditional = gpu("gpu-1", bindingConditions=["attached"])
+    inv = inventory(device_class(), resource_slice("s", [partition, conditional, gpu("gpu-2")]))
+    assert devices_of(inv.allocate(node(), one_claim(any_gpu()))) == ["gpu-2"]
+    assert inv.fits(node(), one_claim(any_gpu()), 5) == 1
+
+
+def test_only_the_newest_generation_of_a_pool_counts():
+    inv = inventory(device_class(), resource_slice("old", gpus(8), pool="p", generation=1),
+                    resource_slice("new", gpus(2), pool="p", generation=2))
+    assert inv.fits(node(), one_claim(any_gpu()), 10) == 2
+    inv.remove_slice("new")
+    assert inv.fits(node(), one_claim(any_gpu()), 10) == 8
+
+
+def test_a_pool_spread_over_slices_is_used_whole_and_skipped_while_incomplete():
+    first = resource_slice("s-1", [gpu("gpu-0"), gpu("gpu-1")], pool="p", slices_in_pool=2)
+    inv = inventory(device_class(), first)
+    assert inv.fits(node(), one_claim(any_gpu()), 10) == 0
+    every = one_claim(DeviceRequest("gpu", GPU_CLASS, mode=dra.ALL))
+    assert "asks for all devices, but resource pool gpu.example.com/p is currently being updated" in inv.refusal(
+        node(), every)
+    inv.put_slice(resource_slice("s-0", [gpu("gpu-2")], pool="p", slices_in_pool=2))
+    assert devices_of(inv.allocate(node(), every)) == ["gpu-2", "gpu-0", "gpu-1"]
+
+
+def test_a_pool_with_a_device_named_twice_is_skipped():
+    inv = inventory(device_class(), resource_slice("s-0", gpus(1), pool="p", slices_in_pool=2),
+                    resource_slice("s-1", gpus(1), pool="p", slices_in_pool=2))
+    assert inv.fits(node(), one_claim(any_gpu()), 10) == 0
+
+
+def test_slices_for_all_nodes_or_a_node_selector_are_shared_by_the_nodes_they_admit():
+    rack = {"nodeSelectorTerms": [{"matchExpressions": [{"key": "rack", "operator": "In", "values": ["r1"]}]}]}
+    inv = inventory(device_class(), resource_slice("fabric", gpus(1), node=None, pool="fabric", allNodes=True),
+                    resource_slice("rack", [gpu("rgpu-0")], node=None, pool="rack", nodeSelector=rack))
+    in_rack, elsewhere = node("n1", labels={"rack": "r1"}), node("n2", labels={"rack": "r2"})
+    assert inv.fits(in_rack, one_claim(any_gpu()), 5) == 2
+    assert inv.fits(elsewhere, one_claim(any_gpu()), 5) == 1
+    inv.hold("a", elsewhere, one_claim(any_gpu()))
+    assert devices_of(inv.allocate(in_rack, one_claim(any_gpu()))) == ["rgpu-0"]
+
+
+def test_per_device_node_selection():
+    devices = [{"name": "gpu-0", "nodeName": "n1"}, {"name": "gpu-1", "nodeName": "n2"},
+               {"name": "gpu-2", "allNodes": True}]
+    inv = inventory(device_class(), resource_slice("s", devices, node=None, pool="p", perDeviceNodeSelection=True))
+    assert devices_of(inv.allocate(node("n2"), one_claim(any_gpu(2)))) == ["gpu-1", "gpu-2"]
+    assert inv.fits(node("n3"), one_claim(any_gpu()), 5) == 1
+
+
+def test_match_attribute_keeps_a_claims_devices_together():
+    numa = [gpu(f"gpu-{i}", attributes={"numa": {"int": i % 2}}) for i in range(4)]
+    inv = inventory(device_class(), resource_slice("s", numa))
+    together = one_claim(any_gpu(2), constraints=[dra.MatchAttribute(f"{DRIVER}/numa")])
+    assert devices_of(inv.allocate(node(), together)) == ["gpu-0", "gpu-2"]
+    assert devices_of(inv.allocate(node(), together, taken={(DRIVER, "n1", "gpu-0")})) == ["gpu-1", "gpu-3"]
+    unrelated = one_claim(any_gpu(2), constraints=[dra.MatchAttribute(f"{DRIVER}/numa", ("other",))])
+    assert devices_of(inv.allocate(node(), unrelated)) == ["gpu-0", "gpu-1"]
+
+
+def test_first_available_takes_the_first_subrequest_that_can_be_satisfied():
+    inv = inventory(device_class(), resource_slice("s", gpus(2)))
+    choice = DeviceRequest("gpu", first_available=(any_gpu(4, name="big"), any_gpu(1, name="small")))
+    (results,) = inv.allocate(node(), one_claim(choice))
+    assert [(r.request, r.device[2]) for r in results] == [("gpu/small", "gpu-0")]
+
+
+def test_admin_access_uses_devices_in_use_and_takes_none():
+    inv = inventory(device_class(), resource_slice("s", gpus(1)))
+    inv.hold("user", node(), one_claim(any_gpu()))
+    monitor = one_claim(any_gpu(admin_access=True))
+    (results,) = inv.hold("monitor", node(), monitor)
+    assert results[0].admin_access and results[0].device[2] == "gpu-0"
+    inv.forget("user")
+    assert inv.fits(node(), one_claim(any_gpu()), 5) == 1
+
+
+def test_a_claim_gets_at_most_32_devices():
+    inv = inventory(device_class(), resource_slice("s", gpus(40)))
+    assert "exceeds the claim limit of 32" in inv.refusal(node(), one_claim(any_gpu(33)))
+    assert inv.fits(node(), one_claim(any_gpu(33)), 1) == 0
+
+
+def test_a_search_too_large_to_predict_is_refused(monkeypatch):
+    monkeypatch.setattr(dra, "MAX_STEPS", 3)
+    inv = inventory(device_class(), resource_slice("s", gpus(8)))
+    assert inv.refusal(node(), one_claim(any_gpu(8))).startswith("more than 3 devices to try")
+
+
+# --- the inventory, one event at a time -----------------------------------------------------------
+
+
+def test_allocated_claims_take_their_devices_until_removed_or_changed():
+    inv = inventory(device_class(), resource_slice("s", gpus(2)))
+    inv.put_claim(claim_object("c", [request()], results=[("gpu", (DRIVER, "n1", "gpu-0"))], node="n1"))
+    assert devices_of(inv.allocate(node(), one_claim(any_gpu()))) == ["gpu-1"]
+    inv.put_claim(claim_object("c", [request()], results=[("gpu", (DRIVER, "n1", "gpu-1"))], node="n1"))
+    assert devices_of(inv.allocate(node(), one_claim(any_gpu()))) == ["gpu-0"]
+    inv.remove_claim(NAMESPACE, "c")
+    assert inv.fits(node(), one_claim(any_gpu()), 5) == 2
+
+
+def test_slices_and_classes_come_and_go():
+    inv = inventory(device_class(), resource_slice("s", gpus(2)))
+    inv.put_slice(resource_slice("s", gpus(3)))
+    assert inv.fits(node(), one_claim(any_gpu()), 5) == 3
+    inv.remove_slice("s")
+    assert inv.fits(node(), one_claim(any_gpu()), 5) == 0
+    inv.put_slice(resource_slice("s", gpus(1)))
+    inv.remove_device_class(GPU_CLASS)
+    assert inv.fits(node(), one_claim(any_gpu()), 5) == 0
+
+
+def test_a_slice_moved_to_another_pool_leaves_the_old_one():
+    inv = inventory(device_class(), resource_slice("s", gpus(2), pool="a"))
+    inv.put_slice(resource_slice("s", gpus(2), pool="b"))
+    assert [r.device[1] for r in inv.allocate(node(), one_claim(any_gpu(2)))[0]] == ["b", "b"]
+
+
+def test_a_hold_that_does_not_fit_holds_nothing_and_forget_gives_devices_back():
+    inv = inventory(device_class(), resource_slice("s", gpus(2)))
+    assert inv.hold("big", node(), one_claim(any_gpu(3))) is None and inv.held("big") is None
+    inv.hold("a", node(), one_claim(any_gpu(2)))
+    assert inv.held("a") == "n1" and inv.fits(node(), one_claim(any_gpu()), 5) == 0
+    inv.forget("a")
+    inv.forget("never-held")
+    assert inv.fits(node(), one_claim(any_gpu()), 5) == 2
+
+
+def test_holding_a_member_again_replaces_its_hold():
+    inv = inventory(device_class(), resource_slice("s1", gpus(2), node="n1"), resource_slice("s2", gpus(2), node="n2"))
+    inv.hold("a", node("n1"), one_claim(any_gpu(2)))
+    inv.hold("a", node("n2"), one_claim(any_gpu(2)))
+    assert inv.fits(node("n1"), one_claim(any_gpu()), 5) == 2 and inv.fits(node("n2"), one_claim(any_gpu()), 5) == 0
+
+
+def test_a_copy_and_its_source_change_apart():
+    source = inventory(device_class(), resource_slice("s", gpus(4)))
+    source.hold("a", node(), one_claim(any_gpu()))
+    trial = source.copy()
+    trial.hold("b", node(), one_claim(any_gpu(2)))
+    trial.put_slice(resource_slice("extra", gpus(1), pool="extra"))
+    source.put_claim(claim_object("c", [request()], results=[("gpu", (DRIVER, "n1", "gpu-3"))], node="n1"))
+    assert source.fits(node(), one_claim(any_gpu()), 9) == 2
+    assert trial.fits(node(), one_claim(any_gpu()), 9) == 2
+    trial.forget("a")
+    assert source.held("a") == "n1" and trial.held("a") is None
+    assert trial.fits(node(), one_claim(any_gpu()), 9) == 3
+
+
+# --- shared claims ----------------------------------------------------------------------------------
+
+
+def two_nodes_one_shared_claim(**claim):
+    return inventory(device_class(), resource_slice("s1", gpus(1), node="n1"), resource_slice("s2", gpus(1), node="n2"),
+                     claim_object("shared", [request()], **claim))
+
+
+def test_an_unallocated_shared_claim_is_allocated_by_its_first_holder_and_binds_the_rest_to_that_node():
+    inv = two_nodes_one_shared_claim()
+    (shared,) = demand(pod_object("p", shared=["shared"]), claim_object("shared", [request()]))
+    wanted = (shared,)
+    assert devices_of(inv.hold("a", node("n1"), wanted)) == ["gpu-0"]
+    assert devices_of(inv.hold("b", node("n1"), wanted)) == ["gpu-0"]
+    assert inv.refusal(node("n2"), wanted) == NOT_AVAILABLE
+    assert inv.fits(node("n1"), one_claim(any_gpu()), 5) == 0
+    inv.forget("a")
+    assert inv.refusal(node("n2"), wanted) == NOT_AVAILABLE
+    inv.forget("b")
+    assert inv.fits(node("n1"), one_claim(any_gpu()), 5) == 1 and inv.refusal(node("n2"), wanted) is None
+
+
+def test_members_sharing_a_claim_count_its_devices_once():
+    inv = two_nodes_one_shared_claim()
+    (shared,) = demand(pod_object("p", shared=["shared"]), claim_object("shared", [request()]))
+    assert inv.fits(node("n1"), (shared,), 3) == 3
+    assert inv.colocatable(node("n1"), [(shared,)] * 3) is None
+
+
+def test_an_allocated_shared_claim_admits_only_its_node_and_takes_nothing_new():
+    inv = two_nodes_one_shared_claim(results=[("gpu", (DRIVER, "n2", "gpu-0"))], node="n2", reserved_for=["x"])
+    wanted = demand(pod_object("p", shared=["shared"]), claim_object("shared", [request()]))
+    assert inv.refusal(node("n1"), wanted) == NOT_AVAILABLE and inv.fits(node("n1"), wanted, 3) == 0
+    assert inv.fits(node("n2"), wanted, 3) == 3
+    assert inv.hold("p", node("n2"), wanted) is not None
+    assert inv.fits(node("n2"), one_claim(any_gpu()), 5) == 0 and inv.fits(node("n1"), one_claim(any_gpu()), 5) == 1
+
+
+def test_a_claim_allocated_without_node_restriction_is_available_everywhere():
+    inv = two_nodes_one_shared_claim(results=[("gpu", (DRIVER, "n2", "gpu-0"))])
+    wanted = demand(pod_object("p", shared=["shared"]), claim_object("shared", [request()]))
+    assert inv.refusal(node("n1"), wanted) is None
+
+
+# --- many members on one node ----------------------------------------------------------------------
+
+
+def test_fits_counts_members_one_after_the_other_as_first_fit_leaves_the_devices():
+    three_of_each = [gpu(f"gpu-{i}", "h100" if i < 3 else "a100") for i in range(6)]
+    inv = inventory(device_class(), resource_slice("s", three_of_each))
+    # The first member's "any" request takes an h100, the second backtracks to an a100, the third finds no h100.
+    assert inv.fits(node(), one_claim(any_gpu(name="any"), h100()), 10) == 2
+    assert inv.fits(node(), one_claim(any_gpu(name="any"), h100()), 1) == 1
+    assert inv.fits(node(), (), 7) == 7 and inv.fits(node(), one_claim(any_gpu()), 0) == 0
+
+
+def test_members_with_different_demands_must_fit_in_every_binding_order():
+    inv = inventory(device_class(), resource_slice("s", [gpu("gpu-0", "h100"), gpu("gpu-1", "a100")]))
+    anything, only_h100 = one_claim(any_gpu()), one_claim(h100())
+    reason = inv.colocatable(node(), [anything, only_h100])
+    assert reason == f"{CANNOT_ALLOCATE} for a member bound after 1 of the others"
+    assert inv.colocatable(node(), [anything, anything]) is None
+    assert inv.colocatable(node(), [only_h100, only_h100]) == reason
+    assert inv.colocatable(node(), [one_claim(h100(2))]) == CANNOT_ALLOCATE
+    assert inv.colocatable(node(), [only_h100, anything], taken={(DRIVER, "n1", "gpu-1")}) is not None
+
+
+def test_an_order_that_only_works_because_of_the_slice_order_is_not_trusted():
+    a100_first = inventory(device_class(), resource_slice("s", [gpu("gpu-0", "a100"), gpu("gpu-1", "h100")]))
+    anything, only_h100 = one_claim(any_gpu()), one_claim(h100())
+    assert a100_first.colocatable(node(), [anything, only_h100]) is None
+    two_slices = inventory(device_class(), resource_slice("s-a", [gpu("gpu-0", "a100")], pool="p", slices_in_pool=2),
+                           resource_slice("s-b", [gpu("gpu-1", "h100")], pool="p", slices_in_pool=2))
+    assert two_slices.colocatable(node(), [anything, only_h100]) is not None
+
+
+def test_fits_counts_for_the_worst_order_of_the_slices():
+    a100s = resource_slice("s-a", [gpu("gpu-0", "a100"), gpu("gpu-1", "a100")], pool="p", slices_in_pool=2)
+    h100s = resource_slice("s-b", [gpu("gpu-2", "h100"), gpu("gpu-3", "h100")], pool="p", slices_in_pool=2)
+    inv = inventory(device_class(), a100s, h100s)
+    one_of_each = one_claim(any_gpu(name="any"), h100())
+    assert devices_of(inv.allocate(node(), one_of_each)) == ["gpu-0", "gpu-2"]  # in the model's own order, 2 fit
+    assert inv.fits(node(), one_of_each, 2) == 1  # h100s first: the first member takes both
+
+
+def test_too_many_orders_are_refused_rather_than_guessed(monkeypatch):
+    alternating = [gpu(f"gpu-{i}", "h100" if i % 2 else "a100") for i in range(8)]
+    inv = inventory(device_class(), resource_slice("s", alternating))
+    demands = [one_claim(any_gpu())] * 2 + [one_claim(h100())] * 2
+    assert inv.colocatable(node(), demands) is None
+    monkeypatch.setattr(dra, "MAX_STATES", 2)
+    assert inv.colocatable(node(), demands) == "more than 2 binding orders to check on n1"
+    monkeypatch.setattr(dra, "MAX_DEVICE_ORDERS", 1)
+    split = inventory(device_class(), resource_slice("s-a", [gpu("gpu-0", "a100")], pool="p", slices_in_pool=2),
+                      resource_slice("s-b", [gpu("gpu-1", "h100")], pool="p", slices_in_pool=2))
+    assert "too many orders" in split.colocatable(node(), demands)
+
+
+# --- extended resources (KEP-5004) -----------------------------------------------------------------
+
+
+EXAMPLE_GPU = "example.com/gpu"
+
+
+def extended_inventory(*extra):
+    return inventory(device_class("ext-gpu", extended_resource=EXAMPLE_GPU), resource_slice("s", gpus(4)), *extra)
+
+
+def test_a_device_class_serves_its_extended_resource_only_where_allocatable_does_not_list_it():
+    inv = extended_inventory()
+    assert inv.extended_allocatable(node())[EXAMPLE_GPU] == 4
+    assert inv.extended_allocatable(node(allocatable={EXAMPLE_GPU: "0"}))[EXAMPLE_GPU] == 4
+    assert EXAMPLE_GPU not in inv.extended_allocatable(node(allocatable={EXAMPLE_GPU: "2"}))
+    assert inv.extended_allocatable(node())["deviceclass.resource.kubernetes.io/ext-gpu"] == 4
+
+
+def test_explicit_claims_take_from_the_extended_resource_and_its_own_claims_do_not():
+    explicit = claim_object("c", [request(device_class="ext-gpu")], results=[("gpu", (DRIVER, "n1", "gpu-0"))])
+    own = claim_object("p-extended-resources-x", [request(device_class="ext-gpu")],
+                       results=[("container-0-request-1", (DRIVER, "n1", "gpu-1"))],
+                       annotations={EXTENDED_RESOURCE_CLAIM_ANNOTATION: "true"})
+    inv = extended_inventory(device_class(), explicit, own)
+    assert inv.extended_allocatable(node())[EXAMPLE_GPU] == 3
+    inv.hold("planned", node(), one_claim(any_gpu()))
+    assert inv.extended_allocatable(node())[EXAMPLE_GPU] == 2
+    extended = inv.extended_claim({EXAMPLE_GPU: Fraction(1)}, node())
+    inv.hold("extended-member", node(), (extended,))
+    assert inv.extended_allocatable(node())[EXAMPLE_GPU] == 2
+    assert inv.fits(node(), one_claim(any_gpu()), 5) == 0
+
+
+def test_the_newest_class_wins_an_extended_resource_name():
+    inv = inventory(device_class("old", ("false",), EXAMPLE_GPU, created="2025-01-01T00:00:00Z"),
+                    device_class("new", extended_resource=EXAMPLE_GPU, created="2025-06-01T00:00:00Z"),
+                    resource_slice("s", gpus(2)))
+    assert inv.extended_claim({EXAMPLE_GPU: Fraction(1)}, node()).requests[0].device_class == "new"
+    inv.remove_device_class("new")
+    assert inv.extended_claim({EXAMPLE_GPU: Fraction(1)}, node()).requests[0].device_class == "old"
+    tie = inventory(device_class("b", extended_resource=EXAMPLE_GPU), device_class("a", extended_resource=EXAMPLE_GPU))
+    assert tie.extended_claim({EXAMPLE_GPU: Fraction(1)}, node()).requests[0].device_class == "a"
+
+
+def test_the_extended_claim_comes_after_the_pods_own_claims():
+    inv = extended_inventory(device_class())
+    own = one_claim(any_gpu())
+    assert inv.demand_on(node(allocatable={EXAMPLE_GPU: "4"}), own, {EXAMPLE_GPU: Fraction(2)}) is own
+    on_dra = inv.demand_on(node(), own, {EXAMPLE_GPU: Fraction(2), "cpu": Fraction(1)})
+    assert on_dra[0] is own[0] and on_dra[1].extended
+    assert on_dra[1].requests == (DeviceRequest(EXAMPLE_GPU, "ext-gpu", count=2),)
+    assert devices_of(inv.allocate(node(), on_dra)) == ["gpu-0", "gpu-1", "gpu-2"]
+    assert inv.extended_claim({"cpu": Fraction(1)}, node()) is None
+
+
+def test_a_broken_class_serves_nothing():
+    inv = inventory(device_class("ext-gpu", selectors=("device.nope.x",), extended_resource=EXAMPLE_GPU),
+                    resource_slice("s", gpus(2)))
+    assert inv.extended_allocatable(node()) == {}
+
+
+# --- explaining a group that does not fit ------------------------------------------------------------
+
+
+def test_a_shortage_is_explained_with_the_inventorys_numbers():
+    inv = inventory(device_class(), resource_slice("s1", gpus(4, "a100"), node="dra-1"),
+                    resource_slice("s2", gpus(2, "a100"), node="dra-2"))
+    assert inv.shortage([node("dra-1")], one_claim(any_gpu()), 6) == (
+        "needs 6 devices of class gpu.example.com on one node; dra-1 has 4")
+    assert inv.shortage([node("dra-1"), node("dra-2")], one_claim(any_gpu(2)), 4) == (
+        "needs 8 devices of class gpu.example.com (4 × 2); "
+        "2 eligible nodes have 6 free, at most 4 on one node (dra-1)")
+    assert inv.shortage([node("dra-1")], one_claim(h100()), 1) == (
+        f"needs 1 device of class gpu.example.com matching {H100} on one node; dra-1 has 0")
+    assert inv.shortage([node("dra-1")], one_claim(any_gpu()), 4) is None
+
+
+# --- CEL is evaluated once per expression and device shape ---------------------------------------------
+
+
+def test_identical_devices_on_thousands_of_nodes_are_evaluated_once_per_expression():
+    inv = inventory(device_class())
+    nodes = [node(f"n{i}") for i in range(5000)]
+    for each in nodes:
+        inv.put_slice(resource_slice(f"s-{each.name}", gpus(8, "h100"), node=each.name))
+    wanted = one_claim(h100())
+    assert all(inv.fits(each, wanted, 8) == 8 for each in nodes)
+    assert inv.cel_evaluations == 2  # the class's selector and the request's, once each
+    trial = inv.copy()
+    assert trial.fits(nodes[0], one_claim(h100(2)), 4) == 4
+    assert trial.colocatable(nodes[1], [wanted, one_claim(any_gpu())]) is None
+    assert inv.cel_evaluations == trial.cel_evaluations == 2
+
+
+# --- the recordings of a real kube-scheduler ------------------------------------------------------------
+
+
+CASES = sorted(SCHEDULER.glob("dra-*.json"))
+
+
+class Replay:
+    """A recorded case through the model: each pod, in order, on its pinned node after the earlier ones."""
+
+    def __init__(self, case, write_back):
+        self.case, self.write_back = case, write_back
+        self.inventory = Inventory()
+        self.nodes = {obj["metadata"]["name"]: node_from_api(obj) for obj in case["nodes"]}
+        put = {"DeviceClass": self.inventory.put_device_class, "ResourceSlice": self.inventory.put_slice}
+        for obj in case["cluster_objects"]:
+            put[obj["kind"]](obj)
+        self.templates, self.claims = {}, {}
+        for obj in case["namespaced_objects"]:
+            key = (obj["metadata"]["namespace"], obj["metadata"]["name"])
+            (self.templates if obj["kind"] == "ResourceClaimTemplate" else self.claims)[key] = obj
+            if obj["kind"] == "ResourceClaim":
+                self.inventory.put_claim(obj)
+        self.ledger = Ledger(replace(n, allocatable={**n.allocatable, **self.inventory.extended_allocatable(n)})
+                             for n in self.nodes.values())
+        self.allocated = {}
+
+    def run(self):
+        return [self.place(pod) for pod in self.case["pods"]]
+
+    def place(self, pod):
+        """(node or None, the refusal) — the refusal is the DRA filter's, else the resource that is short."""
+        name = pod["metadata"]["name"]
+        target = self.nodes[pinned_node(required_affinity_terms(pod["spec"]))]
+        wanted = device_demand(pod, self.templates, self.claims)
+        assert not isinstance(wanted, Unresolved), wanted
+        requests = pod_requests(pod)
+        wanted = self.inventory.demand_on(target, wanted, requests)
+        refusal = self.inventory.refusal(target, wanted)
+        if refusal is None and not members_fitting(usage(requests), self.ledger.free(target.name), 1):
+            free = self.ledger.free(target.name)
+            refusal = "Insufficient " + next(r for r, v in requests.items() if v > free.get(r, 0))
+        if refusal is not None:
+            return None, refusal
+        results = self.inventory.allocate(target, wanted)
+        self.ledger.reserve(name, target.name, requests)
+        for claim, result in zip(wanted, results):
+            self.allocated.setdefault(claim.shared or (name, claim.name), result)
+        if self.write_back:
+            self.write_allocations(pod, target, wanted, results)
+        else:
+            self.inventory.hold(name, target, wanted)
+        return target.name, None
+
+    def write_allocations(self, pod, target, wanted, results):
+        """What the scheduler does on binding: each claim it allocated gets its allocation and consumer."""
+        name = pod["metadata"]["name"]
+        for claim, result in zip(wanted, results):
+            key = claim.shared or (pod["metadata"]["namespace"], f"{name}-{claim.name}")
+            existing = self.claims.get(key) or claim_object(key[1], [])
+            written = json.loads(json.dumps(existing))
+            written.setdefault("status", {}).setdefault("allocation", allocation(
+                [(r.request, r.device) for r in result], target.name))
+            written["status"].setdefault("reservedFor", []).append({"resource": "pods", "name": name, "uid": name})
+            if claim.extended:
+                written["metadata"].setdefault("annotations", {})[EXTENDED_RESOURCE_CLAIM_ANNOTATION] = "true"
+            self.claims[key] = written
+            self.inventory.put_claim(written)
+            if claim.shared is None:
+                pod.setdefault("status", {}).setdefault("resourceClaimStatuses", []).append(
+                    {"name": claim.name, "resourceClaimName": key[1]})
+
+
+@pytest.mark.parametrize("write_back", [False, True], ids=["held", "allocated"])
+@pytest.mark.parametrize("path", CASES, ids=[p.stem for p in CASES])
+def test_every_recorded_outcome_is_predicted(path, write_back):
+    case = json.loads(path.read_text())
+    predicted = Replay(case, write_back).run()
+    for outcome, (bound_to, refusal) in zip(case["outcomes"], predicted, strict=True):
+        assert bound_to == outcome["bound_to"], (outcome["pod"], refusal, outcome.get("message"))
+        if refusal is not None:
+            assert f"1 {refusal}" in outcome["message"], (outcome["pod"], refusal, outcome["message"])
+
+
+@pytest.mark.parametrize("path", CASES, ids=[p.stem for p in CASES])
+def test_the_devices_chosen_are_those_the_scheduler_chose(path):
+    case = json.loads(path.read_text())
+    replay = Replay(case, write_back=False)
+    replay.run()
+    for recorded in case["resource_claims_after"]:
+        if recorded["allocation"] is None:
+            continue
+        consumer = (recorded["owner"] or recorded["reservedFor"])[0]
+        extended = recorded["name"].startswith(f"{consumer}-extended-resources-")
+        mine = next(result for key, result in replay.allocated.items()
+                    if key == (case["namespace"], recorded["name"]) or key[0] == consumer
+                    and (key[1] == dra.EXTENDED_CLAIM_NAME) == extended)
+        expected = [(r["driver"], r["pool"], r["device"]) for r in recorded["allocation"]]
+        assert [r.device for r in mine] == expected, recorded["name"]
+        if not extended:
+            assert [r.request for r in mine] == [r["request"] for r in recorded["allocation"]]
+
+
+def test_every_recorded_dra_case_is_replayed():
+    assert {p.stem for p in CASES} == {
+        "dra-claim-template-per-pod", "dra-two-devices-per-pod", "dra-shared-claim", "dra-cel-selector",
+        "dra-extended-resource", "dra-extended-resource-and-device-plugin"}
