@@ -1,14 +1,16 @@
 """Carry out a pass's actions through `controller.kube`, one at a time, each on its own.
 
-Pod writes go first, then Gang statuses, then Events: what the scheduler waits for is not held
-up behind what people read. A Conflict (409, or a failed JSON Patch `test`) means the cache was
-behind: the action is dropped and the next pass, on fresher data, decides again; it is never
+Pod and owner writes go first, then Gang statuses, then Events: what the scheduler and the
+operators wait for is not held up behind what people read. A Conflict (409, or a failed JSON
+Patch `test`) means the cache was behind: the action is dropped and the next pass, on fresher data, decides again; it is never
 retried blindly. Any other failure is logged and the remaining actions still run: one bad object
 never stops the loop. `--dry-run` records the decisions (audit, log) and writes nothing.
 
 Events are core/v1 Events named after the object and a hash of reason and message, so that
 the same news bumps `count` on one Event instead of piling up new ones. A report goes to its
-Gang (or first pod) and, when it says so (release, rollback), to each pod it names as well.
+Gang (or first pod) and, when it says so (release, rollback), to each pod it names as well. A
+member deleted by a rollback gets an audit line of its own, naming it: a deleted pod is on record
+whatever the size of its group.
 """
 
 import hashlib
@@ -18,7 +20,19 @@ from collections.abc import Callable, Iterable
 from datetime import datetime, timezone
 
 from gangkeeper.audit import AuditLog
-from gangkeeper.controller.decisions import Action, DeleteGang, DeletePod, Release, Report, Reserve, SaveGang
+from gangkeeper.controller.decisions import (
+    Action,
+    DeleteGang,
+    DeletePod,
+    GangEvent,
+    Reason,
+    Release,
+    Report,
+    Reserve,
+    ResumeOwner,
+    SaveGang,
+    SuspendOwner,
+)
 from gangkeeper.controller.kube import (
     EVENTS,
     GANGS,
@@ -61,6 +75,8 @@ class Executor:
             try:
                 if isinstance(action, Report):
                     self._record(action)
+                elif isinstance(action, DeletePod) and action.why:
+                    self._record_deletion(action)
                 if not self._dry_run:
                     self._write(action)
             except Conflict as error:
@@ -84,6 +100,8 @@ class Executor:
             self._written(self._kube.patch(PODS, namespace, action.pod, list(action.patch), JSON_PATCH))
         elif isinstance(action, DeletePod):
             self._kube.delete(PODS, namespace, action.pod, uid=action.uid)
+        elif isinstance(action, (SuspendOwner, ResumeOwner)):
+            self._kube.patch(action.resource, namespace, action.name, dict(action.patch), MERGE_PATCH)
         elif isinstance(action, SaveGang):
             if action.create is not None:
                 try:
@@ -109,6 +127,12 @@ class Executor:
                            group=group, details={"message": report.message, "pods": list(report.pods[:16]),
                                                  "dry_run": self._dry_run})
         log.info("%s/%s %s: %s %s", namespace, group, report.event, report.reason, report.message)
+
+    def _record_deletion(self, deletion: DeletePod) -> None:
+        namespace, group = deletion.group
+        self._audit.record(GangEvent.MEMBER_DELETED, decision=GangEvent.MEMBER_DELETED.decision,
+                           reason=Reason.ROLLED_BACK, namespace=namespace, group=group, pod=deletion.pod,
+                           details={"pod_uid": deletion.uid, "why": deletion.why, "dry_run": self._dry_run})
 
     def _event(self, report: Report, involved: tuple[str, str, str], message: str) -> None:
         namespace = report.group[0]
@@ -146,6 +170,10 @@ def _group(action: Action) -> str:
 def _target(action: Action) -> str:
     if isinstance(action, (Reserve, Release, DeletePod)):
         return f"{type(action).__name__.lower()} pod {action.pod}"
+    if isinstance(action, SuspendOwner):
+        return f"suspend {action.resource.kind} {action.name}"
+    if isinstance(action, ResumeOwner):
+        return f"resume {action.resource.kind} {action.name}"
     if isinstance(action, SaveGang):
         return f"save Gang {action.name}"
     if isinstance(action, DeleteGang):

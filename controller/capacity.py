@@ -46,6 +46,8 @@ def members_fitting(demand: Mapping[str, Fraction], free: Mapping[str, Fraction]
     Only resources the pod asks for are compared, as in the scheduler's NodeResourcesFit: a
     node already over-committed on memory still takes a pod that requests no memory.
     """
+    if limit == 1:  # the planner's most frequent question: no division needed
+        return int(all(value <= 0 or free.get(name, ZERO) >= value for name, value in demand.items()))
     count = limit
     for name, value in demand.items():
         if value > 0:

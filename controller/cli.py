@@ -7,7 +7,7 @@ import threading
 
 from gangkeeper import names
 from gangkeeper.audit import open_audit_log
-from gangkeeper.config import add_bool_flag, add_flag, int_in_range, log_config, port, positive_int
+from gangkeeper.config import add_bool_flag, add_flag, int_in_range, log_config, one_of, port, positive_int
 
 log = logging.getLogger("gangkeeper.controller")
 SYNC_TIMEOUT_SECONDS = 120.0
@@ -23,7 +23,15 @@ def add_parser(subparsers) -> None:
     add_bool_flag(parser, "--once", help="sync the caches, run one pass without leader election, exit")
     add_flag(parser, "--resync-seconds", default=30, type=positive_int, help="a pass at least this often")
     add_flag(parser, "--bind-timeout-seconds", default=120, type=positive_int,
-             help="a released member not bound this long rolls its group back")
+             help="a released member not bound this long (or reported Unschedulable) rolls its group back: an owner "
+                  "with a suspend switch (Job, JobSet, PyTorchJob) is suspended and resumed after an exponential "
+                  "backoff, which does not count against its failure budget; other members are deleted (but see "
+                  "--rollback-ownerless)")
+    add_flag(parser, "--rollback-ownerless", default="delete", type=one_of("delete", "keep"),
+             choices=("delete", "keep"),
+             help="what a rollback does with members no owner recreates: delete every one of them (bound ones hold "
+                  "accelerators and can never be gated again; the Gang says what to resubmit), or keep them, "
+                  "holding what they hold until someone deletes them")
     add_flag(parser, "--policy", default="BestEffortFIFO", choices=("BestEffortFIFO", "StrictFIFO"),
              help="queue order")
     add_flag(parser, "--starvation-seconds", default=300, type=int_in_range(0, 10**7, "a number of seconds"),
@@ -43,10 +51,11 @@ def add_parser(subparsers) -> None:
 
 def settings_from(args: argparse.Namespace):
     from gangkeeper.controller.queue import Order, QueuePolicy
-    from gangkeeper.controller.reconciler import Settings
+    from gangkeeper.controller.reconciler import Ownerless, Settings
     return Settings(bind_timeout_seconds=float(args.bind_timeout_seconds),
                     policy=QueuePolicy(order=Order(args.policy), starvation_seconds=float(args.starvation_seconds)),
-                    fail_on_schedule_timeout=args.fail_on_schedule_timeout)
+                    fail_on_schedule_timeout=args.fail_on_schedule_timeout,
+                    rollback_ownerless=Ownerless(args.rollback_ownerless))
 
 
 def run(args: argparse.Namespace, stop: threading.Event | None = None) -> int:

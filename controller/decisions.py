@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from gangkeeper.controller.model import GroupKey
+from gangkeeper.integrations.kind import Resource
 
 
 class Phase(enum.StrEnum):
@@ -36,6 +37,9 @@ class Reason(enum.StrEnum):
     FINISHED = "Finished"
     ROLLED_BACK = "RolledBack"
     TIMED_OUT = "TimedOut"
+    SUSPENDED = "Suspended"  # its owner is suspended: its pods are going, nothing of it is planned
+    RESUMED = "Resumed"      # gangkeeper resumed the owner it had suspended to roll the group back
+    MEMBERS_DELETED = "MembersDeleted"  # a rollback deleted every member: nothing recreates them
 
 
 class GangEvent(enum.StrEnum):
@@ -47,6 +51,9 @@ class GangEvent(enum.StrEnum):
     BOUND = "gang.bound"
     ROLLED_BACK = "gang.rolled_back"
     TIMED_OUT = "gang.timed_out"
+    SUSPENDED = "gang.suspended"
+    RESUMED = "gang.resumed"
+    MEMBER_DELETED = "gang.member_deleted"
 
     @property
     def decision(self) -> str:
@@ -92,11 +99,35 @@ class Release:
 
 @dataclass(frozen=True)
 class DeletePod:
-    """Delete a member of a group rolled back (this very pod: `uid`), for its owner to recreate it gated."""
+    """Delete a member of a group rolled back (this very pod: `uid`); `why`, when given, goes into
+    an audit line naming the pod, so that every member a rollback deleted is on record."""
 
     group: GroupKey
     pod: str
     uid: str
+    why: str = ""
+
+
+@dataclass(frozen=True)
+class SuspendOwner:
+    """Suspend the owner of a group rolled back, marked as gangkeeper's until it resumes it: one merge
+    patch (`Suspension.suspending`) guarded by the resourceVersion the pass read."""
+
+    group: GroupKey
+    resource: Resource
+    name: str
+    patch: Mapping
+
+
+@dataclass(frozen=True)
+class ResumeOwner:
+    """Resume an owner gangkeeper suspended, its backoff over, and remove gangkeeper's marks on it
+    (`Suspension.resuming`), guarded the same way."""
+
+    group: GroupKey
+    resource: Resource
+    name: str
+    patch: Mapping
 
 
 @dataclass(frozen=True)
@@ -132,4 +163,4 @@ class SaveGang:
     create: Mapping | None = None
 
 
-Action = Reserve | Release | DeletePod | Report | SaveGang | DeleteGang
+Action = Reserve | Release | DeletePod | SuspendOwner | ResumeOwner | Report | SaveGang | DeleteGang

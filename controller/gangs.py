@@ -126,17 +126,22 @@ def _walk(key: GroupKey, label: str, candidates: Iterator[str], workloads: Workl
 # --- what it says ------------------------------------------------------------------------------
 
 def gang_status(view: GangView, verdict: Verdict, timed_out: bool, attempts: int, patterns: Sequence[str],
-                existing: Mapping, now: float) -> dict:
+                existing: Mapping, now: float, rollback: str | None = None) -> dict:
     """The Gang's status: phase, counts and conditions, each condition keeping its transition time
-    while it holds the same value."""
+    while it holds the same value. `rollback` says what the rollback of this pass did (suspended
+    the owner, deleted members and what to resubmit, kept members and what they hold); the
+    `RolledBack` condition keeps saying it until the next one."""
     live = [m for m in view.group.members if not m.terminal]
-    wanted = [("Admitted", verdict.phase is not Phase.WAITING, verdict.reason, verdict.message)]
+    before = {c.get("type"): c for c in existing.get("conditions") or ()}
+    admitted = verdict.phase is not Phase.WAITING and verdict.reason is not Reason.MEMBERS_DELETED
+    wanted = [("Admitted", admitted, verdict.reason, verdict.message)]
     if timed_out:
         wanted.append(("TimedOut", True, Reason.TIMED_OUT,
                        f"not admitted within {view.group.schedule_timeout_seconds:g}s"))
     if attempts:
-        wanted.append(("RolledBack", True, Reason.ROLLED_BACK, f"rolled back {attempts} times"))
-    before = {c.get("type"): c for c in existing.get("conditions") or ()}
+        last = rollback or (before.get("RolledBack") or {}).get("message", "").partition(": ")[2]
+        wanted.append(("RolledBack", True, Reason.ROLLED_BACK,
+                       f"rolled back {attempts} times" + (f": {last}" if last else "")))
     conditions = []
     for kind, holds, why, text in wanted:
         value = "True" if holds else "False"

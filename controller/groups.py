@@ -31,7 +31,7 @@ from datetime import datetime
 from gangkeeper import integrations, names
 from gangkeeper.controller.model import Group, GroupKey, Member, group_of, member_from_api
 from gangkeeper.integrations import gang, job, jobset, native_pod_group, pytorchjob
-from gangkeeper.integrations.kind import Integration, ObjectRef
+from gangkeeper.integrations.kind import Integration, ObjectRef, SuspendState
 
 # Cache keys name a workload's resource as `Resource.name` does (`gangs.gangkeeper.io`).
 GANGS = gang.RESOURCE.name
@@ -92,6 +92,7 @@ class Workload:
     schedule_timeout: float | None = None
     status: Mapping | None = None  # a Gang's status, compared before it is written again
     disposable: bool = False  # a Gang the controller created for a group without owner
+    suspend: SuspendState | None = None  # an owner's suspend switch, where its kind has one
 
     @property
     def owner(self) -> Owner:

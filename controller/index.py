@@ -42,7 +42,10 @@ from gangkeeper.controller.groups import (
     dependents,
     settled_phase,
 )
+from gangkeeper.controller.interpod import SpreadScope
 from gangkeeper.controller.model import GroupKey, Node
+from gangkeeper.controller.occupancy import RESOURCES as OCCUPANCY_RESOURCES
+from gangkeeper.controller.occupancy import Occupancy
 from gangkeeper.names import DEFAULT_ACCELERATORS
 from gangkeeper.resources import accelerators
 
@@ -80,8 +83,10 @@ class ClusterIndex:
         self.nodes: dict[str, Node] = {}
         self.workloads = Workloads()
         self.ledger = Ledger((), self.patterns)
+        self.occupancy = Occupancy()
         self.reserved_accelerators = 0
         self._pool: NodePool | None = None
+        self._served_extended: dict[str, dict[str, int]] = {}  # node → extended resources DRA serves there
         self._buckets: dict[Bucket, dict[str, PodFacts]] = {}
         self._dependents: dict[WorkloadKey, set[Bucket]] = {}
         self._dependencies: dict[Bucket, set[WorkloadKey]] = {}
@@ -95,11 +100,13 @@ class ClusterIndex:
 
     @classmethod
     def build(cls, pods: Iterable[PodFacts], workloads: WorkloadIndex, nodes: Iterable[Node],
-              accelerator_patterns: Iterable[str] = DEFAULT_ACCELERATORS, *, namespace: str | None = None
-              ) -> "ClusterIndex":
-        """An index of whole lists (every bucket dirty): a restart, or a caller without informers."""
+              accelerator_patterns: Iterable[str] = DEFAULT_ACCELERATORS, *, namespace: str | None = None,
+              objects: Iterable[Change] = ()) -> "ClusterIndex":
+        """An index of whole lists (every bucket dirty): a restart, or a caller without informers.
+        `objects` are the devices, claims and volumes (`occupancy.RESOURCES`) as changes."""
         index = cls(accelerator_patterns, namespace=namespace)
         index.apply([(NODES, node.name, node) for node in nodes])
+        index.apply(objects)
         index.apply([(key[0], key, workload) for key, workload in workloads.items()])
         index.apply([(PODS, f"{facts.member.namespace}/{facts.member.name}", facts) for facts in pods])
         return index
@@ -109,17 +116,23 @@ class ClusterIndex:
     def apply(self, changes: Iterable[Change]) -> int:
         """Take a batch of changes; one that cannot be applied is logged and skipped. Returns how many failed."""
         failed = 0
+        devices_changed = False
         for resource, key, value in changes:
             try:
                 if resource == PODS:
                     self.put_pod(key, value)
                 elif resource == NODES:
                     self.put_node(key, value)
+                elif resource in OCCUPANCY_RESOURCES:
+                    self.occupancy.put(resource, key, value)
+                    devices_changed = True
                 else:
                     self.put_workload(_workload_key(resource, key), value)
             except Exception:
                 log.exception("%s %s: change not applied to the index", resource, key)
                 failed += 1
+        if devices_changed:
+            self._serve_extended()
         self._deleted.clear()
         return failed
 
@@ -144,9 +157,11 @@ class ClusterIndex:
         if node is None:
             del self.nodes[name]
             self.ledger.remove_node(name)
+            self._served_extended.pop(name, None)
         else:
             self.nodes[name] = node
-            self.ledger.set_node(node)
+            self._set_capacity(node, self.occupancy.devices.extended_allocatable(node))
+        self.occupancy.put_node(name, node)
         self._pool = None
 
     def put_workload(self, key: WorkloadKey, workload: Workload | None) -> None:
@@ -166,6 +181,7 @@ class ClusterIndex:
     def pool(self) -> NodePool:
         if self._pool is None:
             self._pool = NodePool(self.nodes.values())
+            self.occupancy.scope = SpreadScope(self._pool.nodes.values())
         return self._pool
 
     def pending(self, first_seen: Mapping[GroupKey, float], now: float) -> Pending:
@@ -182,13 +198,13 @@ class ClusterIndex:
         return Pending(tuple(views), gone, +settled_elsewhere, complete)
 
     def rebuilt_from(self, pods: Iterable[PodFacts], workloads: Iterable[Workload], nodes: Iterable[Node],
-                     changes: Sequence[Change] = ()) -> tuple["ClusterIndex", list[str]]:
+                     changes: Sequence[Change] = (), objects: Iterable[Change] = ()) -> tuple["ClusterIndex", list[str]]:
         """A fresh index of the informers' caches, and how this one differs from it (nothing,
         unless an incremental update has a bug). `changes` (queued after the caches were read) go
-        to both; our writes that the caches have not seen yet are kept."""
+        to both; our writes that the caches have not seen yet are kept. `objects`: as for `build`."""
         self.apply(changes)
         fresh = ClusterIndex.build(pods, {(w.resource, w.namespace, w.name): w for w in workloads},
-                                   nodes, self.patterns, namespace=self.namespace)
+                                   nodes, self.patterns, namespace=self.namespace, objects=objects)
         fresh.apply(changes)
         fresh.apply([(PODS, key, facts) for key, facts in self.pods.items()
                      if key in fresh.pods and _newer(facts, fresh.pods[key])])
@@ -219,12 +235,32 @@ class ClusterIndex:
         member = facts.member
         if sign < 0:
             self.ledger.forget(member.uid)
+            self.occupancy.uncount(member.uid)
         elif not member.terminal and member.node:
             self.ledger.bind(member.uid, member.node, member.requests)
+            self.occupancy.count(member, self.nodes.get(member.node))
         elif not member.terminal and member.reserved_node:
             self.ledger.reserve(member.uid, member.reserved_node, member.requests)
+            self.occupancy.count(member, self.nodes.get(member.reserved_node))
         if not member.terminal and member.reserved_node and not member.node:
             self.reserved_accelerators += sign * int(sum(accelerators(member.requests, self.patterns).values()))
+
+    def _serve_extended(self) -> None:
+        """Devices, classes or claims changed: what DRA serves of extended resources may have too."""
+        for node in self.nodes.values():
+            served = self.occupancy.devices.extended_allocatable(node)
+            if served != self._served_extended.get(node.name, {}):
+                self._set_capacity(node, served)
+
+    def _set_capacity(self, node: Node, served: Mapping[str, int]) -> None:
+        """The ledger counts a node's allocatable plus the extended resources DRA serves on it
+        (resources its allocatable does not list: `dra.Inventory.extended_allocatable`)."""
+        if served:
+            self._served_extended[node.name] = dict(served)
+            node = replace(node, allocatable={**node.allocatable, **served})
+        else:
+            self._served_extended.pop(node.name, None)
+        self.ledger.set_node(node)
 
     def _regroup(self, key: str, old: PodFacts | None, new: PodFacts | None) -> None:
         before, after = self._bucket_of(old), self._bucket_of(new)

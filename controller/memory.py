@@ -5,8 +5,11 @@ from the pods (docs/design.md, "Failure and restart"). Memory holds when each gr
 seen (durably approximated by its oldest member's creation), rollback backoff, when a running
 group was first seen incomplete, when a member was first seen released (for a release annotation
 someone removed), when a group was first seen complete (to measure how soon it was released),
-when a Gang's status was last written, and what was last reported (so that Events and audit
-lines follow changes, not passes).
+when a Gang's status was last written, what was last reported (so that Events and audit
+lines follow changes, not passes), the owners this controller suspended to roll their groups
+back (`HeldOwner`) and the groups a rollback gave up. What is durable of a suspension is on the
+owner (docs/design.md, "Release, binding and rollback"): a new leader finds it there, and only
+its backoff count starts again.
 """
 
 import enum
@@ -14,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from gangkeeper.controller.decisions import Reason
+from gangkeeper.controller.groups import WorkloadKey
 from gangkeeper.controller.index import Pending
 from gangkeeper.controller.model import GroupKey
 
@@ -34,6 +38,23 @@ class News:
     message: str | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class HeldOwner:
+    """An owner suspended to roll a group back: its uid, the group (None when found on the owner
+    after a restart), how often the group was rolled back, and the resourceVersion the suspension
+    was decided on. While the cache shows that version, a write decided on
+    it may still be on its way; once the owner moved on and is no longer held by gangkeeper (it
+    was resumed, by us or a user, or a user took gangkeeper's mark off), it is left alone, and
+    forgotten once its group is decided again (so the group's backoff count outlives the
+    suspension, during which its pods are gone)."""
+
+    uid: str
+    group: GroupKey | None
+    attempts: int
+    resource_version: str
+    resumed: bool = False  # a resume was sent (it is reported once, and sent again until it shows)
+
+
 @dataclass(frozen=True)
 class Memory:
     first_seen: Mapping[GroupKey, float] = field(default_factory=dict)
@@ -43,6 +64,10 @@ class Memory:
     complete_at: Mapping[GroupKey, float] = field(default_factory=dict)
     status_written: Mapping[GroupKey, float] = field(default_factory=dict)
     incomplete_since: Mapping[GroupKey, float] = field(default_factory=dict)
+    held: Mapping[WorkloadKey, HeldOwner] = field(default_factory=dict)
+    # Groups a rollback gave up (every member deleted, none to recreate them), by the uids
+    # deleted: they stay Failed while those pods go, and their Gang is kept when they are gone.
+    given_up: Mapping[GroupKey, frozenset[str]] = field(default_factory=dict)
 
 
 def after_pass(memory: Memory, pending: Pending, now: float, *, rollbacks: Mapping[GroupKey, tuple[int, float]],

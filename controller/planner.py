@@ -18,21 +18,45 @@ Members are grouped by identical requests and constraints: eligibility is looked
 group of identical members (the node pool remembers it), and only nodes the ledger's index shows
 with enough free accelerators are considered, so a 64-member group on 5,000 nodes is planned in
 milliseconds.
+
+Given the occupancy (`controller.occupancy`: devices, the pods around a member, its volumes),
+members whose DRA claims or neighbours decide too are placed one at a time, each on the first
+node in the same packing order that has the resources, can allocate its devices and whose
+neighbours let it in (pod affinity and anti-affinity, DoNotSchedule spread, host ports; a
+ScheduleAnyway spread picks the least skewed of the first `SPREAD_CHOICES` such nodes), and each
+is counted before the next, so a group's own members keep each other apart. A group with spread
+constraints is not kept inside one domain. Members of a volume's claim go only where the volume
+may be used. Everything placed while planning is taken out again: `apply` counts an admitted plan.
 """
 
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
+from itertools import islice
 from math import ceil, floor
 
 from gangkeeper.controller.capacity import Ledger, members_fitting, usage
+from gangkeeper.controller.dra import DeviceDemand, Unresolved
 from gangkeeper.controller.eligibility import NodePool
+from gangkeeper.controller.interpod import (
+    AFFINITY_REFUSAL,
+    ANTI_AFFINITY_REFUSAL,
+    BINDING_ORDER_REFUSAL,
+    EXISTING_ANTI_AFFINITY_REFUSAL,
+    SPREAD_LABEL_REFUSAL,
+    SPREAD_REFUSAL,
+    spread_penalty,
+)
 from gangkeeper.controller.model import Group, GroupKey, Member
+from gangkeeper.controller.occupancy import Occupancy
+from gangkeeper.controller.ports import REFUSAL as PORTS_REFUSAL
 from gangkeeper.quantity import format_quantity
 from gangkeeper.resources import Resources, add_into, subtract
 
 ZONE_LABEL = "topology.kubernetes.io/zone"
+
+SPREAD_CHOICES = 64  # nodes that take a member, among which its ScheduleAnyway constraints choose
 
 Assignment = tuple[Member, str]
 Domain = tuple[str, str] | None
@@ -80,26 +104,38 @@ class NoFit:
     partial: tuple[Assignment, ...] = ()
 
 
-def plan_group(group: Group, pool: NodePool, ledger: Ledger, topology: Topology = Topology()) -> Plan | NoFit:
+def plan_group(group: Group, pool: NodePool, ledger: Ledger, topology: Topology = Topology(),
+               occupancy: Occupancy | None = None) -> Plan | NoFit:
+    """Without `occupancy`, only resources and each node's own rules decide (devices, the pods
+    around a member and its volumes are not looked at). The ledger and occupancy are left as they were."""
     members = group.waiting_members
-    classes = _member_classes(members, pool, ledger)
+    classes = _member_classes(members, pool, ledger, occupancy)
+    domains = _domains(classes, pool, topology)
+    if occupancy is not None and any(_one_by_one(cls, occupancy) for cls in classes):
+        domains = _best_per_label(domains)  # placing one by one costs more: the best domain of each level
     assignments: list[Assignment] = []
-    for domain in _domains(classes, pool, topology):
-        assignments = _place(classes, pool, ledger, domain)
+    for domain in domains:
+        assignments = _place(classes, pool, ledger, domain, occupancy)
         if len(assignments) == len(members):
             return Plan(group.key, tuple(assignments), None if domain is None else "=".join(domain))
-    return _no_fit(group, classes, assignments, pool, ledger)
+    return _no_fit(group, classes, assignments, pool, ledger, occupancy)
 
 
-def apply(plan: Plan | NoFit, ledger: Ledger) -> None:
-    """Count a plan's members as reserved (or a NoFit's placeable ones, to hold their capacity)."""
+def apply(plan: Plan | NoFit, ledger: Ledger, occupancy: Occupancy | None = None, pool: NodePool | None = None) -> None:
+    """Count a plan's members as reserved (or a NoFit's placeable ones, to hold their capacity),
+    in the ledger and, given one, in the occupancy (`pool` then names the nodes)."""
     for member, node in plan.assignments if isinstance(plan, Plan) else plan.partial:
         ledger.reserve(member.uid, node, member.requests)
+        if occupancy is not None:
+            occupancy.place(member, pool.nodes[node], _devices_of(member, occupancy))
 
 
 @dataclass(slots=True)
 class _Class:
-    """Members with identical requests and constraints: they may go to the same nodes."""
+    """Members with identical requests and constraints: they may go to the same nodes.
+
+    `devices` is what their DRA claims ask for (or why that cannot be known), `unplaceable`
+    why no node may take them whatever is free (a volume claim that does not exist)."""
 
     members: list[Member]
     demand: Mapping[str, Fraction]
@@ -107,33 +143,59 @@ class _Class:
     accelerator: str | None
     per_member: int
     room: dict[int, list[str]]
+    devices: DeviceDemand | Unresolved = ()
+    unplaceable: str | None = None
+    extended: bool = False  # requests an extended resource a DeviceClass may serve
 
 
-def _member_classes(members: Sequence[Member], pool: NodePool, ledger: Ledger) -> list[_Class]:
+def _member_classes(members: Sequence[Member], pool: NodePool, ledger: Ledger,
+                    occupancy: Occupancy | None) -> list[_Class]:
     """Identical members together, the hardest to place (most accelerators each) first."""
     alike: dict[tuple, list[Member]] = {}
     for member in members:
-        alike.setdefault((tuple(sorted(member.requests.items())), member.placement_key), []).append(member)
-    classes = [_member_class(group, pool, ledger) for group in alike.values()]
+        key = (tuple(sorted(member.requests.items())), member.placement_key)
+        if occupancy is not None:
+            key += (member.rules, _devices_of(member, occupancy), member.volume_claims)
+        alike.setdefault(key, []).append(member)
+    classes = [_member_class(group, pool, ledger, occupancy) for group in alike.values()]
     return sorted(classes, key=lambda c: (-c.per_member, -len(c.members)))
 
 
-def _member_class(members: list[Member], pool: NodePool, ledger: Ledger) -> _Class:
+def _devices_of(member: Member, occupancy: Occupancy) -> DeviceDemand | Unresolved:
+    return occupancy.demand(member) if member.claims else ()
+
+
+def _member_class(members: list[Member], pool: NodePool, ledger: Ledger, occupancy: Occupancy | None) -> _Class:
     requests = members[0].requests
     wanted = [(value, name) for name, value in requests.items() if ledger.is_accelerator(name)]
     eligible = pool.eligible(members[0])
+    devices: DeviceDemand | Unresolved = ()
+    unplaceable = None
+    if occupancy is not None:
+        devices = _devices_of(members[0], occupancy)
+        limit = occupancy.volume_limit(members[0])
+        if limit.missing:
+            eligible, unplaceable = frozenset(), limit.missing
+        elif limit.restricts:
+            eligible = frozenset(name for name in eligible if limit.allows(pool.nodes[name]))
+        if isinstance(devices, Unresolved):
+            eligible, unplaceable = frozenset(), devices.reason
+    extended = occupancy is not None and occupancy.devices.serves_extended(requests)
     if not wanted:
-        return _Class(members, usage(requests), eligible, None, 0, {})
+        return _Class(members, usage(requests), eligible, None, 0, {}, devices, unplaceable, extended)
     amount, accelerator = max(wanted)
     per_member = ceil(amount)
     room = {free: sorted(names & eligible)
             for free, names in ledger.nodes_by_free(accelerator).items() if free >= per_member}
     return _Class(members, usage(requests), eligible, accelerator, per_member,
-                  {free: names for free, names in room.items() if names})
+                  {free: names for free, names in room.items() if names}, devices, unplaceable, extended)
 
 
 def _domains(classes: Sequence[_Class], pool: NodePool, topology: Topology) -> list[Domain]:
-    """Domains with enough free accelerators for every class, preferred first; then anywhere."""
+    """Domains with enough free accelerators for every class, preferred first; then anywhere.
+    Members with topology spread constraints asked to be spread: no domain is preferred for them."""
+    if any(c.members[0].rules and c.members[0].rules.spread for c in classes):
+        return [None]
     packed = [c for c in classes if c.accelerator]
     preferred: list[Domain] = []
     for label in topology.labels:
@@ -152,22 +214,159 @@ def _domains(classes: Sequence[_Class], pool: NodePool, topology: Topology) -> l
     return preferred + [None]
 
 
-def _place(classes: Sequence[_Class], pool: NodePool, ledger: Ledger, domain: Domain) -> list[Assignment]:
-    """As many members as fit, class by class; `taken` is what this plan has put on each node."""
+def _best_per_label(domains: list[Domain]) -> list[Domain]:
+    best: dict[str, Domain] = {}
+    for domain in domains:
+        if domain is not None:
+            best.setdefault(domain[0], domain)
+    return [*best.values(), None]
+
+
+def _place(classes: Sequence[_Class], pool: NodePool, ledger: Ledger, domain: Domain,
+           occupancy: Occupancy | None) -> list[Assignment]:
+    """As many members as fit, class by class; `taken` is what this plan has put on each node.
+
+    Members are counted in the occupancy as they are placed, so that later members see them
+    (anti-affinity among a group's own members), and taken out again before returning."""
     taken: dict[str, Resources] = {}
     assignments: list[Assignment] = []
-    for cls in classes:
-        unplaced = list(cls.members)
-        candidates = _Candidates(cls, pool, ledger, taken, domain)
-        while unplaced:
-            pick = candidates.pick(len(unplaced))
-            if pick is None:
-                break
-            node, count = pick
-            assignments += [(member, node) for member in unplaced[:count]]
-            del unplaced[:count]
-            add_into(taken.setdefault(node, {}), {r: value * count for r, value in cls.demand.items()})
+    try:
+        for cls in classes:
+            if cls.unplaceable:
+                continue
+            if occupancy is not None and _one_by_one(cls, occupancy):
+                placed = _place_one_by_one(cls, pool, ledger, taken, domain, occupancy)
+            else:
+                placed = _place_in_batches(cls, pool, ledger, taken, domain)
+                if occupancy is not None:
+                    for member, node in placed:
+                        occupancy.place(member, pool.nodes[node], ())
+            assignments += placed
+    finally:
+        if occupancy is not None:
+            for member, _ in assignments:
+                occupancy.uncount(member.uid)
     return assignments
+
+
+def _one_by_one(cls: _Class, occupancy: Occupancy) -> bool:
+    """Whether devices or neighbours decide where the class's members go, besides resources:
+    claims of their own, extended resources that share devices with claims, or pod rules."""
+    return bool(cls.devices or (cls.extended and occupancy.devices.explicit_in_use)
+                or occupancy.neighbours_matter(cls.members[0]))
+
+
+def _place_in_batches(cls: _Class, pool: NodePool, ledger: Ledger, taken: dict[str, Resources],
+                      domain: Domain) -> list[Assignment]:
+    """Members that only resources and node rules constrain: as many to a node as it holds."""
+    unplaced = list(cls.members)
+    assignments: list[Assignment] = []
+    candidates = _Candidates(cls, pool, ledger, taken, domain)
+    while unplaced:
+        pick = candidates.pick(len(unplaced))
+        if pick is None:
+            break
+        node, count = pick
+        assignments += [(member, node) for member in unplaced[:count]]
+        del unplaced[:count]
+        add_into(taken.setdefault(node, {}), {r: value * count for r, value in cls.demand.items()})
+    return assignments
+
+
+def _place_one_by_one(cls: _Class, pool: NodePool, ledger: Ledger, taken: dict[str, Resources],
+                      domain: Domain, occupancy: Occupancy) -> list[Assignment]:
+    """Members whose devices or neighbours decide too: each to the first node in packing order
+    that has the resources, can allocate its devices, and whose neighbours let it in; each is
+    counted in the occupancy before the next is placed."""
+    order = _one_by_one_order(cls, pool, ledger, taken, domain, occupancy)
+    assignments: list[Assignment] = []
+    rules = cls.members[0].rules
+    prefers_spread = bool(rules and rules.soft_spread)
+    # A node that cannot take a member cannot take the next one of the class either, as nodes only
+    # fill up, unless a DoNotSchedule spread lets a domain in again once the others have caught up.
+    rescan = bool(rules and rules.hard_spread)
+    spread_keys = tuple(sorted({c.topology_key for c in rules.hard_spread})) if rescan else ()
+    start = 0
+    for member in cls.members:
+        refused_domains: set[tuple] = set()  # a spread refuses every node of a domain alike
+
+        def takes(position: int) -> bool:
+            name = order[position]
+            domain_key = tuple(pool.nodes[name].labels.get(key) for key in spread_keys)
+            if domain_key in refused_domains:
+                return False
+            why = _refusal_of(cls, member, name, pool, ledger, taken, occupancy)
+            if why in (SPREAD_REFUSAL, SPREAD_LABEL_REFUSAL):
+                refused_domains.add(domain_key)
+            return why is None
+
+        takers = (position for position in range(0 if rescan else start, len(order)) if takes(position))
+        if prefers_spread:
+            chosen = _least_skewed(member, [order[p] for p in islice(takers, SPREAD_CHOICES)], occupancy)
+        else:
+            position = next(takers, None)
+            chosen = None if position is None else order[position]
+            start = start if position is None else position
+        if chosen is None:
+            break
+        assignments.append((member, chosen))
+        add_into(taken.setdefault(chosen, {}), cls.demand)
+        occupancy.place(member, pool.nodes[chosen], cls.devices)
+    return assignments
+
+
+def _least_skewed(member: Member, takers: Iterable[str], occupancy: Occupancy) -> str | None:
+    """Of the first nodes in packing order that take the member, the one its ScheduleAnyway
+    spread constraints prefer (lowest skew; the earlier node on a tie)."""
+    rules, spread_nodes = member.rules, occupancy.scope.nodes_for(member)
+    scored = [(spread_penalty(rules, member.namespace, member.labels, name, occupancy.placements, spread_nodes),
+               position, name) for position, name in enumerate(takers)]
+    return min(scored)[2] if scored else None
+
+
+def _one_by_one_order(cls: _Class, pool: NodePool, ledger: Ledger, taken: Mapping[str, Resources],
+                      domain: Domain, occupancy: Occupancy) -> list[str]:
+    """The class's nodes in packing order: by the accelerator shelf when it asks for one; by
+    devices otherwise, nodes that can take every member first (the tightest of them), then the
+    ones taking most."""
+    blocked = occupancy.mixed_holds(cls.devices, cls.members[0].requests, pool) if cls.devices or cls.extended else ()
+    order = _unblocked_order(cls, pool, ledger, taken, domain, occupancy)
+    return [name for name in order if name not in blocked] if blocked else order
+
+
+def _unblocked_order(cls: _Class, pool: NodePool, ledger: Ledger, taken: Mapping[str, Resources],
+                     domain: Domain, occupancy: Occupancy) -> list[str]:
+    count = len(cls.members)
+    devices = occupancy.devices
+    room = occupancy.room(cls.members[0], cls.devices, pool) if cls.devices and cls.accelerator is None else None
+    if room is not None:
+        values = pool.label_values(domain[0]) if domain else {}
+        counts = sorted(c for c in room if c >= count) + sorted((c for c in room if c < count), reverse=True)
+        return [name for c in counts for name in sorted(room[c])
+                if name in cls.eligible and (domain is None or values.get(name) == domain[1])]
+    shelf = sorted(_shelf(cls, pool, ledger, taken, domain), key=lambda item: item[1])
+    names = [name for name, _ in shelf]
+    if not cls.devices or cls.accelerator is not None:
+        return names
+    room = {name: devices.fits(pool.nodes[name], devices.demand_on(pool.nodes[name], cls.devices,
+                                                                     cls.members[0].requests), count)
+            for name in names if name in devices.nodes_with_devices or devices.serves_every_node}
+    return sorted((name for name, fits in room.items() if fits),
+                  key=lambda name: (room[name] < count, room[name] if room[name] >= count else -room[name]))
+
+
+def _refusal_of(cls: _Class, member: Member, name: str, pool: NodePool, ledger: Ledger,
+                taken: Mapping[str, Resources], occupancy: Occupancy) -> str | None:
+    """Why the node cannot take one more member of the class now; None when it can."""
+    free = ledger.free(name)
+    if name in taken:
+        free = subtract(free, taken[name])
+    if members_fitting(cls.demand, free, 1) < 1:
+        return "resources"
+    if cls.devices or cls.extended:
+        if not occupancy.devices_fit(pool.nodes[name], cls.devices, member.requests):
+            return "devices"
+    return occupancy.refusal(member, name)
 
 
 class _Candidates:
@@ -268,18 +467,21 @@ def _shelf(cls: _Class, pool: NodePool, ledger: Ledger, taken: Mapping[str, Reso
 
 
 def _no_fit(group: Group, classes: Sequence[_Class], partial: list[Assignment],
-            pool: NodePool, ledger: Ledger) -> NoFit:
+            pool: NodePool, ledger: Ledger, occupancy: Occupancy | None) -> NoFit:
     placed = {member.uid for member, _ in partial}
     needed = sum(len(c.members) for c in classes)
     short = next(c for c in classes if any(m.uid not in placed for m in c.members))
-    why, limiting = _why(short, partial, pool, ledger)
+    why, limiting = _why(short, partial, pool, ledger, occupancy)
     reason = f"{len(partial)} of {needed} waiting members placeable: {why}"
     return NoFit(group.key, reason, limiting, len(partial), needed, tuple(partial))
 
 
-def _why(cls: _Class, partial: list[Assignment], pool: NodePool, ledger: Ledger) -> tuple[str, tuple[str, ...]]:
+def _why(cls: _Class, partial: list[Assignment], pool: NodePool, ledger: Ledger,
+         occupancy: Occupancy | None) -> tuple[str, tuple[str, ...]]:
     """Which filter or resource keeps the class out, with the numbers that show it."""
     member = cls.members[0]
+    if cls.unplaceable:
+        return f"no node may run {member.name}: {cls.unplaceable}", ("devices" if cls.devices else "volumes",)
     if not cls.eligible:
         refusals = ", ".join(f"{n} {reason}" for reason, n in pool.refusals(member).most_common(3))
         return f"no node may run {member.name} ({refusals or 'there are no nodes'})", ("eligibility",)
@@ -287,7 +489,98 @@ def _why(cls: _Class, partial: list[Assignment], pool: NodePool, ledger: Ledger)
         explained = _accelerator_shortage(cls, ledger)
         if explained:
             return explained, (cls.accelerator,)
+    if occupancy is not None and _one_by_one(cls, occupancy):
+        explained = _occupancy_shortage(cls, partial, pool, ledger, occupancy)
+        if explained:
+            return explained
     return _resource_shortage(cls, partial, ledger)
+
+
+_RULES = {ANTI_AFFINITY_REFUSAL: "anti-affinity", EXISTING_ANTI_AFFINITY_REFUSAL: "existing pods' anti-affinity",
+          AFFINITY_REFUSAL: "pod affinity", SPREAD_REFUSAL: "topology spread", SPREAD_LABEL_REFUSAL: "topology spread",
+          PORTS_REFUSAL: "host ports", BINDING_ORDER_REFUSAL: "pod affinity"}
+
+
+EXPLAINED_NODES = 512  # nodes a NoFit's explanation examines one by one, at most
+EXPLAINED_DEVICE_NODES = 32  # of which the allocator is asked why it refuses, at most
+
+
+def _occupancy_shortage(cls: _Class, partial: list[Assignment], pool: NodePool, ledger: Ledger,
+                        occupancy: Occupancy) -> tuple[str, tuple[str, ...]] | None:
+    """Devices or neighbours that keep the rest of the class out, after the placeable members.
+    Nodes are examined one by one only up to `EXPLAINED_NODES`, and the words say so."""
+    placed = {member.uid for member, _ in partial}
+    rest = [member for member in cls.members if member.uid not in placed]
+    room = occupancy.room(rest[0], cls.devices, pool) if cls.devices else None
+    if room is not None:
+        fits = {name: count for count, names in room.items() for name in names if name in cls.eligible}
+        if sum(fits.values()) < len(cls.members):  # the whole class, before this plan took anything
+            return _device_room_shortage(cls, fits, pool, occupancy), ("devices",)
+        candidates = sorted(fits)
+    elif cls.accelerator is not None:
+        candidates = sorted(name for names in cls.room.values() for name in names)
+    else:
+        candidates = sorted(cls.eligible)
+    examined = candidates[:EXPLAINED_NODES]
+    scope = "" if len(examined) == len(candidates) else f" (of the first {len(examined)} of {len(candidates)})"
+    taken: dict[str, Resources] = {}
+    for member, node in partial:
+        add_into(taken.setdefault(node, {}), usage(member.requests))
+        occupancy.place(member, pool.nodes[node], _devices_of(member, occupancy))
+    try:
+        roomy = [name for name in examined
+                 if members_fitting(cls.demand, subtract(ledger.free(name), taken.get(name, {})), 1) >= 1]
+        if cls.devices or cls.extended:
+            with_devices = [name for name in roomy if occupancy.devices_fit(pool.nodes[name], cls.devices, rest[0].requests)]
+            if not with_devices:
+                devices = occupancy.devices
+                asked = roomy[:EXPLAINED_DEVICE_NODES]
+                reasons = Counter(devices.refusal(pool.nodes[name], devices.demand_on(pool.nodes[name], cls.devices,
+                                                                                       rest[0].requests))
+                                  or "another member's devices on the node differ" for name in asked)
+                sample = "" if len(asked) == len(roomy) else f" (the first {len(asked)}: "
+                counted = ", ".join(f"{n} {why}" for why, n in reasons.most_common(3))
+                return (f"none of the {len(roomy)} eligible nodes with room{scope} can allocate the claims of "
+                        f"{rest[0].name} {sample or '('}{counted})"), ("devices",)
+            roomy = with_devices
+        refusals = Counter(occupancy.refusal(rest[0], name) for name in roomy)
+        allowed = refusals.pop(None, 0)
+        if not refusals:
+            return (f"{len(rest)} more members like {rest[0].name} do not fit: {len(roomy)} of the "
+                    f"{len(examined)} nodes with room{scope} take one of them alone, not all"), ("capacity",)
+        reason, _ = refusals.most_common(1)[0]
+        rule = _RULES.get(reason, reason)
+        need = f"{len(rest)} members need {len(rest)} nodes"
+        if cls.accelerator is not None:
+            need += f" with {cls.per_member} free {cls.accelerator} each"
+        nodes = len(roomy)
+        refused = ", ".join(f"{n} {why}" for why, n in refusals.most_common(3))
+        return (f"{rule}: {need}, {nodes}{scope} {'has' if nodes == 1 else 'have'} room and {allowed} of them "
+                f"{'admits' if allowed == 1 else 'admit'} one ({refused})"), (rule,)
+    finally:
+        for member, _ in partial:
+            occupancy.uncount(member.uid)
+
+
+def _device_room_shortage(cls: _Class, fits: Mapping[str, int], pool: NodePool, occupancy: Occupancy) -> str:
+    """Too few devices for the class: the allocator's words for a few nodes, the room's figures for many."""
+    with_devices = occupancy.devices.nodes_with_devices
+    nodes = [pool.nodes[name] for name in sorted(cls.eligible) if name in with_devices]
+    if len(nodes) <= EXPLAINED_NODES // 8:
+        devices = occupancy.devices
+        explained = devices.shortage(nodes, cls.devices, len(cls.members))
+        if explained:
+            return explained
+        reasons = Counter(devices.refusal(node, devices.demand_on(node, cls.devices, cls.members[0].requests))
+                          for node in nodes)
+        reasons.pop(None, None)
+        if reasons:
+            return (f"no eligible node with devices can allocate the claims of {cls.members[0].name} "
+                    f"({', '.join(f'{n} {why}' for why, n in reasons.most_common(3))})")
+    most = max(fits.items(), key=lambda item: (item[1], item[0]), default=None)
+    at_most = f", at most {most[1]} on one node ({most[0]})" if most else ""
+    return (f"needs devices for {len(cls.members)} members like {cls.members[0].name}; the {len(fits)} eligible nodes "
+            f"with devices have room for {sum(fits.values())}{at_most}")
 
 
 def _accelerator_shortage(cls: _Class, ledger: Ledger) -> str | None:

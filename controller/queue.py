@@ -5,9 +5,10 @@ gated) and still have waiting members, ordered by priority (highest first), then
 group was first seen (oldest first), then by key so that a pass is deterministic. Groups with
 no waiting member are in flight (reserved, released or bound) and are not the queue's business.
 
-Groups are planned in queue order on a copy of the ledger; each admitted plan is counted there
-as reserved, so one pass never books the same capacity twice. The caller's ledger is untouched;
-the copy, with every admitted plan and the held capacity counted, is handed back in the `Pass`
+Groups are planned in queue order on a copy of the ledger (and of the occupancy: devices and
+neighbours); each admitted plan is counted there as reserved, so one pass never books the same
+capacity twice. The caller's ledger is untouched; the copies, with every admitted plan and the
+held capacity counted, are handed back in the `Pass`
 so that the caller can plan more (one member at a time for elastic groups) without another copy.
 
 StrictFIFO: the first group that does not fit stops the pass; every group behind it waits.
@@ -31,6 +32,7 @@ from dataclasses import dataclass, field
 from gangkeeper.controller.capacity import Ledger
 from gangkeeper.controller.eligibility import NodePool
 from gangkeeper.controller.model import Group
+from gangkeeper.controller.occupancy import Occupancy
 from gangkeeper.controller.planner import NoFit, Plan, Topology, apply, plan_group
 
 
@@ -61,6 +63,7 @@ class Pass:
     waiting: tuple[Waiting, ...]
     held_for: Group | None = None
     ledger: Ledger | None = None
+    occupancy: Occupancy | None = None
 
 
 def queued(groups: Iterable[Group]) -> list[Group]:
@@ -78,19 +81,22 @@ def incomplete_reason(group: Group) -> str:
 
 
 def plan_pass(groups: Iterable[Group], nodes: NodePool, ledger: Ledger, now: float,
-              policy: QueuePolicy = QueuePolicy()) -> Pass:
+              policy: QueuePolicy = QueuePolicy(), occupancy: Occupancy | None = None) -> Pass:
     groups = list(groups)
     order = queued(groups)
     in_queue = {group.key for group in order}
     waiting = [Waiting(group, incomplete_reason(group)) for group in groups
                if group.key not in in_queue and group.waiting_members]
     working = ledger.copy()
+    if occupancy is not None:
+        occupancy.index_rooms((member for group in order for member in group.waiting_members), nodes)
+    around = None if occupancy is None else occupancy.copy()
     admitted: list[tuple[Group, Plan]] = []
     head: Group | None = None
     for position, group in enumerate(order):
-        outcome = plan_group(group, nodes, working, policy.topology)
+        outcome = plan_group(group, nodes, working, policy.topology, around)
         if isinstance(outcome, Plan):
-            apply(outcome, working)
+            apply(outcome, working, around, nodes)
             admitted.append((group, outcome))
             continue
         held = f"; capacity is held for {head}, starving since it waited {policy.starvation_seconds:g}s" if head else ""
@@ -100,5 +106,5 @@ def plan_pass(groups: Iterable[Group], nodes: NodePool, ledger: Ledger, now: flo
             break
         if head is None and now - group.first_seen >= policy.starvation_seconds:
             head = group
-            apply(outcome, working)
-    return Pass(tuple(admitted), tuple(waiting), head, working)
+            apply(outcome, working, around, nodes)
+    return Pass(tuple(admitted), tuple(waiting), head, working, around)

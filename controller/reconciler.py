@@ -10,10 +10,20 @@ A group moves through reserve → release → bound, one durable step per pass:
     and records when (`gangkeeper.io/released-at`), guarded by `test`s so that a stale cache
     gets a Conflict instead of a wrong write.
   - rollback: a released member not bound within the bind timeout, or reported Unschedulable,
-    means the plan was wrong (something the model does not see). All members that have an
-    owner are deleted so the owner recreates them gated; the group then backs off
-    exponentially. Capacity stays booked until the pods are gone, so nothing else can take it
-    before the rollback completes. Pods without an owner are reported, never deleted.
+    means the plan was wrong (something the model does not see). The group is taken back whole,
+    without harming it, and backs off exponentially:
+      - an owner with a suspend switch (Job, JobSet, PyTorchJob) is suspended, marked on the
+        owner as gangkeeper's until the backoff ends, then resumed: its operator deletes its
+        pods without counting them as failed and recreates them gated. Deleting them instead
+        would spend the owner's failure budget (a Job counts every pod deleted before it
+        finished as failed, and fails past its backoffLimit);
+      - members with another owner are deleted, for it to recreate them gated;
+      - members without an owner can never be gated again, and the bound ones hold
+        accelerators: they are deleted too (`Settings.rollback_ownerless`; `keep` keeps them
+        and says what they hold). A group whose every member was deleted is given up (Failed),
+        and its Gang, which says what to resubmit, is kept.
+    Capacity stays booked until the pods are gone, so nothing else can take it before the
+    rollback completes.
 Once admitted, a group's other members — elastic ones beyond min count, or replacements of
 members that finished, failed or were deleted (with their node, say) — are reserved one at a
 time, in later passes, from what the queue leaves over, and released like the rest.
@@ -22,11 +32,17 @@ A group that lost members while running holds GPUs without making progress until
 are placed. When at least one of its live members is bound but fewer than min count are bound,
 reserved or succeeded (the others wait with nothing reserved: capacity is short, their node is
 gone), the group is incomplete; incomplete for longer than the bind timeout, it is rolled back like a
-failed release (same deletions, backoff and reporting), so that what it holds goes back to the
+failed release (same suspension or deletions, backoff and reporting), so that what it holds goes back to the
 queue and the whole group is admitted again when it fits. The clock is the controller's memory
 of when it first saw the group incomplete; after a restart, the creation of the group's newest
 live member (the replacement its owner recreated): durable, and no later than when the
 replacement began to wait, so a restart cannot postpone the rollback.
+
+An owner gangkeeper suspended carries who suspended it and until when (`gangkeeper.io/suspended-by`,
+`gangkeeper.io/resume-at`): the pass resumes it then, whoever leads by then (a new leader finds
+such owners on its first pass), and the resume removes both. An owner suspended without them, or
+whose mark a user removed, or that a user resumed, is left alone: gangkeeper never resumes it,
+and a group whose owner is suspended is not planned.
 
 The bind timeout counts from the release annotation, which survives a restart or a change of
 leader; only when it is missing or unreadable does it count from when this controller first saw
@@ -41,11 +57,13 @@ and `memory` (what it remembers for the next pass, and may lose on a restart).
 
 import enum
 import logging
+import math
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
 
-from gangkeeper import names
+from gangkeeper import integrations, names
 from gangkeeper.controller import gangs
 from gangkeeper.controller.capacity import Ledger
 from gangkeeper.controller.decisions import (
@@ -58,19 +76,31 @@ from gangkeeper.controller.decisions import (
     Release,
     Report,
     Reserve,
+    ResumeOwner,
     SaveGang,
+    SuspendOwner,
     Verdict,
 )
 from gangkeeper.controller.eligibility import NodePool
-from gangkeeper.controller.groups import GangView, PodFacts, WorkloadIndex, settled_phase
+from gangkeeper.controller.groups import GangView, PodFacts, Workload, WorkloadIndex, WorkloadKey, settled_phase
 from gangkeeper.controller.index import ClusterIndex, Pending
-from gangkeeper.controller.memory import Channel, Memory, News, after_pass
-from gangkeeper.controller.model import Group, GroupKey, Node
+from gangkeeper.controller.memory import Channel, HeldOwner, Memory, News, after_pass
+from gangkeeper.controller.model import Group, GroupKey, Member, Node
+from gangkeeper.controller.occupancy import Occupancy
 from gangkeeper.controller.patches import release_patch
 from gangkeeper.controller.planner import Plan, apply, plan_group
 from gangkeeper.controller.queue import Order, QueuePolicy, Waiting, plan_pass
+from gangkeeper.resources import accelerators
 
 log = logging.getLogger("gangkeeper.controller.reconciler")
+NAMED = 10  # members a message names at most
+
+
+class Ownerless(enum.StrEnum):
+    """What a rollback does with members no owner would recreate (`--rollback-ownerless`)."""
+
+    DELETE = "delete"  # every one, bound or not: none can be gated again, the bound ones hold accelerators
+    KEEP = "keep"      # none: the bound ones keep what they hold until someone deletes them
 
 
 @dataclass(frozen=True)
@@ -81,6 +111,7 @@ class Settings:
     rollback_backoff_cap_seconds: float = 960.0
     accelerator_patterns: tuple[str, ...] = names.DEFAULT_ACCELERATORS
     fail_on_schedule_timeout: bool = False
+    rollback_ownerless: Ownerless = Ownerless.DELETE
 
 
 @dataclass(frozen=True)
@@ -123,7 +154,9 @@ class _Pass:
     status_written: dict[GroupKey, float] = field(default_factory=dict)
     incomplete_since: dict[GroupKey, float] = field(default_factory=dict)
     due: list[float] = field(default_factory=list)
-    rolled_back: int = 0
+    rolled_back: set[GroupKey] = field(default_factory=set)
+    held: dict[WorkloadKey, HeldOwner] = field(default_factory=dict)
+    given_up: dict[GroupKey, frozenset[str]] = field(default_factory=dict)
 
 
 def reconcile(pods: Sequence[PodFacts], workloads: WorkloadIndex, nodes: Sequence[Node], memory: Memory,
@@ -139,6 +172,7 @@ def reconcile(pods: Sequence[PodFacts], workloads: WorkloadIndex, nodes: Sequenc
         index = ClusterIndex.build(pods, workloads, nodes, settings.accelerator_patterns)
     pending = index.pending(memory.first_seen, now)
     state = _Pass(now, settings, memory, index.workloads, index.serves_gangs, rollbacks=dict(memory.rollbacks))
+    _held_owners(state, pending)
     queue, extras = [], []
     for view in pending.views:
         planning = _guarded(_decide_in_flight, state, view)
@@ -146,10 +180,12 @@ def reconcile(pods: Sequence[PodFacts], workloads: WorkloadIndex, nodes: Sequenc
             queue.append(view)
         elif planning is Planning.EXTRAS:
             extras.append(view)
-    _plan(state, queue, extras, index.pool, index.ledger)
+    _plan(state, queue, extras, index.pool, index.ledger, index.occupancy)
     for view in pending.views:
         _guarded(_report_and_status, state, view)
-    state.actions.extend(_disposed_gangs(state, _gone(pending, memory)))
+    gone = _gone(pending, memory)
+    state.actions.extend(_disposed_gangs(state, gone))
+    _remember_given_up(state, pending, gone)
     return _outcome(state, pending, index)
 
 
@@ -164,9 +200,12 @@ def _gone(pending: Pending, memory: Memory) -> set[GroupKey]:
 
 def _disposed_gangs(state: _Pass, gone: Iterable[GroupKey]) -> list[DeleteGang]:
     """The Gangs of groups whose pods are all gone, when nothing else would ever delete them: ours
-    (not a user's declaration) and without owner (an owned one is garbage-collected with it)."""
+    (not a user's declaration) and without owner (an owned one is garbage-collected with it). The
+    Gang of a group given up, whose pods a rollback deleted, stays: it says what to resubmit."""
     deletions = []
     for key in gone:
+        if key in state.memory.given_up or key in state.given_up:
+            continue
         gang = gangs.ownerless_gang(key, state.workloads)
         if gang is not None and gang.disposable:
             deletions.append(DeleteGang(key, gang.name))
@@ -188,6 +227,16 @@ def _decide_in_flight(state: _Pass, view: GangView) -> Planning:
     if view.problem:
         state.verdicts[key] = Verdict(Phase.WAITING, *view.problem)
         return Planning.NONE
+    # Before the settled phase: the bound members of a group given up or suspended are going
+    # (terminating), not running.
+    given_up = _still_given_up(state, view)
+    if given_up is not None:
+        state.verdicts[key] = given_up
+        return Planning.NONE
+    owner = _owner(state, view)
+    if owner is not None and owner[1].suspend.suspended:
+        state.verdicts[key] = Verdict(Phase.WAITING, Reason.SUSPENDED, _suspended(owner[1]))
+        return Planning.NONE
     settled = settled_phase(view)
     if settled is not None:  # what the index counts for it while it is not decided again
         phase, live = Phase(settled), sum(1 for m in group.members if not m.terminal)
@@ -203,7 +252,7 @@ def _decide_in_flight(state: _Pass, view: GangView) -> Planning:
     if failure is None:
         failure = _incomplete_too_long(state, view)
     if failure is not None:
-        _roll_back(state, view, attempts, failure)
+        _roll_back(state, view, owner, attempts, failure)
         return Planning.NONE
     live = [m for m in group.members if not m.terminal]
     booked = [m for m in live if m.node or m.reserved_node]
@@ -276,20 +325,183 @@ def _released_at(state: _Pass, facts: PodFacts) -> float:
     return state.memory.released_at.get(facts.member.uid, state.now)
 
 
-def _roll_back(state: _Pass, view: GangView, attempts: int, why: str) -> None:
+# --- rollback --------------------------------------------------------------------------------
+
+def _roll_back(state: _Pass, view: GangView, owner: tuple[WorkloadKey, Workload] | None, attempts: int,
+               why: str) -> None:
+    """Take the group back whole (module docstring): suspend its owner when it has a switch, else
+    delete its members; then back off."""
     key = view.group.key
-    owned = [f.member for f in view.pods if f.owner is not None and f.owner.kind != "Pod"]
-    lone = sorted(f.member.name for f in view.pods if f.owner is None)
     delay = min(state.settings.rollback_backoff_cap_seconds, state.settings.rollback_backoff_seconds * 2 ** attempts)
-    state.rollbacks[key] = (attempts + 1, state.now + delay)
-    state.actions += [DeletePod(key, m.name, m.uid) for m in owned if not m.terminal]
-    state.rolled_back += 1
-    message = f"{why}; deleted {len(owned)} members, planning again in {delay:.0f}s"
-    if lone:
-        message += f"; not deleted, no owner to recreate them: {', '.join(lone[:10])}"
-    state.verdicts[key] = Verdict(Phase.WAITING, Reason.ROLLED_BACK, message)
-    _report(state, view, GangEvent.ROLLED_BACK, Reason.ROLLED_BACK, message, warning=True, force=True,
-            pods=[m.name for m in owned] + lone, on_pods=True)
+    state.rolled_back.add(key)
+    live = [f for f in view.pods if not f.member.terminal]
+    if owner is not None:
+        until = math.ceil(state.now + delay)
+        state.rollbacks[key] = (attempts + 1, until)
+        message = _suspend_owner(state, key, owner, attempts + 1, until, why)
+        verdict = Verdict(Phase.WAITING, Reason.ROLLED_BACK, message)
+    else:
+        verdict = _delete_members(state, view, live, delay, why)
+        given_up = verdict.reason is Reason.MEMBERS_DELETED  # nothing comes back to wait for: no backoff
+        state.rollbacks[key] = (attempts + 1, state.now if given_up else state.now + delay)
+    state.verdicts[key] = verdict
+    _report(state, view, GangEvent.ROLLED_BACK, Reason.ROLLED_BACK, verdict.message, warning=True, force=True,
+            pods=[f.member.name for f in live], on_pods=True)
+
+
+def _owner(state: _Pass, view: GangView) -> tuple[WorkloadKey, Workload] | None:
+    """The group's owner when its kind has a suspend switch and it is the owner the group names (uid)."""
+    integration = integrations.BY_SOURCE.get(view.source)
+    if view.owner is None or integration is None or integration.suspension is None or not integration.owns_pods:
+        return None
+    key = (integration.resource.name, view.group.key[0], view.owner.name)
+    workload = state.workloads.get(key)
+    if workload is None or workload.uid != view.owner.uid or workload.suspend is None:
+        return None
+    return key, workload
+
+
+def _suspend_owner(state: _Pass, group: GroupKey, owner: tuple[WorkloadKey, Workload], attempts: int, until: float,
+                   why: str) -> str:
+    key, workload = owner
+    integration = integrations.BY_RESOURCE[key[0]]
+    stamp = _rfc3339(until)
+    switch = workload.suspend
+    state.actions.append(SuspendOwner(group, integration.resource, workload.name,
+                                      integration.suspension.suspending(switch.resource_version, stamp)))
+    state.held[key] = HeldOwner(workload.uid, group, attempts, switch.resource_version)
+    message = (f"{why}; suspended {workload.kind} {workload.name} until {stamp} (rolled back {attempts}×): its "
+               f"operator deletes its pods without counting them as failed, and recreates them gated when "
+               f"gangkeeper resumes it")
+    state.actions.append(Report(group, GangEvent.SUSPENDED, Reason.SUSPENDED,
+                                f"gangkeeper suspended this {workload.kind} until {stamp} to roll back its group "
+                                f"{group[1]}: {why}", (workload.api_version, workload.kind, workload.name),
+                                warning=True))
+    return message
+
+
+def _delete_members(state: _Pass, view: GangView, live: list[PodFacts], delay: float, why: str) -> Verdict:
+    """Delete the members an owner recreates and, unless told to keep them, those none would."""
+    key, label = view.group.key, view.label
+    owned = [f.member for f in live if f.owner is not None and f.owner.kind != "Pod"]
+    ownerless = [f.member for f in live if f.owner is None]
+    delete = state.settings.rollback_ownerless is Ownerless.DELETE
+    deleted = owned + (ownerless if delete else [])
+    state.actions += [DeletePod(key, m.name, m.uid, why) for m in deleted]
+    parts = [why]
+    if owned:
+        parts.append(f"deleted {len(owned)} members for their owner to recreate them gated")
+    if ownerless:
+        bound = [m for m in ownerless if m.node]
+        held = _accelerators(state, bound)
+        listed = _named(ownerless)
+        if delete:
+            parts.append(f"deleted {len(ownerless)} members no owner recreates ({len(bound)} bound, holding {held} "
+                         f"accelerators): resubmit them (label {names.GROUP_LABEL}={label}): {listed}")
+        else:
+            parts.append(f"kept {len(ownerless)} members no owner recreates (--rollback-ownerless=keep): "
+                         f"{len(bound)} bound, holding {held} accelerators the group cannot use until it is "
+                         f"complete; delete them to free those: {listed}")
+    if delete and ownerless and not owned:
+        state.given_up[key] = frozenset(m.uid for m in deleted)
+        return Verdict(Phase.FAILED, Reason.MEMBERS_DELETED, "; ".join(parts))
+    parts.append(f"planning again in {delay:.0f}s")
+    return Verdict(Phase.WAITING, Reason.ROLLED_BACK, "; ".join(parts))
+
+
+def _still_given_up(state: _Pass, view: GangView) -> Verdict | None:
+    """A group given up stays Failed while the pods the rollback deleted go; a new member (the
+    group resubmitted) makes it a group like any other again."""
+    deleted = state.memory.given_up.get(view.group.key)
+    if deleted is None or not {m.uid for m in view.group.members if not m.terminal} <= deleted:
+        return None
+    state.given_up[view.group.key] = deleted
+    return Verdict(Phase.FAILED, Reason.MEMBERS_DELETED, "a rollback deleted every member; resubmit them "
+                   f"(label {names.GROUP_LABEL}={view.label})")
+
+
+def _remember_given_up(state: _Pass, pending: Pending, gone: set[GroupKey]) -> None:
+    """Given-up groups not decided this pass, and not gone, are still given up."""
+    decided = {view.group.key for view in pending.views}
+    for key, deleted in state.memory.given_up.items():
+        if key not in decided and key not in gone:
+            state.given_up.setdefault(key, deleted)
+
+
+def _held_owners(state: _Pass, pending: Pending) -> None:
+    """The owners this controller suspended: resume those whose backoff is over; keep their groups'
+    backoff count while their pods are gone; forget those gangkeeper no longer holds (module docstring).
+
+    A pass that decides every group (a new leadership term) also finds the owners marked as held
+    by gangkeeper on the owners themselves: what a predecessor suspended is resumed on time.
+    """
+    known = dict(state.memory.held)
+    if pending.complete:
+        for key, workload in state.workloads.items():
+            if workload.suspend is not None and workload.suspend.held and key not in known:
+                known[key] = HeldOwner(workload.uid, None, 0, workload.suspend.resource_version)
+    decided = {view.group.key for view in pending.views}
+    for key, entry in known.items():
+        workload = state.workloads.get(key)
+        if workload is None or workload.uid != entry.uid or workload.suspend is None:
+            continue  # gone: forgotten
+        switch = workload.suspend
+        if switch.held:
+            _resume_when_due(state, key, workload, entry)
+        elif switch.resource_version == entry.resource_version:
+            state.held[key] = entry  # our suspension, still on its way
+        elif entry.group is not None and entry.group not in decided:
+            state.held[key] = entry  # left alone; its group's backoff count kept until its pods are back
+            state.rollbacks[entry.group] = (entry.attempts, state.now)
+        elif entry.group is not None:
+            state.rollbacks[entry.group] = (entry.attempts, state.now)  # resumed: its group is planned again
+
+
+def _resume_when_due(state: _Pass, key: WorkloadKey, workload: Workload, entry: HeldOwner) -> None:
+    """Resume a held owner once the time on it has come (at once when someone made it unreadable).
+    The patch goes every pass until the cache shows it resumed (a duplicate fails its resourceVersion
+    precondition, a lost one is sent again); it is reported once."""
+    switch = workload.suspend
+    group = entry.group or (workload.namespace, workload.name)
+    if entry.group is not None:
+        state.rollbacks.setdefault(entry.group, (entry.attempts, switch.resume_at or state.now))
+    due = switch.resume_at if switch.resume_at is not None else state.now
+    if state.now < due:
+        state.held[key] = entry
+        state.due.append(due)
+        return
+    integration = integrations.BY_RESOURCE[key[0]]
+    state.actions.append(ResumeOwner(group, integration.resource, workload.name,
+                                     integration.suspension.resuming(switch.resource_version)))
+    state.held[key] = replace(entry, resumed=True)
+    if not entry.resumed:
+        state.actions.append(Report(group, GangEvent.RESUMED, Reason.RESUMED,
+                                    f"gangkeeper resumed this {workload.kind}, which it had suspended to roll back "
+                                    f"its group: its pods come back gated", (workload.api_version, workload.kind,
+                                                                               workload.name)))
+
+
+def _suspended(workload: Workload) -> str:
+    switch = workload.suspend
+    if switch.held:
+        until = f"until {_rfc3339(switch.resume_at)}" if switch.resume_at is not None else "until the next pass"
+        return (f"{workload.kind} {workload.name} is suspended by gangkeeper {until}: its pods go, and come back "
+                f"gated when it is resumed")
+    return (f"{workload.kind} {workload.name} is suspended, not by gangkeeper: nothing of the group is planned "
+            f"until it is resumed")
+
+
+def _accelerators(state: _Pass, members: Iterable[Member]) -> int:
+    return int(sum(sum(accelerators(m.requests, state.settings.accelerator_patterns).values()) for m in members))
+
+
+def _named(members: Sequence[Member]) -> str:
+    shown = sorted(m.name for m in members)
+    return ", ".join(shown[:NAMED]) + (f" and {len(shown) - NAMED} more" if len(shown) > NAMED else "")
+
+
+def _rfc3339(moment: float) -> str:
+    return datetime.fromtimestamp(moment, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _release(state: _Pass, view: GangView) -> None:
@@ -310,7 +522,8 @@ def _release(state: _Pass, view: GangView) -> None:
 
 # --- planning ------------------------------------------------------------------------------
 
-def _plan(state: _Pass, queue: list[GangView], extras: list[GangView], pool: NodePool, ledger: Ledger) -> None:
+def _plan(state: _Pass, queue: list[GangView], extras: list[GangView], pool: NodePool, ledger: Ledger,
+          occupancy: Occupancy) -> None:
     """Admit what the queue admits; then give each admitted group with members still waiting (elastic
     ones beyond min count, replacements) one more, from what is left."""
     views = {view.group.key: view for view in queue}
@@ -318,8 +531,9 @@ def _plan(state: _Pass, queue: list[GangView], extras: list[GangView], pool: Nod
         state.verdicts[view.group.key] = _incomplete_or_queued(view.group)
     if not queue and not extras:
         return
-    result = plan_pass([_admission_view(view.group) for view in queue], pool, ledger, state.now, state.settings.policy)
-    working = result.ledger  # admitted plans and the starving head's hold are counted in it
+    result = plan_pass([_admission_view(view.group) for view in queue], pool, ledger, state.now, state.settings.policy,
+                       occupancy)
+    working, around = result.ledger, result.occupancy  # admitted plans and the starving head's hold are counted in them
     for group, plan in result.admitted:
         _reserve(state, views[group.key], plan)
         state.verdicts[group.key] = Verdict(Phase.ADMITTED, Reason.RESERVED, f"{len(plan.assignments)} members reserved")
@@ -333,9 +547,9 @@ def _plan(state: _Pass, queue: list[GangView], extras: list[GangView], pool: Nod
     for view in extras:
         member = view.group.waiting_members[0]
         plan = plan_group(replace(view.group, members=(member,), min_count=1), pool, working,
-                          state.settings.policy.topology)
+                          state.settings.policy.topology, around)
         if isinstance(plan, Plan):
-            apply(plan, working)
+            apply(plan, working, around, pool)
             _reserve(state, view, plan)
 
 
@@ -435,8 +649,9 @@ def _report_and_status(state: _Pass, view: GangView) -> None:
         return
     current = (place.existing.status if place.existing is not None else None) or {}
     attempts = state.rollbacks.get(key, (0, 0.0))[0]
+    rollback = verdict.message if key in state.rolled_back else None
     status = gangs.gang_status(view, verdict, timed_out, attempts, state.settings.accelerator_patterns, current,
-                               state.now)
+                               state.now, rollback)
     if place.existing is not None and not gangs.status_due(current, status, state.memory.status_written.get(key),
                                                            state.now):
         return
@@ -446,9 +661,10 @@ def _report_and_status(state: _Pass, view: GangView) -> None:
 
 
 def _outcome(state: _Pass, pending: Pending, index: ClusterIndex) -> Outcome:
-    memory = after_pass(state.memory, pending, state.now, rollbacks=state.rollbacks, reported=state.reported,
-                        incomplete_since=state.incomplete_since, status_written=state.status_written)
+    memory = replace(after_pass(state.memory, pending, state.now, rollbacks=state.rollbacks, reported=state.reported,
+                                incomplete_since=state.incomplete_since, status_written=state.status_written),
+                     held=state.held, given_up=state.given_up)
     phases = Counter(_verdict(state, view).phase.value for view in pending.views)
     phases.update(pending.settled_phases)
     return Outcome(tuple(state.actions), memory, dict(phases), index.reserved_accelerators,
-                   tuple(state.released_after), state.rolled_back, min(state.due, default=None))
+                   tuple(state.released_after), len(state.rolled_back), min(state.due, default=None))

@@ -48,6 +48,7 @@ from gangkeeper.controller.index import PODS, Change, ClusterIndex
 from gangkeeper.controller.informer import Hooks, Informer, Transform, object_key
 from gangkeeper.controller.metrics import Metrics
 from gangkeeper.controller.model import node_from_api
+from gangkeeper.controller.occupancy import cached_object
 from gangkeeper.controller.reconciler import Memory, Outcome, Settings, reconcile
 
 log = logging.getLogger("gangkeeper.controller")
@@ -109,12 +110,13 @@ class Controller:
         self.workloads = [informer(resource, partial(workload_from_api, resource.name), namespace)
                           for resource in WORKLOADS]
         self.gangs = self.workloads[WORKLOADS.index(api.GANGS)]
+        self.objects = [informer(resource, cached_object) for resource in api.OCCUPANCY]
         self.executor = Executor(kube, audit, dry_run=dry_run, written=self._assume,
                                  clock=lambda: datetime.fromtimestamp(clock.wall(), timezone.utc))
 
     @property
     def informers(self) -> list[Informer]:
-        return [self.pods, self.nodes, *self.workloads]
+        return [self.pods, self.nodes, *self.workloads, *self.objects]
 
     def start(self) -> "Controller":
         for informer in self.informers:
@@ -245,7 +247,9 @@ class Controller:
         self._next_check = self._clock.monotonic() + self.consistency_seconds
         pods, nodes = self.pods.cache.snapshot(), self.nodes.cache.snapshot()
         workloads = [w for informer in self.workloads for w in informer.cache.snapshot().values()]
-        fresh, differences = self.index.rebuilt_from(pods.values(), workloads, nodes.values(), self._drain())
+        objects = [(informer.resource.name, key, obj) for informer in self.objects
+                   for key, obj in informer.cache.snapshot().items()]
+        fresh, differences = self.index.rebuilt_from(pods.values(), workloads, nodes.values(), self._drain(), objects)
         if differences:
             log.warning("the incremental index had drifted from the caches (%s); using the rebuilt one",
                         "; ".join(differences))

@@ -59,6 +59,19 @@ def int_in_range(low: int, high: int, what: str) -> Callable[[str], int]:
     return parse
 
 
+def one_of(*values: str) -> Callable[[str], str]:
+    """An argparse type accepting only `values`, saying which when given anything else (a flag's
+    `choices` are not checked on a default, and so not on one read from the environment)."""
+
+    def parse(text: str) -> str:
+        if text not in values:
+            raise argparse.ArgumentTypeError(f"{text!r} is not accepted: write one of {', '.join(values)}")
+        return text
+
+    parse.__name__ = f"one of {', '.join(values)}"
+    return parse
+
+
 positive_int = int_in_range(1, 1_000_000, "a positive count")
 port = int_in_range(1, 65535, "a TCP port")
 

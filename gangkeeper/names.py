@@ -20,6 +20,14 @@ RESERVED_NODE_ANNOTATION = f"{DOMAIN}/reserved-node"
 # counts from it, so a restarted or newly elected controller keeps the same deadline.
 RELEASED_AT_ANNOTATION = f"{DOMAIN}/released-at"
 
+# On an owner the controller suspended to roll its group back: who suspended it (the value below)
+# and when the controller resumes it (RFC 3339). Both are durable, so a restarted or new leader
+# resumes it on time; the resume patch removes them. An owner suspended without them is someone
+# else's: gangkeeper never resumes it.
+SUSPENDED_BY_ANNOTATION = f"{DOMAIN}/suspended-by"
+SUSPENDED_BY_VALUE = "gangkeeper"
+RESUME_AT_ANNOTATION = f"{DOMAIN}/resume-at"
+
 # On the Gangs the controller creates: it deletes those that have no owner once their group is gone
 # (an owned Gang goes with its owner); a Gang a user created is never deleted.
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"

@@ -25,6 +25,7 @@ from typing import Iterable, Protocol
 
 from sim.accounting import Accounting
 from sim.api import ADMIN, APIError, ClusterAPI, User, WatchEvent
+from sim.claims import ClaimController
 from sim.clock import Clock, VirtualClock
 from sim.kubelet import DEFAULT_START_DELAY, Kubelet
 from sim.names import NODES
@@ -33,7 +34,7 @@ from sim.operators.jobset import jobset_operator
 from sim.operators.pytorchjob import pytorchjob_operator
 from sim.placement import Scoring
 from sim.scheduler import Scheduler
-from sim.spec import Submission, node_manifests, submissions
+from sim.spec import Submission, device_manifests, node_manifests, submissions
 
 log = logging.getLogger("gangkeeper.sim.cluster")
 
@@ -152,15 +153,17 @@ class Cluster:
 
 def emulated_cluster(api: ClusterAPI, clock: Clock, *, spec: dict | None = None, scoring: Scoring = Scoring(),
                      start_delay: float = DEFAULT_START_DELAY, extra: Iterable[Component] = ()) -> Cluster:
-    """The default components on `api`; with a spec, its nodes are registered first and its
-    workloads are submitted on schedule, counted from now."""
+    """The default components on `api`; with a spec, its nodes (and their DeviceClasses and
+    ResourceSlices) are registered first and its workloads are submitted on schedule, counted from now."""
     components: list[Component] = [
-        Scheduler(api, scoring=scoring), Kubelet(api, start_delay=start_delay),
+        Scheduler(api, scoring=scoring), ClaimController(api), Kubelet(api, start_delay=start_delay),
         pytorchjob_operator(api), jobset_operator(api), job_operator(api), Accounting(), *extra,
     ]
     if spec is not None:
         for node in node_manifests(spec):
             api.create(NODES, node, user=ADMIN)
+        for resource, manifest in device_manifests(spec):
+            api.create(resource, manifest, user=ADMIN)
         components.append(Submitter(api, submissions(spec), clock.now()))
     return Cluster(api, clock, components)
 

@@ -23,7 +23,7 @@ _GATED = {"type": "PodScheduled", "status": "False", "lastProbeTime": None, "rea
 _SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # the real server's: no vowels, no look-alikes
 # Kinds whose registry strategy sets no metadata.generation; every other kind served starts at 1.
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
-_NO_GENERATION = ("namespaces", "nodes", "events", "leases")
+_NO_GENERATION = ("namespaces", "nodes", "events", "leases", "resourceclaims", "resourceclaimtemplates")
 
 
 def rfc3339(epoch_seconds: float) -> str:
@@ -129,6 +129,8 @@ def prepare_for_create(resource: str, obj: dict, timestamp: str) -> None:
         obj["status"] = initial_pod_status(obj, timestamp)
     elif resource == "namespaces":
         obj["status"] = {"phase": "Active"}
+    elif resource == "resourceclaims":
+        obj["status"] = {}  # the strategy drops what the client sent; the struct is always serialized
 
 
 def initial_pod_status(pod: dict, timestamp: str) -> dict:

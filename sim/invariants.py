@@ -22,6 +22,9 @@ has finished, *released* once it no longer carries gangkeeper's scheduling gate.
   yet bound request never exceeds its allocatable (DESIGN.md, "Capacity": the scheduler's count
   and gangkeeper's reservations together). A node never registered has nothing to give; one that
   was deleted promises nothing (its pods are on their way out);
+  a resource a DeviceClass serves (`extendedResourceName`) where the node does not list it is
+  counted in devices instead, below; a pod with ResourceClaims holds accelerators while bound;
+- **double-allocation**: no device is allocated to two ResourceClaims at once;
 - **partial-bind**: no member is bound while fewer of its group's live members are placed than
   the group's size, or than all of them when there are no more than its size or it is unknown:
   a group is bound only after all of it was reserved;
@@ -62,8 +65,8 @@ from fractions import Fraction
 from gangkeeper import names
 from gangkeeper.quantity import parse_quantity
 from gangkeeper.resources import accelerators, pod_requests
-from sim.api import ClusterAPI, WatchEvent
-from sim.names import NODES, PODS, WORLD_SIZE_ANNOTATION
+from sim.api import APIError, ClusterAPI, WatchEvent
+from sim.names import DEVICE_CLASSES, NODES, PODS, RESOURCE_CLAIMS, WORLD_SIZE_ANNOTATION
 
 TERMINAL = ("Succeeded", "Failed")
 GroupKey = tuple[str, str]  # (namespace, group label)
@@ -132,7 +135,7 @@ def pod_state(pod: Mapping, size_of: Callable[[Mapping], int | None] = group_siz
         group=(metadata.get("labels") or {}).get(names.GROUP_LABEL, ""),
         size=size_of(pod),
         requests=requests,
-        holds_accelerator=any(v > 0 for v in accelerators(requests).values()),
+        holds_accelerator=any(v > 0 for v in accelerators(requests).values()) or bool(spec.get("resourceClaims")),
         node=spec.get("nodeName") or "",
         reserved=(metadata.get("annotations") or {}).get(names.RESERVED_NODE_ANNOTATION, ""),
         phase=(pod.get("status") or {}).get("phase", ""),
@@ -185,6 +188,9 @@ class Checker:
     _reported: set[tuple[str, str]] = field(default_factory=set)  # (kind, subject) reported and still true
     _gone_nodes: set[str] = field(default_factory=set)  # seen deleted (a node never seen is not known gone)
     _down: list[list[float | None]] = field(default_factory=list)  # [went down, came back (None: still down)]
+    _extended: set[str] = field(default_factory=set)  # resources DeviceClasses serve (KEP-5004)
+    _devices: dict[tuple, str] = field(default_factory=dict)  # device (driver, pool, name) → claim allocated it
+    _claimed: dict[str, tuple] = field(default_factory=dict)  # claim → its allocated devices
 
     # --- input ------------------------------------------------------------------------------
     def observe(self, resource: str, event_type: str, obj: Mapping, now: float) -> None:
@@ -194,6 +200,34 @@ class Checker:
         elif resource == PODS:
             self.events += 1
             self._observe_pod(event_type, obj, now)
+        elif resource == DEVICE_CLASSES:
+            self._observe_device_class(event_type, obj)
+        elif resource == RESOURCE_CLAIMS:
+            self.events += 1
+            self._observe_claim(event_type, obj, now)
+
+    def _observe_device_class(self, event_type: str, obj: Mapping) -> None:
+        """A resource a DeviceClass serves is counted in devices on nodes whose allocatable does not
+        list it (the claims' allocations, checked below), not against allocatable."""
+        name = (obj.get("spec") or {}).get("extendedResourceName")
+        if name and event_type != "DELETED":
+            self._extended.add(name)
+
+    def _observe_claim(self, event_type: str, obj: Mapping, now: float) -> None:
+        """No device is allocated to two claims at once."""
+        key = f"{obj['metadata'].get('namespace', '')}/{obj['metadata']['name']}"
+        for device in self._claimed.pop(key, ()):
+            if self._devices.get(device) == key:
+                del self._devices[device]
+        if event_type == "DELETED":
+            return
+        results = (((obj.get("status") or {}).get("allocation") or {}).get("devices") or {}).get("results") or ()
+        devices = tuple((r.get("driver"), r.get("pool"), r.get("device")) for r in results if not r.get("adminAccess"))
+        self._claimed[key] = devices
+        for device in devices:
+            other = self._devices.setdefault(device, key)
+            self._verdict(other != key, now, "double-allocation", "/".join(device),
+                          f"device {'/'.join(device)} is allocated to claims {other} and {key}", ())
 
     def _observe_node(self, name: str, event_type: str, obj: Mapping, now: float) -> None:
         on_node = [self.pods[key] for key in self._by_node.get(name, ())]
@@ -288,7 +322,7 @@ class Checker:
         for pod in counted:
             for resource, amount in pod.requests.items():
                 used[resource] += amount
-        limited = set(allocatable) | set(accelerators(used))
+        limited = set(allocatable) | (set(accelerators(used)) - self._extended)
         over = {r: (used[r], allocatable.get(r, Fraction(0))) for r in used
                 if r in limited and used[r] > allocatable.get(r, Fraction(0))}
         if "pods" in allocatable and len(counted) > allocatable["pods"]:
@@ -383,6 +417,17 @@ class Checker:
         self.violations.append(Violation(kind, message, now, self.events, frozenset(p.namespace for p in pods)))
 
 
+WATCHED = (DEVICE_CLASSES, NODES, PODS, RESOURCE_CLAIMS)
+
+
+def _listed(api: ClusterAPI, resource: str) -> list:
+    """What the emulated API server holds of a resource; nothing when it does not serve it."""
+    try:
+        return api.list(resource)
+    except APIError:
+        return []
+
+
 class Watch:
     """A `Checker` subscribed to an emulated API server: the nodes and pods there are now, then every
     change it commits, each at `clock()`. Create it while the cluster is quiet (a change between
@@ -393,13 +438,13 @@ class Watch:
     def __init__(self, api: ClusterAPI, checker: Checker, clock: Callable[[], float] = time.monotonic):
         self.checker, self._clock, self._lock = checker, clock, threading.Lock()
         with self._lock:
-            for resource in (NODES, PODS):
-                for obj in api.list(resource):
+            for resource in WATCHED:
+                for obj in _listed(api, resource):
                     self._observe(WatchEvent("ADDED", resource, obj))
         self._unsubscribe = api.subscribe(self._delivered)
 
     def _delivered(self, event: WatchEvent) -> None:
-        if event.resource in (NODES, PODS):
+        if event.resource in WATCHED:
             with self._lock:
                 self._observe(event)
 

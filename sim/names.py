@@ -44,3 +44,20 @@ PYTORCH_PORT_NAME = "pytorchjob-port"
 # --- JobSet -------------------------------------------------------------------------------
 JOBSET_API_VERSION = "jobset.x-k8s.io/v1alpha2"
 JOBSET_JOB_RESTART_ATTEMPT_LABEL = "jobset.sigs.k8s.io/job-restart-attempt"
+
+# --- resource.k8s.io/v1 (dynamic resource allocation) ---------------------------------------
+NAMESPACES = "namespaces"
+DEVICE_CLASSES = "deviceclasses"
+RESOURCE_SLICES = "resourceslices"
+RESOURCE_CLAIMS = "resourceclaims"
+RESOURCE_CLAIM_TEMPLATES = "resourceclaimtemplates"
+RESOURCE_API_VERSION = "resource.k8s.io/v1"
+# On a claim the resourceclaim controller made from a template: the pod's claim entry it serves.
+POD_CLAIM_NAME_ANNOTATION = "resource.kubernetes.io/pod-claim-name"
+# On the claim the scheduler made for a pod's extended resources served by DRA (KEP-5004).
+EXTENDED_RESOURCE_CLAIM_ANNOTATION = "resource.kubernetes.io/extended-resource-claim"
+# Every DeviceClass also serves the extended resource of this prefix and its own name.
+IMPLICIT_EXTENDED_RESOURCE_PREFIX = "deviceclass.resource.kubernetes.io/"
+# Put on a claim by the scheduler when it allocates it; removed once nothing uses the claim.
+CLAIM_FINALIZER = "resource.kubernetes.io/delete-protection"
+ZONE_LABEL = "topology.kubernetes.io/zone"

@@ -1,12 +1,20 @@
 """Where the default kube-scheduler would put one pod: a pure function of the pod and the nodes.
 
-It follows the filter plugins of the default profile in their order — NodeUnschedulable,
-TaintToleration, NodeAffinity (nodeSelector and required node affinity), NodeResourcesFit —
-stops at the first plugin that rejects a node, as the scheduler does, and keeps its reasons
-word for word so that the `0/6 nodes are available: ...` message reads like the real one.
-Scoring is NodeResourcesFit's LeastAllocated (the default) or MostAllocated over cpu and
-memory (the default resource weights). Not modelled: preemption, inter-pod (anti-)affinity,
-topology spread, host ports, volumes, balanced allocation, image locality, non-zero request
+NodeAffinity's PreFilter goes first: a pod whose every required node-affinity term names nodes
+by `matchFields metadata.name In` (gangkeeper's pin) is tried on those nodes only, and every other
+node counts as "didn't satisfy plugin(s) [NodeAffinity]". Then the filter plugins of the default
+profile in their order — NodeUnschedulable, TaintToleration, NodeAffinity (nodeSelector and
+required node affinity), NodePorts, NodeResourcesFit, PodTopologySpread, InterPodAffinity,
+DynamicResources (the last three given per pod as `Checks`, from `sim.spread`, `sim.interpod`
+and `sim.dra`) — stopping at the first plugin that rejects a node, as the scheduler does, with
+its reasons word for word so that the `0/6 nodes are available: ...` message reads like the real
+one (a PreFilter that refuses the pod everywhere gives its own message instead). The message is
+the filters' part only: the emulation runs no PostFilter plugins (DRA deallocation, preemption).
+
+Scoring is NodeResourcesFit's LeastAllocated (the default) or MostAllocated over cpu and memory
+(the default resource weights), plus PodTopologySpread's score for ScheduleAnyway constraints at
+its default weight of 2. Not modelled: preemption, volumes, preferred (anti-)affinity,
+balanced allocation, image locality, taint and node-affinity preferences, non-zero request
 defaults in scoring, and the random choice among equally scored nodes (ties go to the first
 node in the order given, so that runs are reproducible).
 """
@@ -15,6 +23,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
+from typing import Protocol
 
 from gangkeeper.names import PIN_FIELD
 from gangkeeper.quantity import parse_quantity
@@ -28,9 +37,19 @@ DEFAULT_WEIGHTS = {"cpu": 1, "memory": 1}
 MAX_NODE_SCORE = 100
 FILTERED_EFFECTS = ("NoSchedule", "NoExecute")
 
+SPREAD_WEIGHT = 2  # PodTopologySpread's weight in the default profile; NodeResourcesFit's is 1
+DEFAULT_PROTOCOL = "TCP"
+ANY_HOST_IP = "0.0.0.0"
+
 REASON_UNSCHEDULABLE = "node(s) were unschedulable"
+REASON_TAINTS = "node(s) had untolerated taint(s)"
 REASON_AFFINITY = "node(s) didn't match Pod's node affinity/selector"
+REASON_NOT_PINNED = "node(s) didn't satisfy plugin(s) [NodeAffinity]"
+REASON_PIN_CONFLICT = "pod affinity terms conflict"
+REASON_PORTS = "node(s) didn't have free ports for the requested pod ports"
 REASON_TOO_MANY_PODS = "Too many pods"
+
+HostPort = tuple[str, str, int]  # (host IP, protocol, port)
 
 
 def exact(value: Fraction | int) -> Fraction | int:
@@ -56,10 +75,14 @@ class NodeFacts:
 
 @dataclass
 class NodeUsage:
-    """Σ requests and count of the non-terminal pods bound to a node."""
+    """Σ requests, count and host ports of the non-terminal pods bound to a node."""
 
     requested: Resources = field(default_factory=dict)
     pods: int = 0
+    ports: Counter = field(default_factory=Counter)
+
+
+NOTHING_USED = NodeUsage()  # read only, for nodes nothing is bound to
 
 
 @dataclass(frozen=True)
@@ -74,17 +97,62 @@ class Scoring:
 
 @dataclass(frozen=True)
 class Decision:
-    """The chosen node, or for each rejection reason how many nodes gave it."""
+    """The chosen node, or for each rejection reason how many nodes gave it (or the message of a
+    PreFilter that refused the pod everywhere); `plan` is what DynamicResources will write."""
 
     node: str | None
     reasons: Counter
     node_count: int
+    failure: str = ""
+    plan: object = None
 
     def message(self) -> str:
         """The scheduler's FitError text: reasons as `count reason`, sorted, comma-separated."""
-        histogram = sorted(f"{count} {reason}" for reason, count in self.reasons.items())
         text = f"0/{self.node_count} nodes are available"
+        if self.failure:
+            return f"{text}: {self.failure}."
+        histogram = sorted(f"{count} {reason}" for reason, count in self.reasons.items())
         return f"{text}: {', '.join(histogram)}." if histogram else f"{text}."
+
+
+class NodeCheck(Protocol):
+    def reason(self, node: NodeFacts) -> str | None: ...
+
+
+class ClaimCheck(NodeCheck, Protocol):
+    plans: Mapping[str, object]  # per node that passed: what binding there writes
+
+
+class Scores(Protocol):
+    def __call__(self, feasible: list[NodeFacts]) -> Mapping[str, int] | None: ...
+
+
+@dataclass
+class Checks:
+    """What PreFilter found for one pod beyond its own spec: filters that depend on what runs
+    where, in the order the scheduler runs them, the extended resources DRA serves where a node
+    does not list them, a PreFilter's refusal, and ScheduleAnyway spread scores."""
+
+    spread: NodeCheck | None = None
+    affinity: NodeCheck | None = None
+    claims: ClaimCheck | None = None
+    served_by_dra: frozenset[str] = frozenset()
+    failure: str = ""
+    spread_scores: Scores | None = None
+
+    def reason(self, node: NodeFacts) -> str | None:
+        for check in (self.spread, self.affinity, self.claims):
+            if check is not None:
+                reason = check.reason(node)
+                if reason:
+                    return reason
+        return None
+
+    def plan(self, node: str | None) -> object:
+        return self.claims.plans.get(node) if node and self.claims is not None else None
+
+
+NO_CHECKS = Checks()
 
 
 def node_facts(node: Mapping) -> NodeFacts:
@@ -112,45 +180,109 @@ def static_reasons(pod: Mapping, node: NodeFacts) -> tuple[str, ...]:
     tolerations = spec.get("tolerations") or ()
     if node.unschedulable and not tolerates(tolerations, {"key": UNSCHEDULABLE_TAINT, "effect": "NoSchedule"}):
         return (REASON_UNSCHEDULABLE,)
-    for taint in node.taints:
-        if taint.get("effect") in FILTERED_EFFECTS and not tolerates(tolerations, taint):
-            return (f"node(s) had untolerated taint {{{taint.get('key', '')}: {taint.get('value', '')}}}",)
+    if any(taint.get("effect") in FILTERED_EFFECTS and not tolerates(tolerations, taint) for taint in node.taints):
+        return (REASON_TAINTS,)
     if not matches_node_affinity(spec, node):
         return (REASON_AFFINITY,)
     return ()
 
 
-def resource_reasons(requests: Mapping[str, Fraction], node: NodeFacts, usage: NodeUsage) -> tuple[str, ...]:
-    """NodeResourcesFit: the pod slot first, then every resource that is short."""
+def pinned_nodes(spec: Mapping) -> frozenset[str] | None:
+    """NodeAffinity's PreFilter: the nodes the required terms name by `metadata.name In`, or None
+    when some term names none (terms are ORed, so then every node may match)."""
+    required = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution")
+    terms = (required or {}).get("nodeSelectorTerms") or ()
+    if not terms:
+        return None
+    names: set[str] = set()
+    for term in terms:
+        named = [frozenset(f.get("values") or ()) for f in term.get("matchFields") or ()
+                 if f.get("key") == PIN_FIELD and f.get("operator") == "In"]
+        if not named:
+            return None
+        names |= frozenset.intersection(*named)
+    return frozenset(names)
+
+
+def host_ports(pod: Mapping) -> tuple[HostPort, ...]:
+    """The host ports the pod's containers ask for (NodePorts reads app containers only)."""
+    return tuple(sorted((p.get("hostIP") or ANY_HOST_IP, p.get("protocol") or DEFAULT_PROTOCOL, int(p["hostPort"]))
+                        for c in (pod.get("spec") or {}).get("containers") or ()
+                        for p in c.get("ports") or () if int(p.get("hostPort") or 0) > 0))
+
+
+def ports_conflict(wanted: Iterable[HostPort], used: Counter) -> bool:
+    """A port is taken on the same protocol and port when either side binds every address."""
+    return any(count and (used_protocol, used_port) == (protocol, port) and (ip == used_ip or ANY_HOST_IP in (ip, used_ip))
+               for ip, protocol, port in wanted for (used_ip, used_protocol, used_port), count in used.items())
+
+
+def resource_reasons(requests: Mapping[str, Fraction], node: NodeFacts, usage: NodeUsage,
+                     served_by_dra: frozenset[str] = frozenset()) -> tuple[str, ...]:
+    """NodeResourcesFit: the pod slot first, then every resource that is short; an extended
+    resource a DeviceClass serves is left to DynamicResources on nodes that do not list it."""
     if usage.pods + 1 > node.max_pods:
         return (REASON_TOO_MANY_PODS,)
-    return tuple(
-        f"Insufficient {name}"
-        for name, wanted in sorted(requests.items())
-        if wanted > node.allocatable.get(name, 0) - usage.requested.get(name, 0)
-    )
+    short = [name for name, wanted in sorted(requests.items())
+             if wanted > node.allocatable.get(name, 0) - usage.requested.get(name, 0)]
+    if short and served_by_dra:
+        short = [name for name in short if name not in served_by_dra or node.allocatable.get(name)]
+    return tuple(f"Insufficient {name}" for name in short)
 
 
 def place(pod: Mapping, requests: Mapping[str, Fraction], nodes: Iterable[NodeFacts],
           usage: Mapping[str, NodeUsage], scoring: Scoring = Scoring(),
-          static: Mapping[str, tuple[str, ...]] | None = None) -> Decision:
+          static: Mapping[str, tuple[str, ...]] | None = None, checks: Checks = NO_CHECKS) -> Decision:
     """Filter every node, score the feasible ones, pick the best. `static` may hold
-    `static_reasons` already computed per node name (they change only when nodes do)."""
+    `static_reasons` already computed per node name (they change only when nodes do); `checks`
+    holds the pod's filters that depend on other pods, devices and claims."""
+    nodes = list(nodes)
+    spec = pod.get("spec") or {}
+    pinned = pinned_nodes(spec)
+    if pinned is not None and not pinned:
+        return Decision(None, Counter(), len(nodes), REASON_PIN_CONFLICT)
+    if checks.failure:
+        return Decision(None, Counter(), len(nodes), checks.failure)
+    ports = host_ports(pod)
+    filtering = checks.spread is not None or checks.affinity is not None or checks.claims is not None
+    served, spread_scores = checks.served_by_dra, checks.spread_scores
     reasons: Counter = Counter()
+    feasible: list[tuple[NodeFacts, int]] = []  # kept only when spread scores need all of them
     best: tuple[int, str] | None = None
-    count = 0
     for node in nodes:
-        count += 1
-        used = usage.get(node.name) or NodeUsage()
+        if pinned is not None and node.name not in pinned:
+            reasons[REASON_NOT_PINNED] += 1
+            continue
+        used = usage.get(node.name) or NOTHING_USED
         rejected = static[node.name] if static is not None else static_reasons(pod, node)
-        rejected = rejected or resource_reasons(requests, node, used)
+        if not rejected and ports and ports_conflict(ports, used.ports):
+            rejected = (REASON_PORTS,)
+        rejected = rejected or resource_reasons(requests, node, used, served)
+        if not rejected and filtering:
+            reason = checks.reason(node)
+            rejected = (reason,) if reason else ()
         if rejected:
             reasons.update(rejected)
             continue
-        node_score = score(requests, node, used, scoring)
-        if best is None or node_score > best[0]:
-            best = (node_score, node.name)
-    return Decision(best[1] if best else None, reasons, count)
+        fit = score(requests, node, used, scoring)
+        if spread_scores is not None:
+            feasible.append((node, fit))
+        elif best is None or fit > best[0]:
+            best = (fit, node.name)
+    if spread_scores is not None:
+        best = with_spread(feasible, spread_scores([n for n, _ in feasible]))
+    chosen = best[1] if best else None
+    return Decision(chosen, reasons, len(nodes), plan=checks.plan(chosen))
+
+
+def with_spread(feasible: list[tuple[NodeFacts, int]], spread: Mapping[str, int] | None) -> tuple[int, str] | None:
+    """The highest total of fit and weighted spread score; the first node of the highest on a tie."""
+    best: tuple[int, str] | None = None
+    for node, fit in feasible:
+        total = fit + (SPREAD_WEIGHT * spread.get(node.name, 0) if spread else 0)
+        if best is None or total > best[0]:
+            best = (total, node.name)
+    return best
 
 
 def score(requests: Mapping[str, Fraction], node: NodeFacts, usage: NodeUsage, scoring: Scoring) -> int:

@@ -6,8 +6,15 @@ nodes:
     gpusPerNode: 8
     cpu: "64"
     memory: 512Gi
-    labels: {pool: a100}
+    labels: {pool: a100, topology.kubernetes.io/zone: a}
     taints: [{key: nvidia.com/gpu, value: present, effect: NoSchedule}]
+  - count: 2
+    gpusPerNode: 0
+    devices:                # DRA: a ResourceSlice per node and a DeviceClass per driver
+      count: 8
+      driver: gpu.example.com
+      extendedResourceName: nvidia.com/gpu   # optional: the class also serves this resource
+      attributes: {model: h100}
 workloads:
   - kind: PyTorchJob        # PyTorchJob, JobSet, Job or Pod
     name: llm-a
@@ -20,7 +27,8 @@ workloads:
 
 Loading returns every problem at once, each naming the field, the bad value and what is
 accepted. Building turns the spec into Node and workload manifests; the workloads' pod templates
-carry the sim annotations (run size, duration) that the emulated kubelet reads.
+carry the sim annotations (run size, duration) that the emulated kubelet reads; node groups
+with `devices` also give a DeviceClass per driver and a ResourceSlice per node.
 """
 
 from dataclasses import dataclass
@@ -31,6 +39,7 @@ from marshmallow import EXCLUDE, Schema, ValidationError, fields, validate, vali
 from gangkeeper.names import GROUP_LABEL, MIN_COUNT_ANNOTATION
 from gangkeeper.quantity import EXAMPLES, parse_quantity
 from sim.names import (
+    DEVICE_CLASSES,
     DURATION_ANNOTATION,
     GPU,
     HOSTNAME_LABEL,
@@ -42,6 +51,8 @@ from sim.names import (
     PYTORCH_CONTAINER,
     PYTORCHJOB_API_VERSION,
     PYTORCHJOBS,
+    RESOURCE_API_VERSION,
+    RESOURCE_SLICES,
     WORLD_SIZE_ANNOTATION,
 )
 
@@ -49,6 +60,7 @@ KINDS = ("PyTorchJob", "JobSet", "Job", "Pod")
 EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 IMAGE = "registry.example/train:latest"
 DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
 MAX_COUNT = 100_000
 
 
@@ -116,6 +128,14 @@ class TaintSchema(StrictSchema):
         EFFECTS, error="{input!r} is not a taint effect; use one of {choices}"))
 
 
+class DevicesSchema(StrictSchema):
+    count = whole(1, 1024, required=True)
+    driver = fields.String(load_default="gpu.example.com", validate=validate.Regexp(
+        DNS_SUBDOMAIN, error="{input!r} is not a driver name; use a DNS subdomain such as gpu.example.com"))
+    extendedResourceName = fields.String(load_default=None)
+    attributes = fields.Dict(keys=fields.String(), values=fields.String(), load_default=dict)
+
+
 class NodeGroupSchema(StrictSchema):
     count = whole(1, required=True)
     namePrefix = dns_label(load_default="node")
@@ -126,6 +146,7 @@ class NodeGroupSchema(StrictSchema):
     pods = whole(1, 10_000, load_default=110)
     labels = fields.Dict(keys=fields.String(), values=fields.String(), load_default=dict)
     taints = fields.List(fields.Nested(TaintSchema), load_default=list)
+    devices = fields.Nested(DevicesSchema, load_default=None)
 
 
 class WorkloadSchema(StrictSchema):
@@ -184,6 +205,7 @@ def load(text: str) -> dict:
     except ValidationError as error:
         raise SpecError(flatten(error.messages)) from None
     name_workloads(spec["workloads"])
+    one_class_per_driver(spec["nodes"])
     return spec
 
 
@@ -202,6 +224,23 @@ def name_workloads(workloads: list[dict]) -> None:
         raise SpecError(problems)
 
 
+def one_class_per_driver(groups: list[dict]) -> None:
+    """Refuse two node groups whose devices of one driver would serve different extended resources."""
+    seen: dict[str, tuple[int, str | None]] = {}
+    problems = []
+    for position, group in enumerate(groups):
+        devices = group["devices"]
+        if devices is None:
+            continue
+        first = seen.setdefault(devices["driver"], (position, devices["extendedResourceName"]))
+        if first[1] != devices["extendedResourceName"]:
+            problems.append(f"nodes[{position}].devices.extendedResourceName: {devices['extendedResourceName']!r} "
+                            f"differs from {first[1]!r} of nodes[{first[0]}], whose devices have the same driver; "
+                            f"give both the same name")
+    if problems:
+        raise SpecError(problems)
+
+
 def load_file(path: str) -> dict:
     with open(path, encoding="utf-8") as stream:
         return load(stream.read())
@@ -215,15 +254,45 @@ class Submission:
     manifest: dict
 
 
-def node_manifests(spec: dict) -> list[dict]:
-    """Ready nodes, named `{namePrefix}-{n}` with n counting on across groups of one prefix."""
+def named_nodes(spec: dict) -> list[tuple[dict, str]]:
+    """Every node's group and name, `{namePrefix}-{n}` with n counting on across groups of one prefix."""
     nodes, numbers = [], {}
     for group in spec["nodes"]:
         for _ in range(group["count"]):
             number = numbers.get(group["namePrefix"], 0)
             numbers[group["namePrefix"]] = number + 1
-            nodes.append(node_manifest(group, f"{group['namePrefix']}-{number}"))
+            nodes.append((group, f"{group['namePrefix']}-{number}"))
     return nodes
+
+
+def node_manifests(spec: dict) -> list[dict]:
+    """Ready nodes."""
+    return [node_manifest(group, name) for group, name in named_nodes(spec)]
+
+
+def device_manifests(spec: dict) -> list[tuple[str, dict]]:
+    """(resource, manifest): a DeviceClass per driver, selecting its devices, then a ResourceSlice
+    per node of every group with devices, one pool per node."""
+    classes: dict[str, dict] = {}
+    slices = []
+    for group, name in named_nodes(spec):
+        devices = group["devices"]
+        if devices is None:
+            continue
+        driver = devices["driver"]
+        class_spec = {"selectors": [{"cel": {"expression": f"device.driver == '{driver}'"}}]}
+        if devices["extendedResourceName"]:
+            class_spec["extendedResourceName"] = devices["extendedResourceName"]
+        classes.setdefault(driver, {"apiVersion": RESOURCE_API_VERSION, "kind": "DeviceClass",
+                                    "metadata": {"name": driver}, "spec": class_spec})
+        attributes = {key: {"string": value} for key, value in devices["attributes"].items()}
+        slices.append({"apiVersion": RESOURCE_API_VERSION, "kind": "ResourceSlice",
+                       "metadata": {"name": f"{name}-{driver}"},
+                       "spec": {"driver": driver, "nodeName": name,
+                                "pool": {"name": name, "generation": 1, "resourceSliceCount": 1},
+                                "devices": [{"name": f"device-{i}", **({"attributes": attributes} if attributes else {})}
+                                            for i in range(devices["count"])]}})
+    return [(DEVICE_CLASSES, c) for c in classes.values()] + [(RESOURCE_SLICES, s) for s in slices]
 
 
 def node_manifest(group: dict, name: str) -> dict:

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from gangkeeper import names
 from gangkeeper.integrations import job
 from gangkeeper.integrations.finding import Classification, found, labels_and_annotations
-from gangkeeper.integrations.kind import LIST_AND_WATCH, Declaration, Integration, ObjectRef, Resource, Suspension
+from gangkeeper.integrations.kind import SUSPEND_VERBS, Declaration, Integration, ObjectRef, Resource, Suspension
 
 RESOURCE = Resource(*names.JOBSET_API, names.JOBSET_KIND)
 SUSPENSION = Suspension(("spec", "suspend"))
@@ -41,7 +41,7 @@ def sizes(spec: Mapping) -> tuple[dict[str, int], bool]:
 
 def declaration(jobset: Mapping) -> Declaration:
     by_part, in_order = sizes(jobset.get("spec") or {})
-    return {"sizes": by_part, "in_order": in_order}
+    return {"sizes": by_part, "in_order": in_order, "suspend": SUSPENSION.state(jobset)}
 
 
 def declarer(group: str, labels: Mapping[str, str], owner: tuple[str, str] | None) -> ObjectRef:
@@ -51,7 +51,7 @@ def declarer(group: str, labels: Mapping[str, str], owner: tuple[str, str] | Non
 
 INTEGRATION = Integration(
     sources=(names.SOURCE_JOBSET,), group_of=group_of, resource=RESOURCE, declaration=declaration,
-    verbs=LIST_AND_WATCH, declarer=declarer,
+    verbs=SUSPEND_VERBS, declarer=declarer,
     kept_labels=(names.JOBSET_NAME_LABEL, names.JOBSET_UID_LABEL, names.JOBSET_REPLICATED_JOB_LABEL),
     owns_pods=True, part_label=names.JOBSET_REPLICATED_JOB_LABEL, suspension=SUSPENSION,
 )

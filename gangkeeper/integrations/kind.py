@@ -9,8 +9,10 @@ so supporting one more kind is one module, not an edit in each of those places.
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Required, TypedDict
 
+from gangkeeper import names
 from gangkeeper.integrations.finding import Classification
 
 
@@ -41,9 +43,10 @@ class Resource:
 
 class Declaration(TypedDict, total=False):
     """What the controller reads off an object of the kind: pods per part of its group ('' for
-    the whole), whether the parts start in order, and, for a Gang, the group it declares, its
+    the whole), whether the parts start in order, for a Gang the group it declares, its
     schedule timeout, its status (compared before it is written again) and whether the
-    controller created it for a group without owner (and so deletes it with the group)."""
+    controller created it for a group without owner (and so deletes it with the group), and for
+    an owner with a suspend switch where the switch stands (`SuspendState`)."""
 
     sizes: Required[Mapping[str, int]]
     in_order: bool
@@ -51,6 +54,7 @@ class Declaration(TypedDict, total=False):
     schedule_timeout: float | None
     status: Mapping
     disposable: bool
+    suspend: "SuspendState"
 
 
 # (name, uid) of the object that declares a member's group size; the uid is compared for owners only.
@@ -59,10 +63,35 @@ ObjectRef = tuple[str, str | None]
 Declarer = Callable[[str, Mapping[str, str], tuple[str, str] | None], ObjectRef | None]
 
 
+@dataclass(frozen=True, slots=True)
+class SuspendState:
+    """An owner's suspend switch as the controller reads it: the resourceVersion read (the
+    precondition of any patch decided on it), whether it is suspended, whether gangkeeper's
+    annotation says gangkeeper suspended it, and when gangkeeper's annotation says to resume it
+    (epoch seconds; None when missing or unreadable)."""
+
+    resource_version: str
+    suspended: bool
+    by_gangkeeper: bool = False
+    resume_at: float | None = None
+
+    @property
+    def held(self) -> bool:
+        """Suspended by gangkeeper, and still so: the one state in which gangkeeper resumes it. An
+        owner a user suspended, or resumed, or took the annotation off, is the user's."""
+        return self.suspended and self.by_gangkeeper
+
+
 @dataclass(frozen=True)
 class Suspension:
     """The boolean field at `field` that suspends an owner: while it is true the owner's operator
-    deletes the owner's pods and creates none, so a group can be taken back whole and retried."""
+    deletes the owner's pods and creates none, without counting them as failed, so a group can
+    be taken back whole and retried.
+
+    Every patch is a JSON merge patch carrying the resourceVersion the owner was read at, which
+    the API server takes as a precondition (409 when the object changed since): a decision taken
+    on an old view, say before a user resumed the job, is never written over their change.
+    """
 
     field: tuple[str, ...]
 
@@ -72,20 +101,46 @@ class Suspension:
             value = value.get(key) if isinstance(value, Mapping) else None
         return value is True
 
-    def patch(self, obj: Mapping, suspended: bool) -> dict | None:
-        """The JSON merge patch that sets the switch to `suspended`; None when it already is.
+    def state(self, obj: Mapping) -> SuspendState:
+        metadata = obj.get("metadata") or {}
+        annotations = metadata.get("annotations") or {}
+        return SuspendState(str(metadata.get("resourceVersion", "")), self.is_suspended(obj),
+                            annotations.get(names.SUSPENDED_BY_ANNOTATION) == names.SUSPENDED_BY_VALUE,
+                            _epoch(annotations.get(names.RESUME_AT_ANNOTATION)))
 
-        It carries the resourceVersion `obj` was read at, which the API server takes as a
-        precondition (409 when the object changed since): a decision taken on an old view, say
-        before a user resumed the job, is never written over their change.
-        """
+    def patch(self, obj: Mapping, suspended: bool) -> dict | None:
+        """The patch that sets the switch to `suspended`, and nothing else; None when it already is."""
         if self.is_suspended(obj) == suspended:
             return None
+        return self._switch(str((obj.get("metadata") or {}).get("resourceVersion", "")), suspended, {})
+
+    def suspending(self, resource_version: str, until: str) -> dict:
+        """The patch that suspends the owner for gangkeeper until `until` (RFC 3339), saying so on it."""
+        return self._switch(resource_version, True, {names.SUSPENDED_BY_ANNOTATION: names.SUSPENDED_BY_VALUE,
+                                                     names.RESUME_AT_ANNOTATION: until})
+
+    def resuming(self, resource_version: str) -> dict:
+        """The patch that resumes an owner gangkeeper suspended and removes what it wrote on it."""
+        return self._switch(resource_version, False, {names.SUSPENDED_BY_ANNOTATION: None,
+                                                      names.RESUME_AT_ANNOTATION: None})
+
+    def _switch(self, resource_version: str, suspended: bool, annotations: Mapping[str, str | None]) -> dict:
         switch: dict = {self.field[-1]: suspended}
         for key in reversed(self.field[:-1]):
             switch = {key: switch}
-        resource_version = str((obj.get("metadata") or {}).get("resourceVersion", ""))
-        return {"metadata": {"resourceVersion": resource_version}, **switch}
+        metadata: dict = {"resourceVersion": resource_version}
+        if annotations:
+            metadata["annotations"] = dict(annotations)
+        return {"metadata": metadata, **switch}
+
+
+def _epoch(stamp: str | None) -> float | None:
+    """An RFC 3339 time as epoch seconds; None when absent or unreadable (someone edited it)."""
+    try:
+        moment = datetime.fromisoformat(stamp) if stamp else None
+    except ValueError:
+        return None
+    return moment.timestamp() if moment is not None and moment.tzinfo is not None else None
 
 
 @dataclass(frozen=True)
@@ -119,6 +174,8 @@ class Integration:
 
 # What the controller's informers do on every resource they fill the cache from.
 LIST_AND_WATCH = frozenset({"list", "watch"})
+# And on an owner it suspends and resumes (a merge patch).
+SUSPEND_VERBS = LIST_AND_WATCH | {"patch"}
 
 
 def declared_by_owner(group: str, labels: Mapping[str, str], owner: tuple[str, str] | None) -> ObjectRef | None:

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from gangkeeper import names
 from gangkeeper.integrations.finding import Classification, controlling_owner, found, labels_and_annotations
 from gangkeeper.integrations.kind import (
-    LIST_AND_WATCH,
+    SUSPEND_VERBS,
     Declaration,
     Integration,
     Resource,
@@ -43,10 +43,10 @@ def min_count(spec: Mapping) -> int:
 
 
 def declaration(job: Mapping) -> Declaration:
-    return {"sizes": {"": min_count(job.get("spec") or {})}}
+    return {"sizes": {"": min_count(job.get("spec") or {})}, "suspend": SUSPENSION.state(job)}
 
 
 INTEGRATION = Integration(
     sources=(names.SOURCE_PYTORCHJOB,), group_of=group_of, resource=RESOURCE, declaration=declaration,
-    verbs=LIST_AND_WATCH, declarer=declared_by_owner, owns_pods=True, suspension=SUSPENSION,
+    verbs=SUSPEND_VERBS, declarer=declared_by_owner, owns_pods=True, suspension=SUSPENSION,
 )

@@ -1,10 +1,15 @@
 """Emulated workload operators: PyTorchJob (Kubeflow training operator), JobSet, batch Job.
 
 Each operator is a reconcile function — pure: the workload and the children it owns in, the
-children to create and the status to write out — driven by the `Operator` loop below, which
-keeps the informer cache (workloads, and children by owner UID), remembers what it has just
-created (the controllers' "expectations", so that a child is not created twice before its
-watch event arrives) and retries refused creates after a delay rather than in a loop.
+children to create, delete or patch and the status to write out — driven by the `Operator` loop
+below, which keeps the informer cache (workloads, and children by owner UID), remembers what it
+has just created (the controllers' "expectations", so that a child is not created twice before
+its watch event arrives) and retries refused creates after a delay rather than in a loop. An
+operator that counts lost children (the Job controller) is also told which children went away
+without it deleting them (`lost`), until the status that counts them is written.
+
+Every operator honours its workload's suspend switch as the real one does: suspending deletes
+(or suspends) the children without counting them as failed, resuming creates them again.
 
 Children of workloads reconciled in the same step are created round-robin, one per workload
 in turn: the real operators reconcile jobs on parallel workers, so pods of jobs submitted
@@ -24,13 +29,18 @@ DEFAULT_RETRY_SECONDS = 5.0
 
 @dataclass
 class Plan:
-    """What one reconcile wants done: children to create, and the new status if it changed."""
+    """What one reconcile wants done: children to create, to delete (not counted as lost) and to
+    patch (child, merge patch), and the new status if it changed."""
 
     create: list[dict] = field(default_factory=list)
     status: dict | None = None
+    delete: list[dict] = field(default_factory=list)
+    patch: list[tuple[dict, dict]] = field(default_factory=list)
 
 
-Reconcile = Callable[[dict, dict[str, dict], float], Plan]
+# (workload, its children by name, now) → Plan; an operator that counts lost children takes them
+# as the keyword `lost` too.
+Reconcile = Callable[..., Plan]
 
 
 def owner_reference(obj: dict, api_version: str) -> dict:
@@ -79,8 +89,11 @@ class Operator:
     """The watch-and-reconcile loop shared by the operators, over any ClusterAPI."""
 
     def __init__(self, api: ClusterAPI, *, workloads: str, kind: str, children: str, user: User,
-                 reconcile: Reconcile, retry_seconds: float = DEFAULT_RETRY_SECONDS):
+                 reconcile: Reconcile, retry_seconds: float = DEFAULT_RETRY_SECONDS, counts_lost: bool = False):
         self.api = api
+        self.counts_lost = counts_lost
+        self.deleting: set[str] = set()  # UIDs of children this operator deleted: not lost
+        self.lost: dict[str, list[dict]] = {}  # owner UID → children gone without us, not yet counted
         self.workload_resource = workloads
         self.kind = kind
         self.child_resource = children
@@ -99,6 +112,7 @@ class Operator:
             if event.type == "DELETED":
                 self.workloads.pop(uid, None)
                 self.children.pop(uid, None)
+                self.lost.pop(uid, None)
                 return
             self.workloads[uid] = event.object
             self.dirty[uid] = None
@@ -109,6 +123,11 @@ class Operator:
             children = self.children.setdefault(owner, {})
             if event.type == "DELETED":
                 children.pop(event.object["metadata"]["name"], None)
+                uid = event.object["metadata"].get("uid")
+                if uid in self.deleting:
+                    self.deleting.discard(uid)
+                elif self.counts_lost:
+                    self.lost.setdefault(owner, []).append(event.object)
             else:
                 children[event.object["metadata"]["name"]] = event.object
             self.dirty[owner] = None
@@ -122,12 +141,16 @@ class Operator:
         for uid in list(self.dirty):
             workload = self.workloads.get(uid)
             if workload is not None:
-                plans[uid] = self.reconcile(workload, self.children.get(uid, {}), now)
+                children = self.children.get(uid, {})
+                plans[uid] = (self.reconcile(workload, children, now, lost=tuple(self.lost.get(uid, ())))
+                              if self.counts_lost else self.reconcile(workload, children, now))
         self.dirty.clear()
         wrote = self._create_interleaved(plans, now)
         for uid, plan in plans.items():
-            if plan.status is not None:
-                wrote |= self._write_status(uid, plan.status, now)
+            wrote |= self._delete(uid, plan.delete, now) | self._patch(uid, plan.patch, now)
+            if plan.status is None or self._write_status(uid, plan.status, now):
+                self.lost.pop(uid, None)  # counted in the status written, or nothing to count
+                wrote |= plan.status is not None
         return wrote
 
     def next_due(self) -> float | None:
@@ -147,6 +170,36 @@ class Operator:
                     self.retry_at[uid] = now + self.retry_seconds
                 continue
             self.children.setdefault(uid, {})[created["metadata"]["name"]] = created
+            wrote = True
+        return wrote
+
+    def _delete(self, uid: str, children: list[dict], now: float) -> bool:
+        wrote = False
+        for child in children:
+            metadata = child["metadata"]
+            self.deleting.add(metadata["uid"])
+            try:
+                self.api.delete(self.child_resource, metadata["name"], namespace=metadata.get("namespace"),
+                                user=self.user)
+            except APIError as error:
+                self.deleting.discard(metadata["uid"])
+                if error.code != 404:  # already gone
+                    self.retry_at[uid] = now + self.retry_seconds
+                continue
+            wrote = True
+        return wrote
+
+    def _patch(self, uid: str, patches: list[tuple[dict, dict]], now: float) -> bool:
+        wrote = False
+        for child, patch in patches:
+            metadata = child["metadata"]
+            try:
+                patched = self.api.patch(self.child_resource, metadata["name"], patch,
+                                         namespace=metadata.get("namespace"), user=self.user)
+            except APIError:
+                self.retry_at[uid] = now + self.retry_seconds
+                continue
+            self.children.setdefault(uid, {})[metadata["name"]] = patched
             wrote = True
         return wrote
 

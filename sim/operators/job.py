@@ -3,8 +3,19 @@
 Indexed pods are created with `generateName: {job}-{index}-` (the API server adds the random
 suffix) and carry the completion index as label, annotation and `JOB_COMPLETION_INDEX` env;
 NonIndexed pods use `generateName: {job}-`. Every pod carries the controller's four job labels
-and is owned by the Job. Pods deleted before the Job completes are replaced. Not modelled: the
-`batch.kubernetes.io/job-tracking` finalizer, backoffLimit and failure policies, suspend.
+and is owned by the Job. Pods deleted before the Job completes are replaced.
+
+As measured on kube-controller-manager v1.36 (tests/fixtures/kube-controller-manager-v1.36/):
+a pod that goes away without having succeeded, deleted by anyone but the Job controller itself
+(gated and never scheduled ones included), counts as failed (`status.failed`); once failures pass
+`backoffLimit` (default 6) the Job fails (conditions `FailureTarget` and `Failed`, reason
+`BackoffLimitExceeded`), its active pods are deleted and counted too, and it creates no more.
+`spec.suspend: true` deletes the active pods without counting them (condition `Suspended`,
+reason `JobSuspended`) and creates none; clearing it sets `Suspended` to False (`JobResumed`),
+starts `startTime` again and creates the pods anew, which go through admission again. Pods never
+fail in place in the emulation (no container failures), so a failure is always a pod gone. Not
+modelled: the `batch.kubernetes.io/job-tracking` finalizer, pod failure policies, per-index
+backoff, activeDeadlineSeconds.
 """
 
 from gangkeeper.names import JOB_COMPLETION_INDEX, JOB_CONTROLLER_UID_LABEL, JOB_NAME_LABEL
@@ -29,6 +40,10 @@ from sim.operators import (
 )
 
 INDEXED = "Indexed"
+DEFAULT_BACKOFF_LIMIT = 6
+SUSPENDED = ("Suspended", "JobSuspended", "Job suspended")
+RESUMED = ("Suspended", "JobResumed", "Job resumed")
+BACKOFF_LIMIT_EXCEEDED = ("BackoffLimitExceeded", "Job has reached the specified backoff limit")
 
 
 def sizes(job: dict) -> tuple[int, int | None]:
@@ -119,39 +134,86 @@ def is_ready(pod: dict) -> bool:
                for c in (pod.get("status") or {}).get("conditions") or ())
 
 
-def job_status(job: dict, pods: dict[str, dict], complete: bool, now: float) -> dict:
+def job_condition(kind: str, reason: str, message: str, moment: str, status: str = "True") -> dict:
+    return {"type": kind, "status": status, "reason": reason, "message": message,
+            "lastProbeTime": moment, "lastTransitionTime": moment}
+
+
+def job_status(job: dict, pods: dict[str, dict], failed: int, outcome: str | None, now: float) -> dict:
+    """The status for `failed` pods counted so far and the Job's `outcome` (None, "Complete" or "Failed")."""
     previous = job.get("status") or {}
     moment = rfc3339(now)
-    phases = [phase(p) for p in pods.values()]
-    status = {"startTime": previous.get("startTime", moment),
-              "active": sum(is_active(p) for p in pods.values()),
+    status = {"active": sum(is_active(p) for p in pods.values()),
               "terminating": sum(bool(p["metadata"].get("deletionTimestamp")) for p in pods.values()),
               "ready": sum(is_ready(p) and phase(p) == "Running" for p in pods.values()),
-              "succeeded": phases.count("Succeeded"), "failed": phases.count("Failed"),
+              "succeeded": [phase(p) for p in pods.values()].count("Succeeded"), "failed": failed,
               "uncountedTerminatedPods": {}}
+    suspension, resumed = suspension_condition(job, previous, moment)
+    if "startTime" in previous and not resumed:
+        status["startTime"] = previous["startTime"]
+    elif not is_suspended(job):
+        status["startTime"] = moment  # created running, or resumed: the clock starts again
     if job["spec"].get("completionMode") == INDEXED:
         status["completedIndexes"] = compress_indexes({pod_index(p) for p in pods.values() if phase(p) == "Succeeded"})
-    if complete:
-        conditions = [{"type": kind, "status": "True", "reason": "CompletionsReached",
-                       "message": "Reached expected number of succeeded pods",
-                       "lastProbeTime": moment, "lastTransitionTime": moment}
-                      for kind in ("SuccessCriteriaMet", "Complete")]
-        status["conditions"] = keep_transition(conditions, previous.get("conditions") or [])
+    conditions = [suspension] if suspension else []
+    if outcome == "Complete":
+        conditions += [job_condition(kind, "CompletionsReached", "Reached expected number of succeeded pods", moment)
+                       for kind in ("SuccessCriteriaMet", "Complete")]
         status["completionTime"] = previous.get("completionTime", moment)
+    elif outcome == "Failed":
+        conditions += [job_condition(kind, *BACKOFF_LIMIT_EXCEEDED, moment) for kind in ("FailureTarget", "Failed")]
+    if conditions:
+        status["conditions"] = keep_transition(conditions, previous.get("conditions") or [])
     return status
 
 
-def is_job_complete(job: dict) -> bool:
-    return any(c.get("type") == "Complete" and c.get("status") == "True"
+def suspension_condition(job: dict, previous: dict, moment: str) -> tuple[dict | None, bool]:
+    """`Suspended` True while suspended, False once resumed (when it ever was); and whether it
+    is resumed just now."""
+    was = next((c for c in previous.get("conditions") or () if c.get("type") == SUSPENDED[0]), None)
+    if is_suspended(job):
+        return job_condition(*SUSPENDED, moment), False
+    if was is None:
+        return None, False
+    if was.get("status") == "False":
+        return was, False
+    return job_condition(*RESUMED, moment, status="False"), True
+
+
+def is_suspended(job: dict) -> bool:
+    return (job.get("spec") or {}).get("suspend") is True
+
+
+def backoff_limit(job: dict) -> int:
+    return int(job["spec"].get("backoffLimit", DEFAULT_BACKOFF_LIMIT))
+
+
+def has_condition(job: dict, kind: str) -> bool:
+    return any(c.get("type") == kind and c.get("status") == "True"
                for c in (job.get("status") or {}).get("conditions") or ())
 
 
-def reconcile(job: dict, pods: dict[str, dict], now: float) -> Plan:
-    complete = is_job_complete(job) or is_complete(job, pods)
-    status = status_if_changed(job, job_status(job, pods, complete, now))
+def is_job_complete(job: dict) -> bool:
+    return has_condition(job, "Complete")
+
+
+def reconcile(job: dict, pods: dict[str, dict], now: float, lost: tuple[dict, ...] = ()) -> Plan:
+    """`lost`: the Job's pods that went away, deleted by others, since the status last written."""
+    failed = int((job.get("status") or {}).get("failed", 0)) + sum(phase(p) != "Succeeded" for p in lost)
+    active = [p for p in pods.values() if is_active(p)]
+    if is_job_complete(job) or has_condition(job, "Failed"):
+        outcome = "Complete" if is_job_complete(job) else "Failed"
+        return Plan(status=status_if_changed(job, job_status(job, pods, failed, outcome, now)))
+    if failed > backoff_limit(job):
+        failed += len(active)  # its active pods are deleted, and fail with it
+        return Plan(delete=active, status=status_if_changed(job, job_status(job, pods, failed, "Failed", now)))
+    if is_suspended(job):
+        return Plan(delete=active, status=status_if_changed(job, job_status(job, pods, failed, None, now)))
+    complete = is_complete(job, pods)
+    status = status_if_changed(job, job_status(job, pods, failed, "Complete" if complete else None, now))
     return Plan(create=[] if complete else missing_pods(job, pods), status=status)
 
 
 def job_operator(api: ClusterAPI, **options) -> Operator:
     return Operator(api, workloads=JOBS, kind="Job", children=PODS, user=JOB_CONTROLLER,
-                    reconcile=reconcile, **options)
+                    reconcile=reconcile, counts_lost=True, **options)

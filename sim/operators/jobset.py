@@ -5,8 +5,11 @@ indexes, job key, restart attempt) go on the Job and on its pod template both as
 annotations, so that the Job controller copies them onto every pod. Under
 `startupPolicyOrder: InOrder` the Jobs of a replicated job are created only once every Job of
 the ones before it is ready. The JobSet completes when all its Jobs have (the default success
-policy). Not modelled: failure policy and restarts (the restart attempt stays 0), the headless
-Service and DNS hostnames, exclusive placement, suspend.
+policy). `spec.suspend` is propagated to the Jobs as the JobSet controller does it: new Jobs are
+created with it, and changing it suspends or resumes every Job (whose controller then deletes or
+recreates the pods); the JobSet's condition `Suspended` says so (reasons `SuspendedJobs` and
+`ResumeJobs`). Not modelled: failure policy and restarts (the restart attempt stays 0), the
+headless Service and DNS hostnames, exclusive placement.
 """
 
 import hashlib
@@ -38,6 +41,8 @@ from sim.operators import (
 from sim.operators.job import INDEXED, is_job_complete, sizes
 
 IN_ORDER = "InOrder"
+SUSPENDED = ("SuspendedJobs", "jobset is suspended")
+RESUMED = ("ResumeJobs", "jobset is resumed")
 
 
 def job_name(jobset: dict, replicated: dict, index: int) -> str:
@@ -76,6 +81,7 @@ def child_job(jobset: dict, replicated: dict, index: int, global_index: int, glo
     pod_labels, pod_annotations = template_metadata(pod_template)
     pod_template["metadata"] = {**(pod_template.get("metadata") or {}),
                                 "labels": {**pod_labels, **ours}, "annotations": {**pod_annotations, **ours}}
+    spec["suspend"] = is_suspended(jobset)
     return {"apiVersion": JOB_API_VERSION, "kind": "Job",
             "metadata": {"name": job_name(jobset, replicated, index), "namespace": jobset["metadata"]["namespace"],
                          "labels": {**labels, **ours}, "annotations": {**annotations, **ours},
@@ -107,6 +113,17 @@ def missing_jobs(jobset: dict, jobs: dict[str, dict]) -> list[dict]:
     return missing
 
 
+def is_suspended(obj: dict) -> bool:
+    return (obj.get("spec") or {}).get("suspend") is True
+
+
+def suspend_switches(jobset: dict, jobs: dict[str, dict]) -> list[tuple[dict, dict]]:
+    """The Jobs whose suspend switch differs from the JobSet's, with the patch that sets it."""
+    wanted = is_suspended(jobset)
+    return [(job, {"spec": {"suspend": wanted}}) for job in jobs.values()
+            if is_suspended(job) != wanted and not is_job_complete(job)]
+
+
 def replicated_job_status(replicated: dict, jobs: dict[str, dict]) -> dict:
     mine = [j for j in jobs.values()
             if (j["metadata"].get("labels") or {}).get(JOBSET_REPLICATED_JOB_LABEL) == replicated["name"]]
@@ -115,7 +132,7 @@ def replicated_job_status(replicated: dict, jobs: dict[str, dict]) -> dict:
             "succeeded": sum(is_job_complete(j) for j in mine),
             "failed": 0,
             "active": sum((j.get("status") or {}).get("active", 0) > 0 for j in mine),
-            "suspended": 0}
+            "suspended": sum(is_suspended(j) for j in mine)}
 
 
 def jobset_status(jobset: dict, jobs: dict[str, dict], now: float) -> dict:
@@ -123,12 +140,19 @@ def jobset_status(jobset: dict, jobs: dict[str, dict], now: float) -> dict:
     replicated_jobs = jobset["spec"].get("replicatedJobs") or ()
     statuses = [replicated_job_status(r, jobs) for r in replicated_jobs]
     status = {"restarts": previous.get("restarts", 0), "replicatedJobsStatus": statuses}
+    moment = rfc3339(now)
+    conditions = []
+    was = next((c for c in previous.get("conditions") or () if c.get("type") == "Suspended"), None)
+    if is_suspended(jobset) or was is not None:
+        reason, message = SUSPENDED if is_suspended(jobset) else RESUMED
+        conditions.append({"type": "Suspended", "status": "True" if is_suspended(jobset) else "False",
+                           "reason": reason, "message": message, "lastTransitionTime": moment})
     if all(s["succeeded"] >= int(r.get("replicas", 1)) for s, r in zip(statuses, replicated_jobs)):
-        moment = rfc3339(now)
-        completed = {"type": "Completed", "status": "True", "reason": "AllJobsCompleted",
-                     "message": "jobset completed successfully", "lastTransitionTime": moment}
-        status["conditions"] = keep_transition([completed], previous.get("conditions") or [])
+        conditions.append({"type": "Completed", "status": "True", "reason": "AllJobsCompleted",
+                           "message": "jobset completed successfully", "lastTransitionTime": moment})
         status["terminalState"] = "Completed"
+    if conditions:
+        status["conditions"] = keep_transition(conditions, previous.get("conditions") or [])
     return status
 
 
@@ -136,7 +160,8 @@ def reconcile(jobset: dict, jobs: dict[str, dict], now: float) -> Plan:
     status = jobset_status(jobset, jobs, now)
     if (jobset.get("status") or {}).get("terminalState") or status.get("terminalState"):
         return Plan(status=status_if_changed(jobset, status))
-    return Plan(create=missing_jobs(jobset, jobs), status=status_if_changed(jobset, status))
+    return Plan(create=missing_jobs(jobset, jobs), patch=suspend_switches(jobset, jobs),
+                status=status_if_changed(jobset, status))
 
 
 def jobset_operator(api: ClusterAPI, **options) -> Operator:

@@ -3,8 +3,11 @@
 Pods are `{job}-master-0` and `{job}-worker-{i}`, labelled and owned as the training operator
 does it, with the rendezvous env (MASTER_ADDR, MASTER_PORT, WORLD_SIZE, RANK) in the `pytorch`
 container. A deleted pod is recreated until the job has succeeded: when the master succeeds,
-or, without a master, when every worker has. Not modelled: the headless Services, elastic
-policy, cleanPodPolicy, failures and backoff.
+or, without a master, when every worker has. `spec.runPolicy.suspend` deletes the job's pods and
+creates none (condition `Suspended`, reason `PyTorchJobSuspended`, `Running` False); clearing it
+sets `Suspended` to False (`PyTorchJobResumed`), starts `startTime` again and recreates the pods,
+which go through admission again. Not modelled: the headless Services, elastic policy,
+cleanPodPolicy, failures and backoff.
 """
 
 from gangkeeper.names import (
@@ -118,26 +121,46 @@ def replica_counts(pods: dict[str, dict], kind: str) -> dict[str, int]:
 def job_status(job: dict, pods: dict[str, dict], now: float) -> dict:
     """Created, then Running once the first replica type (master) runs, Succeeded when it has
     succeeded in full. Succeeded is final, as in the training operator: pods removed afterwards
-    (a deleted node's, by the pod garbage collector) neither take it back nor run the job again."""
+    (a deleted node's, by the pod garbage collector) neither take it back nor run the job again.
+    Suspended while `runPolicy.suspend` says so (see the module docstring)."""
     previous = job.get("status") or {}
+    before = {c.get("type"): c for c in previous.get("conditions") or ()}
     moment = rfc3339(now)
     name = job["metadata"]["name"]
     specs = job["spec"]["pytorchReplicaSpecs"]
     counts = {kind: replica_counts(pods, kind) for kind in replica_types(job)}
     leader = replica_types(job)[0]
     succeeded = is_succeeded(job) or counts[leader]["succeeded"] >= int(specs[leader].get("replicas", 1))
+    suspended = is_suspended(job) and not succeeded
+    resumed = not suspended and (before.get("Suspended") or {}).get("status") == "True"
     conditions = [condition("Created", "PyTorchJobCreated", f"PyTorchJob {name} is created.", moment)]
-    if counts[leader]["active"] or succeeded:
+    if suspended and "Running" in before:
+        conditions.append(condition("Running", "PyTorchJobSuspended", f"PyTorchJob {name} is suspended.", moment,
+                                    "False"))
+    elif counts[leader]["active"] or succeeded:
         conditions.append(condition("Running", "PyTorchJobRunning", f"PyTorchJob {name} is running.", moment,
                                     "False" if succeeded else "True"))
+    if suspended:
+        conditions.append(condition("Suspended", "PyTorchJobSuspended", f"PyTorchJob {name} is suspended.", moment))
+    elif "Suspended" in before:
+        conditions.append(condition("Suspended", "PyTorchJobResumed", f"PyTorchJob {name} is resumed.", moment,
+                                    "False"))
     if succeeded:
         conditions.append(condition("Succeeded", "PyTorchJobSucceeded",
                                     f"PyTorchJob {name} is successfully completed.", moment))
     status = {"conditions": keep_transition(conditions, previous.get("conditions") or []),
-              "replicaStatuses": counts, "startTime": previous.get("startTime", moment)}
+              "replicaStatuses": counts}
+    if "startTime" in previous and not resumed:
+        status["startTime"] = previous["startTime"]
+    elif not suspended:
+        status["startTime"] = moment  # created running, or resumed: the clock starts again
     if succeeded:
         status["completionTime"] = previous.get("completionTime", moment)
     return status
+
+
+def is_suspended(job: dict) -> bool:
+    return ((job.get("spec") or {}).get("runPolicy") or {}).get("suspend") is True
 
 
 def is_succeeded(job: dict) -> bool:
@@ -149,6 +172,9 @@ def reconcile(job: dict, pods: dict[str, dict], now: float) -> Plan:
     status = job_status(job, pods, now)
     if is_succeeded(job) or is_succeeded({"status": status}):
         return Plan(status=status_if_changed(job, status))
+    if is_suspended(job):
+        live = [p for p in pods.values() if not p["metadata"].get("deletionTimestamp")]
+        return Plan(delete=live, status=status_if_changed(job, status))
     return Plan(create=missing_pods(job, pods), status=status_if_changed(job, status))
 
 

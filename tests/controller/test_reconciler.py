@@ -7,7 +7,7 @@ from gangkeeper.controller.decisions import DeleteGang, DeletePod, Release, Repo
 from gangkeeper.controller.groups import GANGS, PYTORCHJOBS
 from gangkeeper.controller.memory import Memory
 from gangkeeper.controller.queue import Order, QueuePolicy
-from gangkeeper.controller.reconciler import Settings, reconcile
+from gangkeeper.controller.reconciler import Ownerless, Settings, reconcile
 from tests.controller.builders import node_object, pod_object
 from tests.controller.world import NS, World, member_object
 
@@ -133,17 +133,34 @@ def test_the_release_records_when_and_the_bind_timeout_survives_a_restart():
     assert reports(outcome, "gang.rolled_back")[0].on_pods
 
 
-def test_a_rollback_deletes_owned_members_reports_lone_ones_and_backs_off():
+def owned_and_lone_group_past_its_bind_timeout(settings: Settings) -> tuple[World, Run]:
+    """A member owned by something without a suspend switch (a plain owner reference) and one
+    without owner, both released and never bound."""
     world = World(nodes(1))
     world.add(member_object("owned", group="g", min_count=2, gpus=4, owner=("Job", "j"), created=CREATED))
     world.add(member_object("lone", group="g", min_count=2, gpus=4, created=CREATED))
-    run = Run(world, Settings(bind_timeout_seconds=5, rollback_backoff_seconds=30))
+    run = Run(world, settings)
     run.step()
     run.step(seconds=10)
+    return world, run
+
+
+def test_a_rollback_deletes_owned_members_and_those_without_owner_and_backs_off():
+    world, run = owned_and_lone_group_past_its_bind_timeout(Settings(bind_timeout_seconds=5,
+                                                                     rollback_backoff_seconds=30))
+    outcome = run.step()
+    assert [a.pod for a in of(outcome, DeletePod)] == ["owned", "lone"]
+    message = reports(outcome, "gang.rolled_back")[0].message
+    assert "deleted 1 members for their owner to recreate them gated" in message
+    assert "deleted 1 members no owner recreates" in message and "planning again in 30s" in message
+
+
+def test_a_rollback_told_to_keep_members_without_owner_keeps_them_booked():
+    world, run = owned_and_lone_group_past_its_bind_timeout(Settings(bind_timeout_seconds=5,
+                                                                     rollback_ownerless=Ownerless.KEEP))
     outcome = run.step()
     assert [a.pod for a in of(outcome, DeletePod)] == ["owned"]
-    message = reports(outcome, "gang.rolled_back")[0].message
-    assert "not deleted, no owner to recreate them: lone" in message and "planning again in 30s" in message
+    assert "kept 1 members no owner recreates" in reports(outcome, "gang.rolled_back")[0].message
     assert f"{NS}/lone" in world.pods, "capacity stays booked by what was not deleted"
 
 

@@ -51,7 +51,10 @@ def test_released_member_not_bound_rolls_the_group_back(emulation):
     member(emulation, job, 0)
     _, audit = emulation.controller(Settings(bind_timeout_seconds=1.0))
     eventually(lambda: "gang.rolled_back" in audit.events())
-    eventually(lambda: not emulation.pods())
+    suspended = eventually(lambda: emulation.api.get("pytorchjobs", "slow", namespace=NS)["spec"].get("runPolicy"))
+    assert suspended["suspend"] is True, "its owner is suspended (no operator here deletes its pods)"
+    annotations = emulation.api.get("pytorchjobs", "slow", namespace=NS)["metadata"]["annotations"]
+    assert annotations[names.SUSPENDED_BY_ANNOTATION] == names.SUSPENDED_BY_VALUE
     warnings = eventually(lambda: [e for e in emulation.api.list("events", namespace=NS)
                                    if e["reason"] == "RolledBack"])
     assert {e["type"] for e in warnings} == {"Warning"}

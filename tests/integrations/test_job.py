@@ -35,7 +35,7 @@ def test_no_group_without_the_label_and_a_controlling_job_with_a_uid(body):
 ])
 def test_the_size_is_what_the_job_runs_at_once(spec, size):
     assert job.size(spec) == size
-    assert job.declaration({"spec": spec}) == {"sizes": {"": size}}
+    assert job.declaration({"spec": spec})["sizes"] == {"": size}
 
 
 def test_the_job_declaring_a_member_is_its_owner():

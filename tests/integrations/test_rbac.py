@@ -2,7 +2,7 @@
 
 The controller watches workloads in every namespace, so what counts is what its ClusterRoles
 grant. Each kind's verbs must be granted, and no write that no integration uses: the patch that
-suspends an owner is granted with the code that sends it, not before.
+suspends and resumes an owner is granted on the kinds that have a suspend switch, and only there.
 """
 
 import pytest
@@ -11,8 +11,11 @@ from gangkeeper import integrations, names
 from tests.deploy.rendered_manifests import find, of_kind, render
 
 WRITES = frozenset({"create", "update", "patch", "delete", "deletecollection"})
-# The controller's own resources, not any workload kind's: members, capacity, Events.
-CORE = {("", "pods"), ("", "nodes"), ("", "events")}
+# The controller's own resources, not any workload kind's: members, capacity (nodes, DRA devices
+# and claims, the volumes of members' claims), Events.
+CORE = {("", "pods"), ("", "nodes"), ("", "events"), ("", "persistentvolumeclaims"), ("", "persistentvolumes"),
+        *(("resource.k8s.io", resource)
+          for resource in ("deviceclasses", "resourceslices", "resourceclaims", "resourceclaimtemplates"))}
 WATCHED = [integration for integration in integrations.ALL if integration.resource is not None]
 
 

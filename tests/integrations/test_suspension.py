@@ -1,7 +1,9 @@
-"""Suspending and resuming an owner: the patches, guarded by the resourceVersion read, and idempotent."""
+"""Suspending and resuming an owner: the patches, guarded by the resourceVersion read, and idempotent;
+gangkeeper's mark on an owner it suspended, and when it says to resume it."""
 
 import pytest
 
+from gangkeeper import names
 from gangkeeper.integrations import job, jobset, pytorchjob
 from gangkeeper.integrations.kind import Suspension
 
@@ -35,3 +37,35 @@ def test_no_patch_when_the_switch_already_is_so(switch):
 def test_only_true_suspends(value):
     assert not job.SUSPENSION.is_suspended(at(job.SUSPENSION, value))
     assert not pytorchjob.SUSPENSION.is_suspended({"spec": {"runPolicy": "garbage"}})
+
+
+def marked(switch: Suspension, value, annotations: dict) -> dict:
+    owner = at(switch, value)
+    owner["metadata"]["annotations"] = annotations
+    return owner
+
+
+@pytest.mark.parametrize("switch", SWITCHES, ids=["job", "jobset", "pytorchjob"])
+def test_gangkeeper_suspends_with_its_mark_and_resumes_removing_it(switch):
+    suspending = switch.suspending("12", "2027-01-15T08:00:30Z")
+    mark = {names.SUSPENDED_BY_ANNOTATION: "gangkeeper", names.RESUME_AT_ANNOTATION: "2027-01-15T08:00:30Z"}
+    assert suspending == {**at(switch, True), "metadata": {"resourceVersion": "12", "annotations": mark}}
+    state = switch.state(marked(switch, True, mark))
+    assert (state.resource_version, state.held, state.resume_at) == ("12", True, 1_800_000_030.0)
+    assert switch.resuming("13") == {**at(switch, False), "metadata": {"resourceVersion": "13", "annotations": {
+        names.SUSPENDED_BY_ANNOTATION: None, names.RESUME_AT_ANNOTATION: None}}}
+
+
+@pytest.mark.parametrize(("value", "annotations"), [
+    (True, {}),  # a user's suspension
+    (False, {names.SUSPENDED_BY_ANNOTATION: "gangkeeper"}),  # resumed by a user, our mark left on it
+    (True, {names.SUSPENDED_BY_ANNOTATION: "someone"}),
+])
+def test_only_an_owner_suspended_under_gangkeepers_mark_is_held(value, annotations):
+    assert not job.SUSPENSION.state(marked(job.SUSPENSION, value, annotations)).held
+
+
+@pytest.mark.parametrize("written", ["", "tomorrow", "2027-01-15T08:00:30"])  # the last one has no zone
+def test_a_resume_time_that_cannot_be_read_is_none(written):
+    mark = {names.SUSPENDED_BY_ANNOTATION: "gangkeeper", names.RESUME_AT_ANNOTATION: written}
+    assert job.SUSPENSION.state(marked(job.SUSPENSION, True, mark)).resume_at is None

@@ -246,3 +246,33 @@ def test_watch_checks_what_exists_and_every_change_the_api_server_commits():
     watch.close()
     api.create("pods", pod("c", group="", gpus=1), namespace="ns")
     assert watch.checker.events == 3, "nothing more after close"
+
+
+def claim(name, *devices):
+    results = [{"request": "gpu", "driver": "gpu.example.com", "pool": "n1", "device": d} for d in devices]
+    return {"metadata": {"name": name, "namespace": "team"},
+            "status": {"allocation": {"devices": {"results": results}}} if devices else {}}
+
+
+def test_a_device_allocated_to_two_claims_is_a_violation_and_freeing_it_ends_it():
+    checker = Checker(bind_timeout=60)
+    checker.observe("resourceclaims", "ADDED", claim("a", "gpu-0"), 1.0)
+    checker.observe("resourceclaims", "ADDED", claim("b", "gpu-1"), 2.0)
+    assert checker.violations == []
+    checker.observe("resourceclaims", "MODIFIED", claim("b", "gpu-0"), 3.0)
+    assert [v.kind for v in checker.violations] == ["double-allocation"]
+    checker.observe("resourceclaims", "DELETED", claim("a"), 4.0)
+    checker.observe("resourceclaims", "MODIFIED", claim("b", "gpu-0"), 5.0)
+    assert len(checker.violations) == 1
+
+
+def test_an_extended_resource_a_device_class_serves_is_not_held_to_an_allocatable_that_does_not_list_it():
+    checker = Checker(bind_timeout=60)
+    checker.observe("nodes", "ADDED", {"metadata": {"name": "n1"}, "status": {"allocatable": {"pods": "110"}}}, 0.0)
+    checker.observe("deviceclasses", "ADDED", {"metadata": {"name": "gpu"},
+                                               "spec": {"extendedResourceName": "nvidia.com/gpu"}}, 0.0)
+    pod = {"metadata": {"name": "p", "namespace": "team"},
+           "spec": {"nodeName": "n1", "containers": [{"name": "m", "resources": {"requests": {"nvidia.com/gpu": "2"}}}]},
+           "status": {"phase": "Running"}}
+    checker.observe("pods", "ADDED", pod, 1.0)
+    assert checker.violations == []

@@ -8,10 +8,14 @@ the emulated scheduler, kubelet and PyTorchJob, JobSet and Job operators do the 
 in a namespace gangkeeper leaves alone: a server pod still running, a pod whose gate a stand-in
 removes, one left gated, one too big for any node, one being deleted; PodGroups of both APIs; and
 the controller's leader-election Lease, written over HTTP by `controller.leader.LeaderElector`.
+In a third namespace, pods use devices (`resource.k8s.io/v1`): a DeviceClass that also serves
+`example.com/gpu`, a ResourceSlice per node, a ResourceClaimTemplate and a shared ResourceClaim;
+the resourceclaim controller makes claims from the template, the scheduler allocates and reserves
+them, and the claim of a pod that finished is deallocated and deleted.
 
 Then every kind the emulated API serves is listed over HTTP, and:
 - the built-in kinds (core/v1, batch/v1, coordination.k8s.io/v1, admissionregistration.k8s.io/v1,
-  scheduling.k8s.io/v1beta1) are deserialized into the official client's typed models
+  scheduling.k8s.io/v1beta1, resource.k8s.io/v1) are deserialized into the official client's typed models
   (`kubernetes` 37: `ApiClient().deserialize(text, "V1PodList", ...)`, which refuses a missing
   required field or a wrong type) and validated against the Kubernetes 1.37 OpenAPI schema with
   `kubernetes-validate` (strict: no field the API does not define);
@@ -62,7 +66,7 @@ from study.policies import WEBHOOK_SERVICE, GangkeeperController, WebhookInProce
 
 KUBERNETES = "1.37"  # the newest schemas kubernetes-validate ships; the API of the official client 37
 TOKEN = "admin-token"
-ENFORCED, PLAIN = "ml", "apps"
+ENFORCED, PLAIN, DEVICES = "ml", "apps", "dra"
 WORKLOADS = f"""
 nodes: [{{count: 3, gpusPerNode: 8}}]
 workloads:
@@ -84,9 +88,16 @@ TYPED_LISTS = {
     "validatingwebhookconfigurations": "V1ValidatingWebhookConfigurationList",
     "jobs": "V1JobList",
     "podgroups.scheduling.k8s.io": "V1beta1PodGroupList",
+    "deviceclasses": "V1DeviceClassList",
+    "resourceslices": "V1ResourceSliceList",
+    "resourceclaims": "V1ResourceClaimList",
+    "resourceclaimtemplates": "V1ResourceClaimTemplateList",
+    "persistentvolumes": "V1PersistentVolumeList",
+    "persistentvolumeclaims": "V1PersistentVolumeClaimList",
 }
 CUSTOM = ("pytorchjobs", "jobsets", "gangs", "podgroups")
-WITHOUT_GENERATION = ("namespaces", "nodes", "events", "leases")  # their registry strategies set none
+WITHOUT_GENERATION = ("namespaces", "nodes", "events", "leases", "resourceclaims",
+                      "resourceclaimtemplates")  # their registry strategies set none
 CONTAINER_STATUS_FIELDS = {"name", "image", "imageID", "containerID", "ready", "started", "restartCount", "state",
                            "lastState"}
 
@@ -200,6 +211,59 @@ def declared_elsewhere(manifest: dict) -> dict:
     return manifest
 
 
+GPU_CLASS = {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "gpu.example.com"},
+             "spec": {"extendedResourceName": "example.com/gpu",
+                      "selectors": [{"cel": {"expression": "device.driver == 'gpu.example.com'"}}]}}
+ONE_GPU = {"devices": {"requests": [{"name": "gpu", "exactly": {
+    "deviceClassName": "gpu.example.com", "allocationMode": "ExactCount", "count": 1,
+    "selectors": [{"cel": {"expression": "device.capacity['gpu.example.com'].memory.compareTo(quantity('40Gi')) >= 0"}}]}}]}}
+
+
+def gpu_slice(node: str) -> dict:
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": f"{node}-gpu.example.com"},
+            "spec": {"driver": "gpu.example.com", "nodeName": node,
+                     "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+                     "devices": [{"name": f"gpu-{i}", "attributes": {"model": {"string": "h100"}},
+                                  "capacity": {"memory": {"value": "80Gi"}}} for i in range(2)]}}
+
+
+def device_pod(name: str, *, claim: dict | None = None, extended: bool = False, duration: float | None = None) -> dict:
+    manifest = pod(name, gpus=0, duration=duration)
+    container = manifest["spec"]["containers"][0]
+    if extended:
+        container["resources"]["limits"]["example.com/gpu"] = "1"
+    if claim is not None:
+        manifest["spec"]["resourceClaims"] = [dict(claim, name="gpu")]
+        container["resources"]["claims"] = [{"name": "gpu"}]
+    return manifest
+
+
+def run_devices(api: APIServer) -> None:
+    api.create("namespaces", {"metadata": {"name": DEVICES}})
+    api.create("deviceclasses", GPU_CLASS)
+    for node in api.list("nodes"):
+        api.create("resourceslices", gpu_slice(node["metadata"]["name"]))
+    api.create("resourceclaimtemplates", {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+                                          "metadata": {"name": "one-gpu"}, "spec": {"spec": ONE_GPU}}, namespace=DEVICES)
+    api.create("resourceclaims", {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+                                  "metadata": {"name": "shared"}, "spec": ONE_GPU}, namespace=DEVICES)
+    api.create("persistentvolumes", {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": "data"},
+                                     "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"],
+                                              "local": {"path": "/data"}, "nodeAffinity": {"required": {
+                                                  "nodeSelectorTerms": [{"matchExpressions": [{
+                                                      "key": "kubernetes.io/hostname", "operator": "Exists"}]}]}}}})
+    api.create("persistentvolumeclaims", {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                                          "metadata": {"name": "data"},
+                                          "spec": {"accessModes": ["ReadWriteOnce"], "volumeName": "data",
+                                                   "resources": {"requests": {"storage": "1Gi"}}}}, namespace=DEVICES)
+    for manifest in (device_pod("claimed", claim={"resourceClaimTemplateName": "one-gpu"}),
+                     device_pod("finished", claim={"resourceClaimTemplateName": "one-gpu"}, duration=30),
+                     device_pod("sharer-0", claim={"resourceClaimName": "shared"}),
+                     device_pod("sharer-1", claim={"resourceClaimName": "shared"}),
+                     device_pod("extended", extended=True)):
+        api.create("pods", manifest, namespace=DEVICES)
+
+
 def run_workloads(api: APIServer, clock: VirtualClock) -> None:
     api.create("namespaces", {"metadata": {"name": ENFORCED, "labels": {names.ENFORCE_LABEL: names.ENFORCE_VALUE}}})
     for namespace in (PLAIN, names.DEFAULT_NAMESPACE):
@@ -215,6 +279,7 @@ def run_workloads(api: APIServer, clock: VirtualClock) -> None:
     cluster = emulated_cluster(api, clock, spec={"nodes": spec["nodes"], "workloads": []},
                                extra=[GangkeeperController(api, clock=clock.now)])
     start = clock.now()
+    run_devices(api)
     for submission in submissions(spec):
         api.create(submission.resource, declared_elsewhere(submission.manifest), namespace=ENFORCED)
     for manifest in (pod("server"), pod("leaving"), pod("parked", gates=("example.com/hold",)),
@@ -325,7 +390,8 @@ def test_other_custom_resources_have_valid_metadata_and_the_status_their_operato
 
 def test_the_checks_refuse_what_the_real_api_would_not_serve(served):
     """The checks can fail: a container status without imageID, a field the API does not know, a
-    timestamp that is not one, a PyTorchJob replica count that is not a number."""
+    timestamp that is not one, a PyTorchJob replica count that is not a number, a claim's allocated
+    device without its pool."""
     running = copy.deepcopy(pods(served, PLAIN)["server"])
     del running["status"]["containerStatuses"][0]["imageID"]
     with pytest.raises(pydantic.ValidationError, match="imageID"):
@@ -347,9 +413,35 @@ def test_the_checks_refuse_what_the_real_api_would_not_serve(served):
     job["metadata"]["uid"] = 7
     with pytest.raises(jsonschema.ValidationError):
         validator(PYTORCHJOB).validate(job)
+    claim = copy.deepcopy(next(c for c in items(served, "resourceclaims") if c["status"].get("allocation")))
+    del claim["status"]["allocation"]["devices"]["results"][0]["pool"]
+    with pytest.raises(kubernetes_validate.ValidationError, match="pool"):
+        kubernetes_validate.validate(claim, KUBERNETES, strict=True)
 
 
 # --- what the real server and kubelet always write --------------------------------------------
+
+def test_devices_are_allocated_reserved_and_released_as_the_real_control_plane_does(served):
+    device_pods = pods(served, DEVICES)
+    assert {name: p["status"]["phase"] for name, p in device_pods.items()} == {
+        "claimed": "Running", "finished": "Succeeded", "sharer-0": "Running", "sharer-1": "Running",
+        "extended": "Running"}
+    claims = {c["metadata"]["name"]: c for c in items(served, "resourceclaims")}
+    [(claimed, status)] = [(s["resourceClaimName"], s) for s in device_pods["claimed"]["status"]["resourceClaimStatuses"]]
+    special = device_pods["extended"]["status"]["extendedResourceClaimStatus"]
+    assert special["requestMappings"] == [{"containerName": "main", "resourceName": "example.com/gpu",
+                                           "requestName": "container-0-request-1"}]
+    assert set(claims) == {claimed, "shared", special["resourceClaimName"]}, "the finished pod's claim is gone"
+    reserved = {name: [r["name"] for r in c["status"]["reservedFor"]] for name, c in claims.items()}
+    assert reserved == {claimed: ["claimed"], "shared": ["sharer-0", "sharer-1"],
+                        special["resourceClaimName"]: ["extended"]}
+    devices = [(r["pool"], r["device"]) for c in claims.values() for r in c["status"]["allocation"]["devices"]["results"]]
+    assert len(set(devices)) == 3
+    for name, c in claims.items():
+        [node] = c["status"]["allocation"]["nodeSelector"]["nodeSelectorTerms"][0]["matchFields"][0]["values"]
+        assert all(device_pods[p]["spec"]["nodeName"] == node for p in reserved[name])
+        assert c["metadata"]["finalizers"] == ["resource.kubernetes.io/delete-protection"]
+
 
 def test_started_pods_have_the_status_the_real_kubelet_writes(served):
     started = [p for namespace in (ENFORCED, PLAIN) for p in pods(served, namespace).values()

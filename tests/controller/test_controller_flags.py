@@ -1,0 +1,41 @@
+"""`gangkeeper controller`'s rollback flag: from the command line or the environment, into the settings."""
+
+import pytest
+
+from gangkeeper.cli import build_parser
+from gangkeeper.controller.cli import settings_from
+from gangkeeper.controller.reconciler import Ownerless
+
+
+def settings(*flags: str):
+    argv = ["controller", *flags]
+    return settings_from(build_parser(argv).parse_args(argv))
+
+
+def test_members_without_owner_are_deleted_unless_told_to_keep_them():
+    assert settings().rollback_ownerless is Ownerless.DELETE
+    assert settings("--rollback-ownerless", "keep").rollback_ownerless is Ownerless.KEEP
+
+
+def test_the_environment_sets_it_too(monkeypatch):
+    monkeypatch.setenv("GANGKEEPER_ROLLBACK_OWNERLESS", "keep")
+    assert settings().rollback_ownerless is Ownerless.KEEP
+
+
+def test_anything_else_is_refused_naming_what_is_accepted(capsys, monkeypatch):
+    with pytest.raises(SystemExit):
+        settings("--rollback-ownerless", "orphan")
+    assert "'orphan' is not accepted: write one of delete, keep" in capsys.readouterr().err
+    monkeypatch.setenv("GANGKEEPER_ROLLBACK_OWNERLESS", "orphan")
+    with pytest.raises(SystemExit):
+        settings()
+    assert "GANGKEEPER_ROLLBACK_OWNERLESS='orphan' is invalid: 'orphan' is not accepted" in capsys.readouterr().err
+
+
+def test_help_says_what_each_choice_costs(capsys):
+    with pytest.raises(SystemExit):
+        settings("--help")
+    text = " ".join(capsys.readouterr().out.split())
+    assert "--rollback-ownerless {delete,keep}" in text
+    assert "holding what they hold until someone deletes them (env GANGKEEPER_ROLLBACK_OWNERLESS; default: delete)" \
+        in text

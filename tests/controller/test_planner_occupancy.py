@@ -1,0 +1,261 @@
+"""The planner with what decides besides resources: devices (DRA), the pods around a member
+(pod affinity and anti-affinity, topology spread, host ports) and its volumes."""
+
+from collections import Counter
+
+from gangkeeper import names
+from gangkeeper.controller.groups import pod_facts
+from gangkeeper.controller.index import NODES, PODS, ClusterIndex
+from gangkeeper.controller.model import group_of, member_from_api
+from gangkeeper.controller.occupancy import (
+    DEVICE_CLASSES,
+    PERSISTENT_VOLUME_CLAIMS,
+    PERSISTENT_VOLUMES,
+    RESOURCE_CLAIM_TEMPLATES,
+    RESOURCE_SLICES,
+)
+from gangkeeper.controller.planner import NoFit, Plan, Topology, apply, plan_group
+from gangkeeper.controller.queue import plan_pass
+from tests.controller.builders import node, pod_object
+
+ZONE = "topology.kubernetes.io/zone"
+HOSTNAME = "kubernetes.io/hostname"
+DRIVER = "gpu.example.com"
+
+
+def world(nodes, objects=(), pods=()):
+    index = ClusterIndex()
+    index.apply([(NODES, n.name, n) for n in nodes])
+    index.apply(objects)
+    index.apply([(PODS, f"{p['metadata']['namespace']}/{p['metadata']['name']}", pod_facts(p)) for p in pods])
+    return index
+
+
+def hosts(*names, gpus=8, **kwargs):
+    return [node(name, gpus=gpus, labels={HOSTNAME: name}, **kwargs) for name in names]
+
+
+def plan(index, group):
+    return plan_group(group, index.pool, index.ledger, Topology(), index.occupancy)
+
+
+def placement(outcome):
+    assert isinstance(outcome, Plan), outcome
+    return Counter(node for _, node in outcome.assignments)
+
+
+def gang_of(name, size, **pod):
+    members = [member_from_api(with_labels(pod_object(f"{name}-{i}", **pod), {"job": name})) for i in range(size)]
+    return group_of(("team", name), members, size, 0.0)
+
+
+def with_labels(pod, labels):
+    pod["metadata"]["labels"] = {**pod["metadata"].get("labels", {}), **labels}
+    return pod
+
+
+def with_spec(pod, **spec):
+    pod["spec"].update(spec)
+    return pod
+
+
+def running(name, node_name, labels=None, gpus=0, **spec):
+    return with_spec(with_labels(pod_object(name, gpus=gpus, gated=False, node_name=node_name, phase="Running"),
+                                 labels or {}), **spec)
+
+
+def anti_affinity(key, labels):
+    return {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": labels}, "topologyKey": key}]}}
+
+
+# --- the pods around a member -------------------------------------------------------------------
+
+def test_members_with_required_anti_affinity_on_hostname_go_to_distinct_nodes():
+    index = world(hosts("a", "b", "c"))
+    group = gang_of("aa", 2, gpus=4)
+    group = group_of(group.key, [member_from_api(with_spec(with_labels(pod_object(f"aa-{i}", gpus=4), {"job": "aa"}),
+                                                           affinity=anti_affinity(HOSTNAME, {"job": "aa"})))
+                                 for i in range(2)], 2, 0.0)
+    assert sorted(placement(plan(index, group)).values()) == [1, 1]
+
+
+def test_without_the_occupancy_the_same_group_is_packed_on_one_node():
+    index = world(hosts("a", "b"))
+    members = [member_from_api(with_spec(with_labels(pod_object(f"aa-{i}", gpus=4), {"job": "aa"}),
+                                         affinity=anti_affinity(HOSTNAME, {"job": "aa"}))) for i in range(2)]
+    assert len(placement(plan_group(group_of(("team", "aa"), members, 2, 0.0), index.pool, index.ledger))) == 1
+
+
+def test_anti_affinity_that_cannot_be_met_says_how_many_nodes_it_needs():
+    index = world(hosts("a", "b"), pods=[running("other", "b", gpus=8)])
+    members = [member_from_api(with_spec(with_labels(pod_object(f"aa-{i}", gpus=4), {"job": "aa"}),
+                                         affinity=anti_affinity(HOSTNAME, {"job": "aa"}))) for i in range(2)]
+    outcome = plan(index, group_of(("team", "aa"), members, 2, 0.0))
+    assert isinstance(outcome, NoFit)
+    assert outcome.placeable == 1
+    assert "anti-affinity: 1 members need 1 nodes with 4 free nvidia.com/gpu each" in outcome.reason
+
+
+def test_an_existing_pods_anti_affinity_keeps_members_off_its_node():
+    guard = running("guard", "a", affinity=anti_affinity(HOSTNAME, {"job": "g"}))
+    index = world(hosts("a", "b"), pods=[guard])
+    assert placement(plan(index, gang_of("g", 1, gpus=8))) == {"b": 1}
+
+
+def test_a_spread_constraint_is_enforced_by_the_planner_within_its_skew():
+    nodes = [node(f"{zone}{i}", labels={ZONE: zone, HOSTNAME: f"{zone}{i}"}) for zone in "ab" for i in range(2)]
+    spread = [{"maxSkew": 1, "topologyKey": ZONE, "whenUnsatisfiable": "DoNotSchedule",
+               "labelSelector": {"matchLabels": {"job": "s"}}}]
+    members = [member_from_api(with_spec(with_labels(pod_object(f"s-{i}", gpus=2), {"job": "s"}),
+                                         topologySpreadConstraints=spread)) for i in range(4)]
+    outcome = plan(world(nodes), group_of(("team", "s"), members, 4, 0.0))
+    zones = Counter(node[0] for node in placement(outcome).elements())
+    assert zones == {"a": 2, "b": 2}
+
+
+def test_members_asking_the_same_host_port_go_to_distinct_nodes_and_avoid_nodes_that_hold_it():
+    port = [{"name": "main", "resources": {"requests": {"nvidia.com/gpu": "1"}},
+             "ports": [{"containerPort": 29500, "hostPort": 29500}]}]
+    taken = running("holder", "a", containers=[{"name": "c", "ports": [{"containerPort": 1, "hostPort": 29500}]}])
+    index = world(hosts("a", "b", "c"), pods=[taken])
+    members = [member_from_api(with_spec(pod_object(f"hp-{i}", gpus=1), containers=port)) for i in range(2)]
+    assert placement(plan(index, group_of(("team", "hp"), members, 2, 0.0))) == {"b": 1, "c": 1}
+
+
+def test_planning_leaves_the_occupancy_as_it_was_and_apply_counts_the_plan():
+    index = world(hosts("a", "b"))
+    members = [member_from_api(with_spec(with_labels(pod_object(f"aa-{i}", gpus=4), {"job": "aa"}),
+                                         affinity=anti_affinity(HOSTNAME, {"job": "aa"}))) for i in range(2)]
+    group = group_of(("team", "aa"), members, 2, 0.0)
+    outcome = plan(index, group)
+    assert len(index.occupancy.placements) == 0
+    working, around = index.ledger.copy(), index.occupancy.copy()
+    apply(outcome, working, around, index.pool)
+    assert len(around.placements) == 2 and len(index.occupancy.placements) == 0
+    again = plan_group(group_of(("team", "aa2"), [member_from_api(with_labels(pod_object("x", gpus=4), {"job": "aa"}))],
+                                1, 0.0), index.pool, working, Topology(), around)
+    assert isinstance(again, NoFit)  # both nodes hold a member whose anti-affinity the newcomer matches
+
+
+# --- devices --------------------------------------------------------------------------------------
+
+def device_class(name=DRIVER, extended=None):
+    spec = {"selectors": [{"cel": {"expression": f"device.driver == '{DRIVER}'"}}]}
+    if extended:
+        spec["extendedResourceName"] = extended
+    return DEVICE_CLASSES, name, {"metadata": {"name": name}, "spec": spec}
+
+
+def device_slice(node_name, devices):
+    return RESOURCE_SLICES, f"{node_name}-gpus", {
+        "metadata": {"name": f"{node_name}-gpus"},
+        "spec": {"driver": DRIVER, "nodeName": node_name, "pool": {"name": node_name, "generation": 1,
+                                                                   "resourceSliceCount": 1},
+                 "devices": [{"name": f"gpu-{i}"} for i in range(devices)]}}
+
+
+def template(name="one-gpu", count=1, device_class_name=DRIVER):
+    return RESOURCE_CLAIM_TEMPLATES, f"team/{name}", {
+        "metadata": {"name": name, "namespace": "team"},
+        "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
+            "deviceClassName": device_class_name, "allocationMode": "ExactCount", "count": count}}]}}}}
+
+
+def claiming(name, template_name="one-gpu", **kwargs):
+    return with_spec(pod_object(name, gpus=0, **kwargs),
+                     resourceClaims=[{"name": "gpu", "resourceClaimTemplateName": template_name}])
+
+
+def test_a_dra_group_larger_than_the_devices_waits_and_says_what_it_needs():
+    index = world(hosts("dra-1", gpus=None), [device_class(), device_slice("dra-1", 4), template()])
+    group = group_of(("team", "six"), [member_from_api(claiming(f"p{i}")) for i in range(6)], 6, 0.0)
+    outcome = plan(index, group)
+    assert isinstance(outcome, NoFit)
+    assert "needs 6 devices of class gpu.example.com on one node; dra-1 has 4" in outcome.reason
+
+
+def test_a_dra_group_that_fits_is_spread_over_the_nodes_with_devices():
+    index = world(hosts("dra-1", "dra-2", "plain", gpus=None),
+                  [device_class(), device_slice("dra-1", 4), device_slice("dra-2", 4), template()])
+    group = group_of(("team", "six"), [member_from_api(claiming(f"p{i}")) for i in range(6)], 6, 0.0)
+    assert placement(plan(index, group)) == {"dra-1": 4, "dra-2": 2}
+
+
+def test_devices_held_by_a_reserved_member_are_taken_for_the_next_group():
+    index = world(hosts("dra-1", gpus=None), [device_class(), device_slice("dra-1", 4), template()],
+                  pods=[with_labels(claiming("held", reserved_node="dra-1"), {names.GROUP_LABEL: "earlier"})])
+    smaller = group_of(("team", "three"), [member_from_api(claiming(f"p{i}")) for i in range(3)], 3, 0.0)
+    assert placement(plan(index, smaller)) == {"dra-1": 3}
+    four = group_of(("team", "four"), [member_from_api(claiming(f"q{i}")) for i in range(4)], 4, 0.0)
+    assert isinstance(plan(index, four), NoFit)
+
+
+def test_a_pass_admits_the_smaller_dra_group_while_the_larger_waits():
+    index = world(hosts("dra-1", gpus=None), [device_class(), device_slice("dra-1", 4), template()])
+    large = group_of(("team", "large"), [member_from_api(claiming(f"l{i}")) for i in range(6)], 6, 0.0)
+    small = group_of(("team", "small"), [member_from_api(claiming(f"s{i}")) for i in range(2)], 2, 1.0)
+    result = plan_pass([large, small], index.pool, index.ledger, 10.0, occupancy=index.occupancy)
+    assert [group.key[1] for group, _ in result.admitted] == ["small"]
+    assert [waiting.group.key[1] for waiting in result.waiting] == ["large"]
+
+
+def test_a_missing_template_keeps_the_group_out_and_says_so():
+    index = world(hosts("dra-1", gpus=None), [device_class(), device_slice("dra-1", 4)])
+    outcome = plan(index, group_of(("team", "t"), [member_from_api(claiming("p0", "typo"))], 1, 0.0))
+    assert isinstance(outcome, NoFit)
+    assert 'resourceclaimtemplate.resource.k8s.io "typo" not found' in outcome.reason
+
+
+def test_an_extended_resource_served_only_through_a_device_class_is_admitted_when_the_devices_suffice():
+    index = world(hosts("dra-1", gpus=None), [device_class("gpu.nvidia.com", extended="nvidia.com/gpu"),
+                                              device_slice("dra-1", 8)])
+    assert placement(plan(index, gang_of("ext", 2, gpus=4))) == {"dra-1": 2}
+    outcome = plan(index, gang_of("too-big", 3, gpus=4))
+    assert isinstance(outcome, NoFit) and "nvidia.com/gpu" in outcome.reason
+
+
+def test_a_node_listing_the_extended_resource_is_counted_by_its_allocatable_only():
+    index = world(hosts("both", gpus=2), [device_class("gpu.nvidia.com", extended="nvidia.com/gpu"),
+                                          device_slice("both", 8)])
+    assert isinstance(plan(index, gang_of("ext", 3, gpus=1)), NoFit)
+
+
+# --- volumes --------------------------------------------------------------------------------------
+
+def with_volume(pod, claim):
+    pod["spec"]["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": claim}}]
+    return pod
+
+
+def test_a_member_goes_where_its_bound_volume_may_be_used():
+    nodes = [node("a1", zone="a"), node("b1", zone="b")]
+    volume = {"spec": {"nodeAffinity": {"required": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": ZONE, "operator": "In", "values": ["b"]}]}]}}}}
+    index = world(nodes, [(PERSISTENT_VOLUME_CLAIMS, "team/data", {"spec": {"volumeName": "pv-b"}}),
+                          (PERSISTENT_VOLUMES, "pv-b", volume)])
+    group = group_of(("team", "v"), [member_from_api(with_volume(pod_object("v0", gpus=8), "data"))], 1, 0.0)
+    assert placement(plan(index, group)) == {"b1": 1}
+    missing = group_of(("team", "m"), [member_from_api(with_volume(pod_object("m0", gpus=8), "nope"))], 1, 0.0)
+    outcome = plan(index, missing)
+    assert isinstance(outcome, NoFit) and 'persistentvolumeclaim "nope" not found' in outcome.reason
+
+
+def test_a_schedule_anyway_spread_is_a_preference_the_planner_follows_when_it_can():
+    nodes = [node(f"{zone}{i}", labels={ZONE: zone, HOSTNAME: f"{zone}{i}"}) for zone in "ab" for i in range(2)]
+    spread = [{"maxSkew": 1, "topologyKey": ZONE, "whenUnsatisfiable": "ScheduleAnyway",
+               "labelSelector": {"matchLabels": {"job": "s"}}}]
+    members = [member_from_api(with_spec(with_labels(pod_object(f"s-{i}", gpus=1), {"job": "s"}),
+                                         topologySpreadConstraints=spread)) for i in range(4)]
+    zones = Counter(node[0] for node in placement(plan(world(nodes), group_of(("team", "s"), members, 4, 0.0))).elements())
+    assert zones == {"a": 2, "b": 2}
+    packed = Counter(node[0] for node in placement(plan_group(group_of(("team", "s"), members, 4, 0.0),
+                                                              world(nodes).pool, world(nodes).ledger)).elements())
+    assert packed == {"a": 4}  # without the preference, the planner packs one node
+
+
+def test_extended_resource_members_do_not_take_devices_an_explicit_claim_holds():
+    index = world(hosts("dra-1", gpus=None), [device_class("gpu.nvidia.com", extended="nvidia.com/gpu"),
+                                              device_slice("dra-1", 8), template(count=4, device_class_name="gpu.nvidia.com")],
+                  pods=[with_labels(claiming("explicit", reserved_node="dra-1"), {names.GROUP_LABEL: "earlier"})])
+    assert isinstance(plan(index, gang_of("ext", 2, gpus=4)), NoFit)

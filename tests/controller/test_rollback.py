@@ -1,0 +1,359 @@
+"""Rollback that harms nothing (controller/reconciler.py, "rollback"), pass after pass on a stand-in API.
+
+A group whose release fails to bind is taken back whole: an owner with a suspend switch is
+suspended, marked as gangkeeper's until its backoff ends, then resumed; members without an owner
+are all deleted (or kept, when told to) and their Gang says what to resubmit. The stand-in API is
+tests/controller/world.py's, with owners that carry a resourceVersion and take merge patches
+guarded by it, and a stand-in Job controller that deletes a suspended Job's pods and creates them,
+gated, while it runs.
+"""
+
+import copy
+from datetime import datetime, timezone
+
+from gangkeeper import names
+from gangkeeper.controller.decisions import DeleteGang, DeletePod, Report, Reserve, ResumeOwner, SaveGang, SuspendOwner
+from gangkeeper.controller.groups import JOBS, PYTORCHJOBS
+from gangkeeper.controller.memory import Memory
+from gangkeeper.controller.reconciler import Ownerless, Settings, reconcile
+from gangkeeper.identity import to_label_value
+from tests.controller.builders import node_object
+from tests.controller.world import NS, World, member_object
+
+NOW = 1_800_000_000.0  # 2027-01-15T08:00:00Z
+CREATED = "2027-01-15T08:00:00Z"
+BACKOFF = 30.0
+JOB = ("batch/v1", "Job", "train")
+
+
+def stamp(moment: float) -> str:
+    return datetime.fromtimestamp(moment, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def merged(target: dict, patch: dict) -> dict:
+    """`patch` applied to `target` as a JSON merge patch (RFC 7386): null removes a key."""
+    out = copy.deepcopy(target)
+    for key, value in patch.items():
+        if value is None:
+            out.pop(key, None)
+        elif isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = merged(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+class Owners(World):
+    """The stand-in API, with owners at a resourceVersion that take guarded merge patches."""
+
+    def put_workload(self, resource: str, obj: dict) -> None:
+        self.rv += 1
+        obj = copy.deepcopy(obj)
+        obj.setdefault("metadata", {})["resourceVersion"] = str(self.rv)
+        super().put_workload(resource, obj)
+
+    def apply(self, actions) -> None:
+        for action in actions:
+            if isinstance(action, (SuspendOwner, ResumeOwner)):
+                self.patch_owner(action.resource.name, action.name, action.patch)
+        super().apply([a for a in actions if not isinstance(a, (SuspendOwner, ResumeOwner))])
+
+    def patch_owner(self, resource: str, name: str, patch: dict) -> None:
+        current = self.workloads[(resource, NS, name)]
+        wanted = patch.get("metadata", {}).get("resourceVersion")
+        if wanted and wanted != current["metadata"]["resourceVersion"]:
+            self.conflicts += 1
+            return
+        self.put_workload(resource, merged(current, patch))
+
+    def owner(self, resource: str, name: str) -> dict:
+        return self.workloads[(resource, NS, name)]
+
+    def refuse(self, name: str, why: str = "0/2 nodes are available: 2 Insufficient nvidia.com/gpu.") -> None:
+        """The scheduler's verdict on a released member: it does not fit on the node it is pinned to."""
+        pod = self.pods[f"{NS}/{name}"]
+        pod["status"]["conditions"] = [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                                        "message": why}]
+        self._store(pod)
+
+    def bind_one(self, name: str) -> None:
+        pod = self.pods[f"{NS}/{name}"]
+        pod["spec"]["nodeName"] = pod["metadata"]["annotations"][names.RESERVED_NODE_ANNOTATION]
+        pod["status"]["phase"] = "Running"
+        self._store(pod)
+
+
+class JobController:
+    """What the Job controller does as far as a rollback goes: `parallelism` gated pods while the
+    Job runs, none while it is suspended (deleted without counting them: they are never DeletePods)."""
+
+    def __init__(self, world: Owners, name: str = "train", parallelism: int = 2):
+        self.world, self.name, self.created = world, name, 0
+        world.put_workload(JOBS, {"metadata": {"name": name}, "spec": {"parallelism": parallelism}})
+
+    @property
+    def job(self) -> dict:
+        return self.world.owner(JOBS, self.name)
+
+    @property
+    def group(self) -> str:
+        return to_label_value(f"{self.name}-{self.job['metadata']['uid']}")
+
+    def pods(self) -> list[str]:
+        return [key for key, pod in self.world.pods.items()
+                if pod["metadata"].get("labels", {}).get(names.GROUP_LABEL) == self.group]
+
+    def sync(self) -> None:
+        if self.job["spec"].get("suspend"):
+            for key in self.pods():
+                self.world.delete(key)
+            return
+        for _ in range(self.job["spec"]["parallelism"] - len(self.pods())):
+            self.world.add(member_object(f"{self.name}-{self.created}", group=self.group, source=names.SOURCE_JOB,
+                                         owner=("Job", self.name), gpus=8, created=CREATED))
+            self.created += 1
+
+
+class Run:
+    """The world, the controller's memory and the Job controller, advanced one pass at a time."""
+
+    def __init__(self, world: Owners, settings: Settings, jobs: JobController | None = None):
+        self.world, self.settings, self.jobs = world, settings, jobs
+        self.memory, self.now = Memory(), NOW
+
+    def step(self, seconds: float = 1.0):
+        if self.jobs is not None:
+            self.jobs.sync()
+        outcome = reconcile(self.world.facts(), self.world.workload_index(), self.world.node_list(), self.memory,
+                            self.now, self.settings)
+        self.memory = outcome.memory
+        self.world.apply(outcome.actions)
+        self.now += seconds
+        return outcome
+
+
+def of(outcome, kind):
+    return [a for a in outcome.actions if isinstance(a, kind)]
+
+
+def reports(outcome, event):
+    return [a for a in of(outcome, Report) if a.event == event]
+
+
+def nodes(count: int) -> list[dict]:
+    return [node_object(f"n{i}") for i in range(count)]
+
+
+def released_and_refused(run: Run, refused: str) -> None:
+    """Reserve, release; the scheduler binds every member but `refused`, which it reports Unschedulable."""
+    run.step()
+    run.step()
+    for key, pod in list(run.world.pods.items()):
+        name = pod["metadata"]["name"]
+        if not pod["spec"].get("schedulingGates") and name != refused:
+            run.world.bind_one(name)
+    run.world.refuse(refused)
+
+
+def job_run(**settings) -> Run:
+    world = Owners(nodes(2))
+    run = Run(world, Settings(rollback_backoff_seconds=BACKOFF, **settings), JobController(world))
+    return run
+
+
+# --- an owner with a suspend switch -----------------------------------------------------------
+
+def test_a_job_that_fails_to_bind_is_suspended_not_deleted_and_resumed_when_its_backoff_ends():
+    run = job_run()
+    released_and_refused(run, "train-1")
+    before = run.world.owner(JOBS, "train")["metadata"]["resourceVersion"]
+    rolled_back = run.step()
+    (suspend,) = of(rolled_back, SuspendOwner)
+    assert (suspend.resource.name, suspend.name) == (JOBS, "train")
+    assert suspend.patch == {"metadata": {"resourceVersion": before, "annotations": {
+        names.SUSPENDED_BY_ANNOTATION: "gangkeeper", names.RESUME_AT_ANNOTATION: stamp(NOW + 2 + BACKOFF)}},
+        "spec": {"suspend": True}}
+    assert of(rolled_back, DeletePod) == [], "deleting a Job's pods would spend its backoffLimit"
+    (on_job,) = reports(rolled_back, "gang.suspended")
+    assert on_job.involved == JOB and on_job.warning
+    assert "suspended Job train until" in reports(rolled_back, "gang.rolled_back")[0].message
+
+    waited = [run.step() for _ in range(int(BACKOFF) - 1)]  # the Job controller deletes its pods meanwhile
+    assert run.world.pods == {}
+    assert not any(of(outcome, ResumeOwner) for outcome in waited)
+    assert waited[-1].next_due == NOW + 2 + BACKOFF, "the runner wakes when the resume falls due"
+    suspended = run.world.owner(JOBS, "train")
+    resumed = run.step()
+    assert [a.patch for a in of(resumed, ResumeOwner)] == [{
+        "metadata": {"resourceVersion": suspended["metadata"]["resourceVersion"], "annotations": {
+            names.SUSPENDED_BY_ANNOTATION: None, names.RESUME_AT_ANNOTATION: None}}, "spec": {"suspend": False}}]
+    assert [r.involved for r in reports(resumed, "gang.resumed")] == [JOB]
+    job = run.world.owner(JOBS, "train")
+    assert job["spec"]["suspend"] is False and job["metadata"]["annotations"] == {}
+    assert len(of(run.step(), Reserve)) == 2, "its pods come back gated and are planned at once"
+
+
+def test_the_backoff_doubles_from_one_suspension_to_the_next():
+    run = job_run()
+    released_and_refused(run, "train-1")
+    run.step()
+    for _ in range(int(BACKOFF) + 1):
+        run.step()
+    released_and_refused(run, "train-3")
+    again = run.step()
+    (suspend,) = of(again, SuspendOwner)
+    assert suspend.patch["metadata"]["annotations"][names.RESUME_AT_ANNOTATION] == stamp(run.now - 1 + 2 * BACKOFF)
+    assert "rolled back 2×" in reports(again, "gang.rolled_back")[0].message
+
+
+def test_a_new_leader_resumes_on_time_what_its_predecessor_suspended():
+    run = job_run()
+    released_and_refused(run, "train-1")
+    run.step()
+    run.step()
+    run.memory = Memory()  # a new leader: all it knows is on the Job
+    early = run.step()
+    assert of(early, ResumeOwner) == [] and early.next_due == NOW + 2 + BACKOFF
+    run.now = NOW + 2 + BACKOFF
+    assert len(of(run.step(), ResumeOwner)) == 1
+
+
+def test_an_owner_a_user_suspended_is_never_resumed_and_its_pods_are_not_planned():
+    world = Owners(nodes(2))
+    jobs = JobController(world)
+    jobs.sync()  # its pods exist, gated, when the user suspends it
+    world.put_workload(JOBS, merged(jobs.job, {"spec": {"suspend": True}}))
+    run = Run(world, Settings())
+    outcomes = [run.step(seconds=600) for _ in range(5)]
+    assert not any(of(o, ResumeOwner) or of(o, Reserve) or of(o, SuspendOwner) for o in outcomes)
+    assert "not by gangkeeper" in of(outcomes[0], SaveGang)[0].status["conditions"][0]["message"]
+
+
+def test_a_user_who_takes_gangkeepers_mark_off_keeps_the_owner_suspended():
+    run = job_run()
+    released_and_refused(run, "train-1")
+    run.step()
+    run.step()
+    job = run.world.owner(JOBS, "train")
+    run.world.patch_owner(JOBS, "train", {"metadata": {"annotations": {names.SUSPENDED_BY_ANNOTATION: None}}})
+    assert job["spec"]["suspend"] is True
+    outcomes = [run.step(seconds=10) for _ in range(10)]
+    assert not any(of(o, ResumeOwner) for o in outcomes)
+    assert run.world.owner(JOBS, "train")["spec"]["suspend"] is True and run.world.pods == {}
+
+
+def test_a_user_who_resumes_the_owner_first_is_left_alone_and_the_group_is_planned_at_once():
+    run = job_run()
+    released_and_refused(run, "train-1")
+    run.step()
+    run.step()
+    run.world.patch_owner(JOBS, "train", {"spec": {"suspend": False}})  # our marks stay on it
+    outcomes = [run.step() for _ in range(3)]
+    assert not any(of(o, ResumeOwner) or of(o, SuspendOwner) for o in outcomes)
+    assert len(of(outcomes[0], Reserve)) == 2, "its backoff ends with the suspension"
+    assert run.now < NOW + 2 + BACKOFF
+
+
+def test_a_resume_refused_for_a_stale_owner_is_sent_again_on_the_fresh_one_and_reported_once():
+    run = job_run()
+    released_and_refused(run, "train-1")
+    run.step()
+    run.now = NOW + 2 + BACKOFF
+    run.jobs.sync()
+    decided = reconcile(run.world.facts(), run.world.workload_index(), run.world.node_list(), run.memory, run.now,
+                        run.settings)
+    run.memory = decided.memory
+    run.world.put_workload(JOBS, run.world.owner(JOBS, "train"))  # its controller writes first: a new version
+    run.world.apply(decided.actions)
+    assert run.world.conflicts == 1 and run.world.owner(JOBS, "train")["spec"]["suspend"] is True
+    again = run.step()
+    assert len(of(again, ResumeOwner)) == 1 and reports(again, "gang.resumed") == []
+    assert run.world.owner(JOBS, "train")["spec"]["suspend"] is False
+    assert len(reports(decided, "gang.resumed")) == 1
+
+
+def test_a_pytorchjob_is_suspended_by_its_own_switch():
+    world = Owners(nodes(2), [(PYTORCHJOBS, {"metadata": {"name": "pj"},
+                                             "spec": {"pytorchReplicaSpecs": {"Worker": {"replicas": 2}}}})])
+    for index in range(2):
+        world.add(member_object(f"pj-{index}", group="pj-uid-pj", source=names.SOURCE_PYTORCHJOB,
+                                owner=("PyTorchJob", "pj"), gpus=8, created=CREATED))
+    run = Run(world, Settings())
+    released_and_refused(run, "pj-1")
+    (suspend,) = of(run.step(), SuspendOwner)
+    assert suspend.patch["spec"] == {"runPolicy": {"suspend": True}}
+    assert world.owner(PYTORCHJOBS, "pj")["spec"]["runPolicy"]["suspend"] is True
+
+
+def test_a_running_job_left_incomplete_past_the_bind_timeout_is_suspended():
+    run = job_run(bind_timeout_seconds=20)
+    run.step()
+    run.step()
+    for key in list(run.world.pods):
+        run.world.bind_one(run.world.pods[key]["metadata"]["name"])
+    lost = next(iter(run.world.pods))
+    del run.world.nodes[run.world.pods[lost]["spec"]["nodeName"]]  # with its node; the replacement cannot fit
+    run.world.delete(lost)
+    outcomes = [run.step() for _ in range(25)]
+    suspended = [o for o in outcomes if of(o, SuspendOwner)]
+    assert len(suspended) == 1 and "incomplete" in reports(suspended[0], "gang.rolled_back")[0].message
+    assert not any(of(o, DeletePod) for o in outcomes)
+
+
+# --- members without an owner -----------------------------------------------------------------
+
+def plain_run(**settings) -> Run:
+    world = Owners(nodes(2))
+    for index in range(2):
+        world.add(member_object(f"plain-{index}", group="plain", min_count=2, gpus=8, created=CREATED))
+    return Run(world, Settings(**settings))
+
+
+def test_a_group_without_owner_that_fails_to_bind_loses_every_member_loudly_and_keeps_its_gang():
+    run = plain_run()
+    released_and_refused(run, "plain-1")
+    assert run.world.pods[f"{NS}/plain-0"]["spec"]["nodeName"], "plain-0 is bound and holds 8 GPUs"
+    rolled_back = run.step()
+    assert [(a.pod, bool(a.why)) for a in of(rolled_back, DeletePod)] == [("plain-0", True), ("plain-1", True)]
+    (report,) = reports(rolled_back, "gang.rolled_back")
+    assert report.warning and report.on_pods and report.pods == ("plain-0", "plain-1")
+    assert report.involved[1:] == ("Gang", "plain")
+    status = of(rolled_back, SaveGang)[0].status
+    assert status["phase"] == "Failed"
+    rolled = next(c for c in status["conditions"] if c["type"] == "RolledBack")
+    assert rolled["status"] == "True" and "1 bound, holding 8 accelerators" in rolled["message"]
+    assert f"resubmit them (label {names.GROUP_LABEL}=plain): plain-0, plain-1" in rolled["message"]
+    assert run.world.pods == {}
+    gone = run.step()
+    assert of(gone, DeleteGang) == [] and run.world.gang("plain") is not None, "its Gang says what to resubmit"
+
+
+def test_a_group_given_up_stays_failed_while_its_members_go_and_is_planned_when_resubmitted():
+    run = plain_run()
+    released_and_refused(run, "plain-1")
+    rolled_back = reconcile(run.world.facts(), run.world.workload_index(), run.world.node_list(), run.memory,
+                            run.now, run.settings)
+    run.memory = rolled_back.memory
+    run.world.apply([a for a in rolled_back.actions if not (isinstance(a, DeletePod) and a.pod == "plain-0")])
+    terminating = run.step()  # plain-0 is still on its node, terminating: it looks bound and running
+    assert of(terminating, Reserve) == [] and reports(terminating, "gang.bound") == []
+    status = run.world.gang("plain")["status"]
+    assert status["phase"] == "Failed"
+    assert "resubmit" in next(c for c in status["conditions"] if c["type"] == "RolledBack")["message"]
+    run.world.delete(f"{NS}/plain-0")
+    for index in (2, 3):
+        run.world.add(member_object(f"plain-{index}", group="plain", min_count=2, gpus=8, created=CREATED))
+    assert len(of(run.step(), Reserve)) == 2
+
+
+def test_keeping_members_without_owner_says_what_they_hold():
+    run = plain_run(rollback_ownerless=Ownerless.KEEP)
+    released_and_refused(run, "plain-1")
+    rolled_back = run.step()
+    assert of(rolled_back, DeletePod) == []
+    message = reports(rolled_back, "gang.rolled_back")[0].message
+    assert "kept 2 members no owner recreates (--rollback-ownerless=keep): 1 bound, holding 8 accelerators" in message
+    status = of(rolled_back, SaveGang)[0].status
+    assert status["phase"] == "Waiting"
+    assert "holding 8 accelerators" in next(c for c in status["conditions"] if c["type"] == "RolledBack")["message"]
+    assert len(run.world.pods) == 2
