@@ -44,6 +44,14 @@ def _planner(quick: bool) -> str:
     return bench_planner.markdown(bench_planner.run(nodes=sizes, bound_pods=bound, waiting_groups=500))
 
 
+def _occupancy(quick: bool) -> str:
+    from bench import occupancy as bench_occupancy
+
+    sizes = (500,) if quick else (500, 5_000)
+    bound = 5_000 if quick else 50_000
+    return bench_occupancy.markdown(bench_occupancy.run(nodes=sizes, bound_pods=bound, waiting_groups=500))
+
+
 def _controller(quick: bool) -> str:
     from bench import controller as bench_controller
 
@@ -105,6 +113,7 @@ SECTIONS: dict[str, Callable[[bool], str]] = {
     "webhook": _webhook,
     "store": _store,
     "planner": _planner,
+    "occupancy": _occupancy,
     "controller": _controller,
     "fuzz": _fuzz,
     "study": _study,
