@@ -122,7 +122,7 @@ SECTIONS: dict[str, Callable[[bool], str]] = {
 }
 
 
-_SECTION = re.compile(r"<!-- section: (?P<name>[a-z]+) -->\n(?P<body>.*?)<!-- /section: (?P=name) -->\n", re.S)
+_SECTION = re.compile(r"<!-- section: (?P<name>[a-z][a-z-]*) -->\n(?P<body>.*?)<!-- /section: (?P=name) -->\n", re.S)
 
 
 def measured_section(name: str, body: str, command: str, load: tuple[float, float, float]) -> str:

@@ -453,6 +453,7 @@ class Inventory:
         self._pending: dict[ClaimKey, _PendingClaim] = {}
         self._rooms: dict[DeviceDemand, _Room] = {}
         self._explicit = 0  # devices taken by explicit claims and holds (not for extended resources)
+        self._unrecounted: set[str] = set()  # nodes whose devices changed since the rooms were last read
         self._private_rooms: set[DeviceDemand] | None = None  # rooms that are ours alone; None: all of them
         self._pool_nodes: dict[tuple[str, str], frozenset[str]] | None = None  # derived from `_local`
         self._owned: frozenset[str] | set[str] = frozenset(_COPIED)
@@ -672,11 +673,13 @@ class Inventory:
 
     def room(self, demand: DeviceDemand, nodes: Iterable[Node]) -> Mapping[int, set[str]] | None:
         """The nodes with devices of their own by how many pods of this demand each takes now
-        (at least one), kept up to date as devices are taken and freed; made on first use from
-        `nodes`. None when a slice serves nodes by selector or to all nodes (ask `fits` per node).
+        (at least one), brought up to date when read with the nodes whose devices were taken or
+        freed since; made on first use from `nodes`. None when a slice serves nodes by selector or to all nodes (ask `fits` per node).
         Read only. Forget the rooms (`forget_rooms`) when the nodes themselves change."""
         if self._shared_pools or not demand:
             return None
+        if self._unrecounted:
+            self._recount()
         room = self._rooms.get(demand)
         if room is None:
             local = {node.name: node for node in nodes if node.name in self._local}
@@ -690,6 +693,7 @@ class Inventory:
         """The nodes changed (labels, allocatable): rooms are made again on next use."""
         if self._rooms:
             self._own("_rooms").clear()
+        self._unrecounted = set()
 
     @property
     def nodes_with_devices(self) -> Collection[str]:
@@ -716,6 +720,7 @@ class Inventory:
         self._private_rooms, clone._private_rooms = set(), set()
         clone._pool_nodes = self._pool_nodes
         clone._explicit = self._explicit
+        clone._unrecounted = set(self._unrecounted)
         return clone
 
     # --- bookkeeping -----------------------------------------------------------------------------
@@ -742,10 +747,13 @@ class Inventory:
                 else:
                     table.pop(key, None)
         if self._rooms:
-            self._recount({node for key in keys for node in self._nodes_of_pool((key[0], key[1]))})
+            for key in keys:
+                self._unrecounted |= self._nodes_of_pool((key[0], key[1]))
 
-    def _recount(self, nodes: Iterable[str]) -> None:
-        """Move the nodes whose devices changed to their new counts in every room."""
+    def _recount(self) -> None:
+        """Move the nodes whose devices changed since a room was last read to their new counts in
+        every room: a plan holds and drops devices many times between two reads."""
+        nodes, self._unrecounted = self._unrecounted, set()
         for name in nodes:
             for demand, room in list(self._rooms.items()):
                 node = room.nodes.get(name)

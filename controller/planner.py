@@ -113,6 +113,8 @@ def plan_group(group: Group, pool: NodePool, ledger: Ledger, topology: Topology 
     domains = _domains(classes, pool, topology)
     if occupancy is not None and any(_one_by_one(cls, occupancy) for cls in classes):
         domains = _best_per_label(domains)  # placing one by one costs more: the best domain of each level
+    else:
+        occupancy = None  # only resources and node rules decide for every member
     assignments: list[Assignment] = []
     for domain in domains:
         assignments = _place(classes, pool, ledger, domain, occupancy)

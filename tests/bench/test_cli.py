@@ -21,3 +21,10 @@ def test_sections_appear_in_the_harness_order_whatever_order_they_ran_in():
 def test_each_section_says_when_and_how_it_was_measured():
     section = measured_section("fuzz", "figures", "gangkeeper bench fuzz --quick", (1.25, 1.0, 1.0))
     assert "with `gangkeeper bench fuzz --quick`" in section and "load average at start 1.25" in section
+
+
+def test_a_written_section_whose_name_has_a_hyphen_is_kept_too():
+    notes = "<!-- section: occupancy-notes -->\nwhy the target is missed\n<!-- /section: occupancy-notes -->\n"
+    after = merge(HEADER + notes, {"webhook": measured_section("webhook", "figures", "gangkeeper bench webhook",
+                                                               (0.5, 0.5, 0.5))})
+    assert "why the target is missed" in after

@@ -761,3 +761,32 @@ def test_every_recorded_dra_case_is_replayed():
     assert {p.stem for p in CASES} == {
         "dra-claim-template-per-pod", "dra-two-devices-per-pod", "dra-shared-claim", "dra-cel-selector",
         "dra-extended-resource", "dra-extended-resource-and-device-plugin"}
+
+
+# --- the room index --------------------------------------------------------------------------------
+
+def test_the_room_counts_nodes_by_pods_of_a_demand_they_take_and_follows_holds_when_read():
+    nodes = [node("n1"), node("n2")]
+    inv = inventory(device_class(), resource_slice("s1", gpus(4), node="n1"), resource_slice("s2", gpus(2), node="n2"))
+    two = one_claim(any_gpu(2))
+    assert inv.room(two, nodes) == {2: {"n1"}, 1: {"n2"}}
+    inv.hold("m1", nodes[0], two)
+    assert inv.room(two, nodes) == {1: {"n1", "n2"}}
+    inv.forget("m1")
+    assert inv.room(two, nodes) == {2: {"n1"}, 1: {"n2"}}
+
+
+def test_a_copys_holds_move_its_room_and_not_the_originals():
+    nodes = [node("n1")]
+    inv = inventory(device_class(), resource_slice("s1", gpus(4), node="n1"))
+    one = one_claim(any_gpu())
+    inv.room(one, nodes)
+    plan = inv.copy()
+    plan.hold("m1", nodes[0], one)
+    assert plan.room(one, nodes) == {3: {"n1"}}
+    assert inv.room(one, nodes) == {4: {"n1"}}
+
+
+def test_there_is_no_room_index_when_a_slice_serves_nodes_by_selector():
+    shared = resource_slice("net", gpus(2), node=None, allNodes=True)
+    assert inventory(device_class(), shared).room(one_claim(any_gpu()), [node("n1")]) is None
