@@ -503,7 +503,7 @@ _RULES = {ANTI_AFFINITY_REFUSAL: "anti-affinity", EXISTING_ANTI_AFFINITY_REFUSAL
           PORTS_REFUSAL: "host ports", BINDING_ORDER_REFUSAL: "pod affinity"}
 
 
-EXPLAINED_NODES = 512  # nodes a NoFit's explanation examines one by one, at most
+EXPLAINED_NODES = 128  # nodes a NoFit's explanation examines one by one, at most
 EXPLAINED_DEVICE_NODES = 32  # of which the allocator is asked why it refuses, at most
 
 
@@ -566,9 +566,9 @@ def _occupancy_shortage(cls: _Class, partial: list[Assignment], pool: NodePool, 
 
 def _device_room_shortage(cls: _Class, fits: Mapping[str, int], pool: NodePool, occupancy: Occupancy) -> str:
     """Too few devices for the class: the allocator's words for a few nodes, the room's figures for many."""
-    with_devices = occupancy.devices.nodes_with_devices
-    nodes = [pool.nodes[name] for name in sorted(cls.eligible) if name in with_devices]
-    if len(nodes) <= EXPLAINED_NODES // 8:
+    candidates = cls.eligible & occupancy.devices.nodes_with_devices
+    if len(candidates) <= EXPLAINED_DEVICE_NODES:
+        nodes = [pool.nodes[name] for name in sorted(candidates)]
         devices = occupancy.devices
         explained = devices.shortage(nodes, cls.devices, len(cls.members))
         if explained:
