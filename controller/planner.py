@@ -48,7 +48,7 @@ from gangkeeper.controller.interpod import (
     SPREAD_REFUSAL,
     spread_penalty,
 )
-from gangkeeper.controller.model import Group, GroupKey, Member
+from gangkeeper.controller.model import Group, GroupKey, Member, Node
 from gangkeeper.controller.occupancy import Occupancy
 from gangkeeper.controller.ports import REFUSAL as PORTS_REFUSAL
 from gangkeeper.quantity import format_quantity
@@ -485,7 +485,7 @@ def _why(cls: _Class, partial: list[Assignment], pool: NodePool, ledger: Ledger,
     if cls.unplaceable:
         return f"no node may run {member.name}: {cls.unplaceable}", ("devices" if cls.devices else "volumes",)
     if not cls.eligible:
-        refusals = ", ".join(f"{n} {reason}" for reason, n in pool.refusals(member).most_common(3))
+        refusals = _most_common(pool.refusals(member))
         return f"no node may run {member.name} ({refusals or 'there are no nodes'})", ("eligibility",)
     if cls.accelerator is not None:
         explained = _accelerator_shortage(cls, ledger)
@@ -535,15 +535,13 @@ def _occupancy_shortage(cls: _Class, partial: list[Assignment], pool: NodePool, 
         if cls.devices or cls.extended:
             with_devices = [name for name in roomy if occupancy.devices_fit(pool.nodes[name], cls.devices, rest[0].requests)]
             if not with_devices:
-                devices = occupancy.devices
                 asked = roomy[:EXPLAINED_DEVICE_NODES]
-                reasons = Counter(devices.refusal(pool.nodes[name], devices.demand_on(pool.nodes[name], cls.devices,
-                                                                                       rest[0].requests))
-                                  or "another member's devices on the node differ" for name in asked)
+                reasons = _device_refusals((pool.nodes[name] for name in asked), cls, rest[0], occupancy)
+                if None in reasons:  # the allocator would, but another demand's holds keep it off (devices_fit)
+                    reasons["another member's devices on the node differ"] = reasons.pop(None)
                 sample = "" if len(asked) == len(roomy) else f" (the first {len(asked)}: "
-                counted = ", ".join(f"{n} {why}" for why, n in reasons.most_common(3))
                 return (f"none of the {len(roomy)} eligible nodes with room{scope} can allocate the claims of "
-                        f"{rest[0].name} {sample or '('}{counted})"), ("devices",)
+                        f"{rest[0].name} {sample or '('}{_most_common(reasons)})"), ("devices",)
             roomy = with_devices
         refusals = Counter(occupancy.refusal(rest[0], name) for name in roomy)
         allowed = refusals.pop(None, 0)
@@ -556,7 +554,7 @@ def _occupancy_shortage(cls: _Class, partial: list[Assignment], pool: NodePool, 
         if cls.accelerator is not None:
             need += f" with {cls.per_member} free {cls.accelerator} each"
         nodes = len(roomy)
-        refused = ", ".join(f"{n} {why}" for why, n in refusals.most_common(3))
+        refused = _most_common(refusals)
         return (f"{rule}: {need}, {nodes}{scope} {'has' if nodes == 1 else 'have'} room and {allowed} of them "
                 f"{'admits' if allowed == 1 else 'admit'} one ({refused})"), (rule,)
     finally:
@@ -569,20 +567,29 @@ def _device_room_shortage(cls: _Class, fits: Mapping[str, int], pool: NodePool, 
     candidates = cls.eligible & occupancy.devices.nodes_with_devices
     if len(candidates) <= EXPLAINED_DEVICE_NODES:
         nodes = [pool.nodes[name] for name in sorted(candidates)]
-        devices = occupancy.devices
-        explained = devices.shortage(nodes, cls.devices, len(cls.members))
+        explained = occupancy.devices.shortage(nodes, cls.devices, len(cls.members))
         if explained:
             return explained
-        reasons = Counter(devices.refusal(node, devices.demand_on(node, cls.devices, cls.members[0].requests))
-                          for node in nodes)
+        reasons = _device_refusals(nodes, cls, cls.members[0], occupancy)
         reasons.pop(None, None)
         if reasons:
             return (f"no eligible node with devices can allocate the claims of {cls.members[0].name} "
-                    f"({', '.join(f'{n} {why}' for why, n in reasons.most_common(3))})")
+                    f"({_most_common(reasons)})")
     most = max(fits.items(), key=lambda item: (item[1], item[0]), default=None)
     at_most = f", at most {most[1]} on one node ({most[0]})" if most else ""
     return (f"needs devices for {len(cls.members)} members like {cls.members[0].name}; the {len(fits)} eligible nodes "
             f"with devices have room for {sum(fits.values())}{at_most}")
+
+
+def _device_refusals(nodes: Iterable[Node], cls: _Class, member: Member, occupancy: Occupancy) -> Counter:
+    """Why the allocator would refuse one more member of the class on each node (None: it would not)."""
+    devices = occupancy.devices
+    return Counter(devices.refusal(node, devices.demand_on(node, cls.devices, member.requests)) for node in nodes)
+
+
+def _most_common(reasons: Counter) -> str:
+    """The three most frequent reasons with their counts: `4 not Ready, 1 cordoned`."""
+    return ", ".join(f"{n} {reason}" for reason, n in reasons.most_common(3))
 
 
 def _accelerator_shortage(cls: _Class, ledger: Ledger) -> str | None:
