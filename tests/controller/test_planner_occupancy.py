@@ -44,9 +44,25 @@ def placement(outcome):
     return Counter(node for _, node in outcome.assignments)
 
 
-def gang_of(name, size, **pod):
-    members = [member_from_api(with_labels(pod_object(f"{name}-{i}", **pod), {"job": name})) for i in range(size)]
+def gang_of(name, size, spec=None, **pod):
+    """A group of `size` members labelled `job: name`, their pods carrying `spec` too."""
+    members = [member_from_api(with_spec(with_labels(pod_object(f"{name}-{i}", **pod), {"job": name}), **(spec or {})))
+               for i in range(size)]
     return group_of(("team", name), members, size, 0.0)
+
+
+def apart(name, size, gpus):
+    """A group whose members keep apart: required anti-affinity on the hostname among themselves."""
+    return gang_of(name, size, {"affinity": anti_affinity(HOSTNAME, {"job": name})}, gpus=gpus)
+
+
+def two_zones():
+    return [node(f"{zone}{i}", labels={ZONE: zone, HOSTNAME: f"{zone}{i}"}) for zone in "ab" for i in range(2)]
+
+
+def zone_spread(when, job):
+    return {"topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": ZONE, "whenUnsatisfiable": when,
+                                           "labelSelector": {"matchLabels": {"job": job}}}]}
 
 
 def with_labels(pod, labels):
@@ -73,25 +89,17 @@ def anti_affinity(key, labels):
 
 def test_members_with_required_anti_affinity_on_hostname_go_to_distinct_nodes():
     index = world(hosts("a", "b", "c"))
-    group = gang_of("aa", 2, gpus=4)
-    group = group_of(group.key, [member_from_api(with_spec(with_labels(pod_object(f"aa-{i}", gpus=4), {"job": "aa"}),
-                                                           affinity=anti_affinity(HOSTNAME, {"job": "aa"})))
-                                 for i in range(2)], 2, 0.0)
-    assert sorted(placement(plan(index, group)).values()) == [1, 1]
+    assert sorted(placement(plan(index, apart("aa", 2, gpus=4))).values()) == [1, 1]
 
 
 def test_without_the_occupancy_the_same_group_is_packed_on_one_node():
     index = world(hosts("a", "b"))
-    members = [member_from_api(with_spec(with_labels(pod_object(f"aa-{i}", gpus=4), {"job": "aa"}),
-                                         affinity=anti_affinity(HOSTNAME, {"job": "aa"}))) for i in range(2)]
-    assert len(placement(plan_group(group_of(("team", "aa"), members, 2, 0.0), index.pool, index.ledger))) == 1
+    assert len(placement(plan_group(apart("aa", 2, gpus=4), index.pool, index.ledger))) == 1
 
 
 def test_anti_affinity_that_cannot_be_met_says_how_many_nodes_it_needs():
     index = world(hosts("a", "b"), pods=[running("other", "b", gpus=8)])
-    members = [member_from_api(with_spec(with_labels(pod_object(f"aa-{i}", gpus=4), {"job": "aa"}),
-                                         affinity=anti_affinity(HOSTNAME, {"job": "aa"}))) for i in range(2)]
-    outcome = plan(index, group_of(("team", "aa"), members, 2, 0.0))
+    outcome = plan(index, apart("aa", 2, gpus=4))
     assert isinstance(outcome, NoFit)
     assert outcome.placeable == 1
     assert "anti-affinity: 1 members need 1 nodes with 4 free nvidia.com/gpu each" in outcome.reason
@@ -104,12 +112,7 @@ def test_an_existing_pods_anti_affinity_keeps_members_off_its_node():
 
 
 def test_a_spread_constraint_is_enforced_by_the_planner_within_its_skew():
-    nodes = [node(f"{zone}{i}", labels={ZONE: zone, HOSTNAME: f"{zone}{i}"}) for zone in "ab" for i in range(2)]
-    spread = [{"maxSkew": 1, "topologyKey": ZONE, "whenUnsatisfiable": "DoNotSchedule",
-               "labelSelector": {"matchLabels": {"job": "s"}}}]
-    members = [member_from_api(with_spec(with_labels(pod_object(f"s-{i}", gpus=2), {"job": "s"}),
-                                         topologySpreadConstraints=spread)) for i in range(4)]
-    outcome = plan(world(nodes), group_of(("team", "s"), members, 4, 0.0))
+    outcome = plan(world(two_zones()), gang_of("s", 4, zone_spread("DoNotSchedule", "s"), gpus=2))
     zones = Counter(node[0] for node in placement(outcome).elements())
     assert zones == {"a": 2, "b": 2}
 
@@ -125,10 +128,7 @@ def test_members_asking_the_same_host_port_go_to_distinct_nodes_and_avoid_nodes_
 
 def test_planning_leaves_the_occupancy_as_it_was_and_apply_counts_the_plan():
     index = world(hosts("a", "b"))
-    members = [member_from_api(with_spec(with_labels(pod_object(f"aa-{i}", gpus=4), {"job": "aa"}),
-                                         affinity=anti_affinity(HOSTNAME, {"job": "aa"}))) for i in range(2)]
-    group = group_of(("team", "aa"), members, 2, 0.0)
-    outcome = plan(index, group)
+    outcome = plan(index, apart("aa", 2, gpus=4))
     assert len(index.occupancy.placements) == 0
     working, around = index.ledger.copy(), index.occupancy.copy()
     apply(outcome, working, around, index.pool)
@@ -242,15 +242,11 @@ def test_a_member_goes_where_its_bound_volume_may_be_used():
 
 
 def test_a_schedule_anyway_spread_is_a_preference_the_planner_follows_when_it_can():
-    nodes = [node(f"{zone}{i}", labels={ZONE: zone, HOSTNAME: f"{zone}{i}"}) for zone in "ab" for i in range(2)]
-    spread = [{"maxSkew": 1, "topologyKey": ZONE, "whenUnsatisfiable": "ScheduleAnyway",
-               "labelSelector": {"matchLabels": {"job": "s"}}}]
-    members = [member_from_api(with_spec(with_labels(pod_object(f"s-{i}", gpus=1), {"job": "s"}),
-                                         topologySpreadConstraints=spread)) for i in range(4)]
-    zones = Counter(node[0] for node in placement(plan(world(nodes), group_of(("team", "s"), members, 4, 0.0))).elements())
+    group = gang_of("s", 4, zone_spread("ScheduleAnyway", "s"), gpus=1)
+    zones = Counter(node[0] for node in placement(plan(world(two_zones()), group)).elements())
     assert zones == {"a": 2, "b": 2}
-    packed = Counter(node[0] for node in placement(plan_group(group_of(("team", "s"), members, 4, 0.0),
-                                                              world(nodes).pool, world(nodes).ledger)).elements())
+    bare = world(two_zones())
+    packed = Counter(node[0] for node in placement(plan_group(group, bare.pool, bare.ledger)).elements())
     assert packed == {"a": 4}  # without the preference, the planner packs one node
 
 
