@@ -82,6 +82,8 @@ class Ledger:
 
     def set_node(self, node: Node) -> None:
         """Add a node or take its new allocatable; pods already counted on it stay counted."""
+        if self._allocatable.get(node.name) == node.allocatable:
+            return
         self._allocatable[node.name] = node.allocatable
         self._refresh(node.name, set(node.allocatable) | set(self._free.get(node.name, ())))
 

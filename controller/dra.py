@@ -68,7 +68,7 @@ ledger already counts the requests of the pods that hold them.
 
 import re
 from collections import Counter
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from fractions import Fraction
@@ -396,11 +396,12 @@ class _Room:
     """How many pods of one demand each node with devices takes now, and the nodes by that count:
     the planner's index for a demand, as the ledger's `nodes_by_free` is for an accelerator."""
 
-    __slots__ = ("nodes", "counts", "by_count")
+    __slots__ = ("nodes", "counts", "by_count", "_ordered")
 
     def __init__(self, nodes: Mapping[str, Node], counts: Mapping[str, int]):
         self.nodes = dict(nodes)
         self.counts = dict(counts)
+        self._ordered: dict[int, list[str]] = {}  # by_count's sets by name, sorted when first asked
         self.by_count: dict[int, set[str]] = {}
         for name, count in self.counts.items():
             if count:
@@ -410,6 +411,8 @@ class _Room:
         before = self.counts.get(name, 0)
         if before == count:
             return
+        self._ordered.pop(before, None)
+        self._ordered.pop(count, None)
         if before:
             bucket = self.by_count[before]
             bucket.discard(name)
@@ -423,7 +426,14 @@ class _Room:
         clone = _Room.__new__(_Room)
         clone.nodes, clone.counts = self.nodes, dict(self.counts)
         clone.by_count = {count: set(names) for count, names in self.by_count.items()}
+        clone._ordered = dict(self._ordered)
         return clone
+
+    def ordered(self, count: int) -> list[str]:
+        names = self._ordered.get(count)
+        if names is None:
+            names = self._ordered[count] = sorted(self.by_count.get(count, ()))
+        return names
 
 
 class Inventory:
@@ -454,8 +464,10 @@ class Inventory:
         self._rooms: dict[DeviceDemand, _Room] = {}
         self._explicit = 0  # devices taken by explicit claims and holds (not for extended resources)
         self._unrecounted: set[str] = set()  # nodes whose devices changed since the rooms were last read
+        self._explicit_changed: set[str] = set()  # nodes whose explicitly taken devices changed since asked
         self._private_rooms: set[DeviceDemand] | None = None  # rooms that are ours alone; None: all of them
         self._pool_nodes: dict[tuple[str, str], frozenset[str]] | None = None  # derived from `_local`
+        self._device_nodes: frozenset[str] | None = None  # derived from `_local`
         self._owned: frozenset[str] | set[str] = frozenset(_COPIED)
 
     # --- objects from the API -----------------------------------------------------------------
@@ -532,8 +544,7 @@ class Inventory:
                 self._join_pending(claim, node.name, result, uid)
             else:
                 taken += [(key, claim.extended) for key in _exclusive(result)]
-        for key, extended in taken:
-            self._take((key,), extended, +1)
+        self._take_all(taken, +1)
         self._own("_holds")[uid] = _Hold(node.name, tuple(taken), tuple(shared))
         return results
 
@@ -542,8 +553,7 @@ class Inventory:
         if hold is None:
             return
         del self._own("_holds")[uid]
-        for key, extended in hold.devices:
-            self._take((key,), extended, -1)
+        self._take_all(hold.devices, -1)
         for key in hold.shared:
             pending = self._pending[key]
             if pending.holders == {uid}:
@@ -654,6 +664,12 @@ class Inventory:
                        if value > 0 and resource in self._extended_names and node.allocatable.get(resource, 0) == 0)
         return _extended_claim(tuple(sorted(served))) if served else None
 
+    def explicit_changes(self) -> set[str]:
+        """The nodes with devices of their own on which explicit claims or holds took or gave back
+        devices since the last call: what DRA serves of extended resources there may have changed."""
+        changed, self._explicit_changed = self._explicit_changed, set()
+        return changed
+
     @property
     def explicit_in_use(self) -> bool:
         """Whether some device is taken by an explicit claim or hold: extended-resource pods then
@@ -689,6 +705,10 @@ class Inventory:
                 self._private_rooms.add(demand)
         return room.by_count
 
+    def room_order(self, demand: DeviceDemand, count: int) -> Sequence[str]:
+        """The nodes the demand's `room` (read just before) lists with this count, by name."""
+        return self._rooms[demand].ordered(count)
+
     def forget_rooms(self) -> None:
         """The nodes changed (labels, allocatable): rooms are made again on next use."""
         if self._rooms:
@@ -698,7 +718,9 @@ class Inventory:
     @property
     def nodes_with_devices(self) -> Collection[str]:
         """Nodes with devices of their own (slices naming them); see `serves_every_node` for the rest."""
-        return self._local.keys()
+        if self._device_nodes is None:
+            self._device_nodes = frozenset(self._local)
+        return self._device_nodes
 
     @property
     def serves_every_node(self) -> bool:
@@ -718,9 +740,10 @@ class Inventory:
             setattr(clone, name, getattr(self, name))
         self._owned, clone._owned = set(), set()
         self._private_rooms, clone._private_rooms = set(), set()
-        clone._pool_nodes = self._pool_nodes
+        clone._pool_nodes, clone._device_nodes = self._pool_nodes, self._device_nodes
         clone._explicit = self._explicit
         clone._unrecounted = set(self._unrecounted)
+        clone._explicit_changed = set()
         return clone
 
     # --- bookkeeping -----------------------------------------------------------------------------
@@ -734,6 +757,13 @@ class Inventory:
             self._owned.add(name)
         return table
 
+    def _take_all(self, devices: Sequence[tuple[DeviceKey, bool]], sign: int) -> None:
+        """`_take` for devices each marked whether an extended-resource claim takes it."""
+        for extended in (False, True):
+            keys = [key for key, of_extended in devices if of_extended is extended]
+            if keys:
+                self._take(keys, extended, sign)
+
     def _take(self, keys: Iterable[DeviceKey], extended: bool, sign: int) -> None:
         tables = (self._own("_taken"), self._own("_extended")) if extended else (self._own("_taken"),)
         keys = tuple(keys)
@@ -746,9 +776,13 @@ class Inventory:
                     table[key] = count
                 else:
                     table.pop(key, None)
-        if self._rooms:
-            for key in keys:
-                self._unrecounted |= self._nodes_of_pool((key[0], key[1]))
+        watched = not extended and self._extended_names
+        if self._rooms or watched:
+            nodes = frozenset().union(*map(self._nodes_of_pool, {(key[0], key[1]) for key in keys}))
+            if self._rooms:
+                self._unrecounted |= nodes
+            if watched:
+                self._explicit_changed |= nodes
 
     def _recount(self) -> None:
         """Move the nodes whose devices changed since a room was last read to their new counts in
@@ -860,7 +894,7 @@ class Inventory:
         cache = self._own("_node_devices")
         for node in touched | nodes:
             cache.pop(node, None)
-        self._pool_nodes = None
+        self._pool_nodes = self._device_nodes = None
         self.forget_rooms()
 
     def _devices(self, node: Node) -> _NodeDevices:
@@ -906,7 +940,12 @@ class Inventory:
                     return None, claim_blocks
                 blocks += claim_blocks
                 constraints[index] = claim.constraints
-        if blocks:
+        first_free = _first_free(devices, blocks, constraints)
+        if first_free is not None:
+            if not first_free:
+                return None, CANNOT_ALLOCATE
+            results[blocks[0].claim] = first_free
+        elif blocks:
             search = _Search(devices.devices, self._shapes, busy, blocks, constraints)
             found = search.run()
             if found is None:
@@ -1079,6 +1118,39 @@ def _extended_claim(served: tuple[tuple[str, str, int], ...]) -> Claim:
     """One claim object per distinct set of (resource, class, count): pods asking alike share it."""
     return Claim(EXTENDED_CLAIM_NAME, tuple(DeviceRequest(resource, class_name, count=count)
                                             for resource, class_name, count in served), extended=True)
+
+
+def sharing_key(demand: DeviceDemand) -> Hashable:
+    """What tells the demand apart where members share a node before they bind.
+
+    A demand of one claim of the pod's own with one plain request (ExactCount, no subrequests,
+    constraints or admin access) takes the first free devices of its class, selectors and
+    tolerations: demands of one such key, whatever their counts, all get their devices in any
+    binding order exactly when the node has as many free as they ask for in all. Any other
+    demand is its own key: first-fit in an unknown order could fail where the plan succeeded.
+    """
+    if len(demand) == 1 and len(demand[0].requests) == 1:
+        claim, request = demand[0], demand[0].requests[0]
+        if (claim.shared is None and claim.allocation is None and not claim.constraints
+                and not request.first_available and request.mode == EXACT_COUNT and not request.admin_access):
+            return request.device_class, request.selectors, request.tolerations
+    return demand
+
+
+def _first_free(devices: _NodeDevices, blocks: Sequence["_Block"],
+                constraints: Mapping[int, tuple[MatchAttribute, ...]]) -> ClaimResult | None:
+    """The allocator's answer without a search, for the common pod of one claim with one plain
+    request (ExactCount, no subrequests, no admin access, no constraints): the first free
+    candidates, in the slices' order, as the search would pick them; () when there are too few.
+    None when the pod asks for more than that and must be searched."""
+    if len(blocks) != 1 or len(blocks[0].variants) != 1 or any(constraints.values()):
+        return None
+    name, variant, candidates = blocks[0].variants[0]
+    if variant.mode != EXACT_COUNT or variant.admin_access or variant.count > MAX_STEPS:
+        return None
+    if not 0 < variant.count <= len(candidates):  # the search, too, finds nothing for a count of 0
+        return ()
+    return tuple(DeviceResult(name, devices.devices[position].key) for position in candidates[:variant.count])
 
 
 def _variants(request: DeviceRequest) -> list[tuple[str, DeviceRequest]]:

@@ -86,7 +86,6 @@ class ClusterIndex:
         self.occupancy = Occupancy()
         self.reserved_accelerators = 0
         self._pool: NodePool | None = None
-        self._served_extended: dict[str, dict[str, int]] = {}  # node → extended resources DRA serves there
         self._buckets: dict[Bucket, dict[str, PodFacts]] = {}
         self._dependents: dict[WorkloadKey, set[Bucket]] = {}
         self._dependencies: dict[Bucket, set[WorkloadKey]] = {}
@@ -131,8 +130,7 @@ class ClusterIndex:
             except Exception:
                 log.exception("%s %s: change not applied to the index", resource, key)
                 failed += 1
-        if devices_changed:
-            self._serve_extended()
+        self._serve_extended(everywhere=devices_changed)
         self._deleted.clear()
         return failed
 
@@ -157,10 +155,9 @@ class ClusterIndex:
         if node is None:
             del self.nodes[name]
             self.ledger.remove_node(name)
-            self._served_extended.pop(name, None)
         else:
             self.nodes[name] = node
-            self._set_capacity(node, self.occupancy.devices.extended_allocatable(node))
+            self.ledger.set_node(self.occupancy.capacity(node))
         self.occupancy.put_node(name, node)
         self._pool = None
 
@@ -245,22 +242,15 @@ class ClusterIndex:
         if not member.terminal and member.reserved_node and not member.node:
             self.reserved_accelerators += sign * int(sum(accelerators(member.requests, self.patterns).values()))
 
-    def _serve_extended(self) -> None:
-        """Devices, classes or claims changed: what DRA serves of extended resources may have too."""
-        for node in self.nodes.values():
-            served = self.occupancy.devices.extended_allocatable(node)
-            if served != self._served_extended.get(node.name, {}):
-                self._set_capacity(node, served)
-
-    def _set_capacity(self, node: Node, served: Mapping[str, int]) -> None:
-        """The ledger counts a node's allocatable plus the extended resources DRA serves on it
-        (resources its allocatable does not list: `dra.Inventory.extended_allocatable`)."""
-        if served:
-            self._served_extended[node.name] = dict(served)
-            node = replace(node, allocatable={**node.allocatable, **served})
-        else:
-            self._served_extended.pop(node.name, None)
-        self.ledger.set_node(node)
+    def _serve_extended(self, everywhere: bool) -> None:
+        """What DRA serves of extended resources may have changed: on every node when devices,
+        classes or claims changed, else on the nodes where explicit claims or holds of the pods
+        just counted took or gave back devices. The ledger counts it (`Occupancy.capacity`)."""
+        changed = self.occupancy.devices.explicit_changes()
+        for name in (self.nodes if everywhere else changed):
+            node = self.nodes.get(name)
+            if node is not None:
+                self.ledger.set_node(self.occupancy.capacity(node))
 
     def _regroup(self, key: str, old: PodFacts | None, new: PodFacts | None) -> None:
         before, after = self._bucket_of(old), self._bucket_of(new)

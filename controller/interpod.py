@@ -394,7 +394,7 @@ class Placements:
     DOMAINS = 1024
 
     __slots__ = ("_nodes", "_namespaces", "_pods", "_gone", "_tallies", "_by_label", "_by_namespace",
-                 "_anti", "_waiting", "ports", "_domains", "_base", "_base_version", "_journal", "_version",
+                 "_anti", "_waiting", "ports", "_domains", "_base", "_base_version", "_changed", "_version",
                  "_work")
 
     def __init__(self, node_labels: Mapping[str, Mapping[str, str]],
@@ -412,7 +412,7 @@ class Placements:
         self._domains: dict[tuple, int] = {}
         self._base: Placements | None = None
         self._base_version = 0
-        self._journal: list[tuple[_Pod, int]] | None = None
+        self._changed: dict[str, _Pod | None] | None = None  # in a copy: uid → its base's pod, of pods changed since
         self._version = 0
         self._work = [0]  # shared by a Placements and its copies
 
@@ -465,7 +465,7 @@ class Placements:
         clone._by_label = clone._by_namespace = None
         clone._anti, clone._waiting, clone.ports = self._anti.copy(), self._waiting.copy(), self.ports.copy()
         clone._domains = dict(self._domains)
-        clone._base, clone._base_version, clone._journal = self, self._version, []
+        clone._base, clone._base_version, clone._changed = self, self._version, {}
         clone._version = 0
         clone._work = self._work
         return clone
@@ -588,8 +588,11 @@ class Placements:
     def _record(self, uid: str, pod: _Pod, delta: int) -> None:
         """Count a pod in (+1) or out (−1) of everything that counts it."""
         self._version += 1
-        if self._journal is not None:
-            self._journal.append((pod, delta))
+        if self._changed is not None:
+            if uid not in self._changed:
+                self._changed[uid] = pod if delta < 0 else None
+            elif self._changed[uid] is self._pods.get(uid):
+                del self._changed[uid]  # back as the base has it (a tentative placement taken out)
         node_labels = self.node_labels(pod.node)
         if self._tallies.by_key:
             for key in self._tallies.matching(pod.labels):
@@ -640,10 +643,12 @@ class Placements:
             base = self._base
             if base is not None and base._version == self._base_version:
                 tally = base._tally(key).clone()
-                for pod, delta in self._journal:
-                    self._work[0] += 1
-                    if _counts(key, pod, self._namespaces):
-                        tally.bump(pod.node, delta, self.node_labels(pod.node))
+                for uid, before in self._changed.items():
+                    for pod, delta in ((before, -1), (self._pods.get(uid), 1)):
+                        if pod is not None:
+                            self._work[0] += 1
+                            if _counts(key, pod, self._namespaces):
+                                tally.bump(pod.node, delta, self.node_labels(pod.node))
             else:
                 tally = _Tally()
                 for pod in self._candidates(key[0]):

@@ -16,9 +16,10 @@ A member's devices are held from its reservation until its claims are seen alloc
 the pod's binding and the claim's update arriving they count twice, which errs on the safe side.
 """
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Hashable, Iterable, Mapping
+from dataclasses import replace
 
-from gangkeeper.controller.dra import DeviceDemand, Inventory, Unresolved, device_demand
+from gangkeeper.controller.dra import DeviceDemand, Inventory, Unresolved, device_demand, sharing_key
 from gangkeeper.controller.interpod import NO_RULES, Placements, SpreadScope, refusal
 from gangkeeper.controller.model import ClaimRef, Member, Node
 from gangkeeper.controller.volumes import VolumeLimit, Volumes
@@ -43,7 +44,7 @@ class Occupancy:
     spread constraint counts and is replaced by the owner whenever the nodes change."""
 
     __slots__ = ("devices", "placements", "volumes", "scope", "_templates", "_claims", "_holders", "_namespaces",
-                 "_held", "_held_by_demand")
+                 "_held", "_held_by_key", "_demands")
 
     def __init__(self) -> None:
         self.devices = Inventory()
@@ -54,8 +55,9 @@ class Occupancy:
         self._claims: dict[tuple[str, str], Mapping] = {}
         self._holders: dict[str, Member] = {}  # members holding devices whose claims are not yet allocated
         self._namespaces: set[str] = set()
-        self._held: dict[str, dict[str, DeviceDemand]] = {}  # node → uid → demand of each hold on it
-        self._held_by_demand: dict[DeviceDemand, set[str]] = {}  # demand → nodes holding it for someone
+        self._held: dict[str, dict[str, Hashable]] = {}  # node → uid → sharing key of each hold on it
+        self._held_by_key: dict[Hashable, set[str]] = {}  # sharing key → nodes holding it for someone
+        self._demands: dict[tuple, DeviceDemand | Unresolved] = {}  # of template-only members, until templates change
 
     # --- the cluster's objects -----------------------------------------------------------------
 
@@ -73,6 +75,7 @@ class Occupancy:
             else:
                 self.devices.put_slice(obj)
         elif resource == RESOURCE_CLAIMS:
+            self._demands = {}
             self._put(self._claims, (namespace, name), obj)
             if obj is None:
                 self.devices.remove_claim(namespace, name)
@@ -80,6 +83,7 @@ class Occupancy:
                 self.devices.put_claim(obj)
             self._release_allocated()
         elif resource == RESOURCE_CLAIM_TEMPLATES:
+            self._demands = {}
             self._put(self._templates, (namespace, name), obj)
         elif resource == PERSISTENT_VOLUME_CLAIMS:
             self.volumes.put_claim(key, obj)
@@ -92,6 +96,12 @@ class Occupancy:
         """A node added, changed or gone (None). The owner replaces `scope` before the next plan."""
         self.placements.set_node(name, None if node is None else node.labels)
         self.devices.forget_rooms()
+
+    def capacity(self, node: Node) -> Node:
+        """The node as the ledger counts it: its allocatable, plus the extended resources DRA
+        serves there and the allocatable does not list (`dra.Inventory.extended_allocatable`)."""
+        served = self.devices.extended_allocatable(node)
+        return replace(node, allocatable={**node.allocatable, **served}) if served else node
 
     def count(self, member: Member, node: Node | None) -> None:
         """A pod that takes its node's capacity (bound, or reserved on `node`): its neighbours see it."""
@@ -120,20 +130,28 @@ class Occupancy:
         clone.devices, clone.placements = self.devices.copy(), self.placements.copy()
         clone.volumes, clone.scope = self.volumes, self.scope
         clone._templates, clone._claims, clone._namespaces = self._templates, self._claims, self._namespaces
+        clone._demands = self._demands
         clone._holders = dict(self._holders)
         clone._held = {node: dict(held) for node, held in self._held.items()}
-        clone._held_by_demand = {demand: set(nodes) for demand, nodes in self._held_by_demand.items()}
+        clone._held_by_key = {key: set(nodes) for key, nodes in self._held_by_key.items()}
         return clone
 
     def demand(self, member: Member) -> DeviceDemand | Unresolved:
         """The devices the member's claims ask for, as the claims and templates stand now."""
         if not member.claims:
             return ()
+        key = (member.namespace, member.claims)
+        known = self._demands.get(key)
+        if known is not None:
+            return known
         pod = {"metadata": {"namespace": member.namespace, "uid": member.uid},
                "spec": {"resourceClaims": [_claim_entry(ref) for ref in member.claims]},
                "status": {"resourceClaimStatuses": [{"name": ref.name, "resourceClaimName": ref.generated}
                                                     for ref in member.claims if ref.generated]}}
-        return device_demand(pod, self._templates, self._claims)
+        demand = device_demand(pod, self._templates, self._claims)
+        if all(ref.template and not ref.generated for ref in member.claims):
+            self._demands[key] = demand  # the same for every pod of the namespace naming these templates
+        return demand
 
     def room(self, member: Member, demand: DeviceDemand, pool) -> "Mapping[int, set[str]] | None":
         """Nodes by how many members with this demand each takes (`dra.Inventory.room`), or None
@@ -170,20 +188,22 @@ class Occupancy:
     def devices_fit(self, node: Node, demand: DeviceDemand, requests: Mapping) -> bool:
         """Whether one more member with these claims (and requests, for extended resources) gets its
         devices on the node. Members of different demands that may bind in any order are not put
-        on one node: first-fit allocation could then fail in an order the plan did not check."""
+        on one node: first-fit allocation could then fail in an order the plan did not check
+        (demands that differ only in their counts do not count as different: `dra.sharing_key`)."""
         demand = self.devices.demand_on(node, demand, requests)
         if not demand:
             return True
-        if any(other != demand for other in self._held.get(node.name, {}).values()):
+        key = sharing_key(demand)
+        if any(other != key for other in self._held.get(node.name, {}).values()):
             return False
         return self.devices.fits(node, demand, 1) >= 1
 
     def mixed_holds(self, demand: DeviceDemand, requests: Mapping, pool) -> set[str]:
         """The nodes `devices_fit` refuses a member of this demand because an unbound member of
         another demand holds devices there (found from the holds, not node by node)."""
-        mine = self.devices.demand_on(_UNLISTED, demand, requests)  # as on a node whose devices serve it
+        mine = sharing_key(self.devices.demand_on(_UNLISTED, demand, requests))  # as on a node whose devices serve it
         blocked: set[str] = set()
-        for other, nodes in self._held_by_demand.items():
+        for other, nodes in self._held_by_key.items():
             if other != mine:
                 blocked |= nodes
         return blocked
@@ -200,8 +220,9 @@ class Occupancy:
         demand = self.devices.demand_on(node, demand, requests)
         if not demand or self.devices.hold(uid, node, demand) is None:
             return False
-        self._held.setdefault(node.name, {})[uid] = demand
-        self._held_by_demand.setdefault(demand, set()).add(node.name)
+        key = sharing_key(demand)
+        self._held.setdefault(node.name, {})[uid] = key
+        self._held_by_key.setdefault(key, set()).add(node.name)
         return True
 
     def _forget(self, uid: str) -> None:
@@ -209,14 +230,14 @@ class Occupancy:
         if node is not None:
             self.devices.forget(uid)
             held = self._held.get(node, {})
-            demand = held.pop(uid, None)
+            key = held.pop(uid, None)
             if not held:
                 self._held.pop(node, None)
-            if demand is not None and demand not in held.values():
-                nodes = self._held_by_demand.get(demand, set())
+            if key is not None and key not in held.values():
+                nodes = self._held_by_key.get(key, set())
                 nodes.discard(node)
                 if not nodes:
-                    self._held_by_demand.pop(demand, None)
+                    self._held_by_key.pop(key, None)
 
     def _see_namespace(self, namespace: str) -> None:
         """Namespace selectors see the label every namespace carries; other namespace labels are not read."""

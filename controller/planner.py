@@ -110,10 +110,10 @@ def plan_group(group: Group, pool: NodePool, ledger: Ledger, topology: Topology 
     around a member and its volumes are not looked at). The ledger and occupancy are left as they were."""
     members = group.waiting_members
     classes = _member_classes(members, pool, ledger, occupancy)
-    domains = _domains(classes, pool, topology)
+    domains = _domains(classes, pool, topology) if _fits_somewhere(classes) else [None]
     if occupancy is not None and any(_one_by_one(cls, occupancy) for cls in classes):
         domains = _best_per_label(domains)  # placing one by one costs more: the best domain of each level
-    else:
+    elif occupancy is not None and not any(_device_bound(cls, occupancy) for cls in classes):
         occupancy = None  # only resources and node rules decide for every member
     assignments: list[Assignment] = []
     for domain in domains:
@@ -130,6 +130,9 @@ def apply(plan: Plan | NoFit, ledger: Ledger, occupancy: Occupancy | None = None
         ledger.reserve(member.uid, node, member.requests)
         if occupancy is not None:
             occupancy.place(member, pool.nodes[node], _devices_of(member, occupancy))
+    if occupancy is not None:  # devices the claims now hold serve no extended resource there
+        for name in occupancy.devices.explicit_changes():
+            ledger.set_node(occupancy.capacity(pool.nodes[name]))
 
 
 @dataclass(slots=True)
@@ -193,6 +196,13 @@ def _member_class(members: list[Member], pool: NodePool, ledger: Ledger, occupan
                   {free: names for free, names in room.items() if names}, devices, unplaceable, extended)
 
 
+def _fits_somewhere(classes: Sequence[_Class]) -> bool:
+    """Whether each class finds accelerators for all its members in the whole cluster: when one
+    does not, no domain holds the group, and working the domains out would be wasted."""
+    return all(sum(free // c.per_member * len(names) for free, names in c.room.items()) >= len(c.members)
+               for c in classes if c.accelerator)
+
+
 def _domains(classes: Sequence[_Class], pool: NodePool, topology: Topology) -> list[Domain]:
     """Domains with enough free accelerators for every class, preferred first; then anywhere.
     Members with topology spread constraints asked to be spread: no domain is preferred for them."""
@@ -229,20 +239,22 @@ def _place(classes: Sequence[_Class], pool: NodePool, ledger: Ledger, domain: Do
     """As many members as fit, class by class; `taken` is what this plan has put on each node.
 
     Members are counted in the occupancy as they are placed, so that later members see them
-    (anti-affinity among a group's own members), and taken out again before returning."""
+    (anti-affinity among a group's own members), and taken out again before returning; the
+    last class placed in batches is not counted, as no member comes after it."""
     taken: dict[str, Resources] = {}
     assignments: list[Assignment] = []
     try:
-        for cls in classes:
+        for position, cls in enumerate(classes):
             if cls.unplaceable:
                 continue
             if occupancy is not None and _one_by_one(cls, occupancy):
                 placed = _place_one_by_one(cls, pool, ledger, taken, domain, occupancy)
             else:
-                placed = _place_in_batches(cls, pool, ledger, taken, domain)
-                if occupancy is not None:
+                devices = occupancy if occupancy is not None and _device_bound(cls, occupancy) else None
+                placed = _place_in_batches(cls, pool, ledger, taken, domain, devices)
+                if occupancy is not None and position < len(classes) - 1:  # the last class: no one left to see it
                     for member, node in placed:
-                        occupancy.place(member, pool.nodes[node], ())
+                        occupancy.place(member, pool.nodes[node], cls.devices)
             assignments += placed
     finally:
         if occupancy is not None:
@@ -251,19 +263,34 @@ def _place(classes: Sequence[_Class], pool: NodePool, ledger: Ledger, domain: Do
     return assignments
 
 
+def _device_bound(cls: _Class, occupancy: Occupancy) -> bool:
+    """Whether devices decide where the class's members go, besides resources: claims of their
+    own, or extended resources served by devices that claims take too."""
+    return bool(cls.devices or (cls.extended and occupancy.devices.explicit_in_use))
+
+
 def _one_by_one(cls: _Class, occupancy: Occupancy) -> bool:
-    """Whether devices or neighbours decide where the class's members go, besides resources:
-    claims of their own, extended resources that share devices with claims, or pod rules."""
-    return bool(cls.devices or (cls.extended and occupancy.devices.explicit_in_use)
-                or occupancy.neighbours_matter(cls.members[0]))
+    """Whether each member must be placed and counted before the next: pod rules, or devices
+    that cannot be counted node by node (a shared claim, which every member must follow to the
+    node its first member takes; slices serving many nodes, where one node's allocations change
+    another's devices; claims beside extended resources, which the device rooms do not index)."""
+    if occupancy.neighbours_matter(cls.members[0]):
+        return True
+    if not _device_bound(cls, occupancy):
+        return False
+    devices = occupancy.devices
+    return (devices.serves_every_node or isinstance(cls.devices, Unresolved)
+            or any(claim.shared is not None for claim in cls.devices)
+            or bool(cls.devices and cls.accelerator is None and devices.serves_extended(cls.members[0].requests)))
 
 
 def _place_in_batches(cls: _Class, pool: NodePool, ledger: Ledger, taken: dict[str, Resources],
-                      domain: Domain) -> list[Assignment]:
-    """Members that only resources and node rules constrain: as many to a node as it holds."""
+                      domain: Domain, devices: Occupancy | None = None) -> list[Assignment]:
+    """Members whose neighbours do not matter: as many to a node as it holds, by its resources
+    and, given the occupancy, by the devices it can allocate them one after the other."""
     unplaced = list(cls.members)
     assignments: list[Assignment] = []
-    candidates = _Candidates(cls, pool, ledger, taken, domain)
+    candidates = _Candidates(cls, pool, ledger, taken, domain, devices)
     while unplaced:
         pick = candidates.pick(len(unplaced))
         if pick is None:
@@ -380,17 +407,34 @@ class _Candidates:
     Nodes wait in buckets keyed by (tier, −free accelerators), so that each pick looks at
     a handful of buckets rather than at every node. How many members a node really holds (every
     resource, pod slot included) is worked out only for the nodes actually considered.
+
+    Given the occupancy, a node holds no more members than it can allocate devices for, one
+    after the other, and nodes where members of another device demand hold devices are left
+    out (`Occupancy.devices_fit`). A class whose devices come from claims alone is shelved by
+    its device room instead (`_device_buckets`): one unit per member, and nodes outside its
+    eligible ones or the domain are passed over as they are looked at.
     """
 
-    __slots__ = ("_cls", "_ledger", "_taken", "_by_preference", "_by_tightness", "_tiers", "_used", "_holds")
+    __slots__ = ("_cls", "_pool", "_ledger", "_taken", "_occupancy", "_per_member", "_by_preference",
+                 "_by_tightness", "_tiers", "_used", "_holds", "_domain")
 
-    def __init__(self, cls: _Class, pool: NodePool, ledger: Ledger, taken: Mapping[str, Resources], domain: Domain):
-        self._cls, self._ledger, self._taken = cls, ledger, taken
+    def __init__(self, cls: _Class, pool: NodePool, ledger: Ledger, taken: Mapping[str, Resources], domain: Domain,
+                 occupancy: Occupancy | None = None):
+        self._cls, self._pool, self._ledger, self._taken, self._occupancy = cls, pool, ledger, taken, occupancy
         self._used: set[str] = set()
         self._holds: dict[str, int] = {}
-        buckets: dict[tuple[int, int], list[str]] = {}
-        for name, key in _shelf(cls, pool, ledger, taken, domain):
-            buckets.setdefault(key, []).append(name)
+        self._per_member = cls.per_member if cls.accelerator else None
+        if occupancy is not None:
+            self._used = set(occupancy.mixed_holds(cls.devices, cls.members[0].requests, pool))
+        self._domain: tuple[Mapping[str, str], str] | None = None  # checked as nodes are looked at
+        if occupancy is not None and cls.devices and cls.accelerator is None:
+            buckets, self._per_member = _device_buckets(cls, pool, occupancy), 1
+            self._domain = ({}, "") if domain is None else (pool.label_values(domain[0]), domain[1])
+        else:
+            shelved: dict[tuple[int, int], list[str]] = {}
+            for name, key in _shelf(cls, pool, ledger, taken, domain):
+                shelved.setdefault(key, []).append(name)
+            buckets = shelved
         self._by_preference = sorted(buckets.items())
         self._by_tightness = sorted((-negative_free, tier, names) for (tier, negative_free), names in buckets.items())
         self._tiers = sorted({tier for tier, _ in buckets})
@@ -404,10 +448,10 @@ class _Candidates:
         return None
 
     def _tightest_holding_all(self, tier: int, unplaced: int) -> tuple[str, int] | None:
-        if self._cls.accelerator is None:
+        if self._per_member is None:
             return None
         for free, node_tier, names in self._by_tightness:
-            if node_tier == tier and free // self._cls.per_member >= unplaced:
+            if node_tier == tier and free // self._per_member >= unplaced:
                 for name in names:
                     if name not in self._used and self._holding(name) >= unplaced:
                         return self._take(name, unplaced)
@@ -427,12 +471,29 @@ class _Candidates:
 
     def _holding(self, name: str) -> int:
         holds = self._holds.get(name)
+        if holds is None and not self._inside(name):
+            holds = self._holds[name] = 0
         if holds is None:
             free = self._ledger.free(name)
             if name in self._taken:
                 free = subtract(free, self._taken[name])
-            holds = self._holds[name] = members_fitting(self._cls.demand, free, len(self._cls.members))
+            holds = members_fitting(self._cls.demand, free, len(self._cls.members))
+            if holds and self._occupancy is not None:
+                holds = self._allocatable(name, holds)
+            self._holds[name] = holds
         return holds
+
+    def _inside(self, name: str) -> bool:
+        if self._domain is None:
+            return True  # the shelf holds only the class's nodes in the domain
+        values, value = self._domain
+        return name in self._cls.eligible and (not value or values.get(name) == value)
+
+    def _allocatable(self, name: str, limit: int) -> int:
+        """How many members, at most `limit`, get their devices on the node one after the other."""
+        node, devices, member = self._pool.nodes[name], self._occupancy.devices, self._cls.members[0]
+        demand = devices.demand_on(node, self._cls.devices, member.requests)
+        return devices.fits(node, demand, limit) if demand else limit
 
     def _take(self, name: str, count: int) -> tuple[str, int]:
         self._used.add(name)
@@ -468,6 +529,14 @@ def _shelf(cls: _Class, pool: NodePool, ledger: Ledger, taken: Mapping[str, Reso
                 yield name, (int(untouched), -room_free)
 
 
+def _device_buckets(cls: _Class, pool: NodePool, occupancy: Occupancy) -> dict[tuple[int, int], Sequence[str]]:
+    """For a class whose devices all come from its claims: the nodes with devices for at least
+    one member, keyed by how many members' devices each has (most first), by name within a key.
+    Every node with devices is listed; eligibility and the domain are checked when one is looked at."""
+    room = occupancy.room(cls.members[0], cls.devices, pool) or {}
+    return {(0, -count): occupancy.devices.room_order(cls.devices, count) for count in room}
+
+
 def _no_fit(group: Group, classes: Sequence[_Class], partial: list[Assignment],
             pool: NodePool, ledger: Ledger, occupancy: Occupancy | None) -> NoFit:
     placed = {member.uid for member, _ in partial}
@@ -491,7 +560,7 @@ def _why(cls: _Class, partial: list[Assignment], pool: NodePool, ledger: Ledger,
         explained = _accelerator_shortage(cls, ledger)
         if explained:
             return explained, (cls.accelerator,)
-    if occupancy is not None and _one_by_one(cls, occupancy):
+    if occupancy is not None and (_device_bound(cls, occupancy) or _one_by_one(cls, occupancy)):
         explained = _occupancy_shortage(cls, partial, pool, ledger, occupancy)
         if explained:
             return explained
@@ -515,10 +584,10 @@ def _occupancy_shortage(cls: _Class, partial: list[Assignment], pool: NodePool, 
     rest = [member for member in cls.members if member.uid not in placed]
     room = occupancy.room(rest[0], cls.devices, pool) if cls.devices else None
     if room is not None:
-        fits = {name: count for count, names in room.items() for name in names if name in cls.eligible}
-        if sum(fits.values()) < len(cls.members):  # the whole class, before this plan took anything
-            return _device_room_shortage(cls, fits, pool, occupancy), ("devices",)
-        candidates = sorted(fits)
+        eligible_room = {count: names & cls.eligible for count, names in room.items()}
+        if sum(count * len(names) for count, names in eligible_room.items()) < len(cls.members):
+            return _device_room_shortage(cls, eligible_room, pool, occupancy), ("devices",)  # before this plan
+        candidates = sorted(name for names in eligible_room.values() for name in names)
     elif cls.accelerator is not None:
         candidates = sorted(name for names in cls.room.values() for name in names)
     else:
@@ -562,8 +631,9 @@ def _occupancy_shortage(cls: _Class, partial: list[Assignment], pool: NodePool, 
             occupancy.uncount(member.uid)
 
 
-def _device_room_shortage(cls: _Class, fits: Mapping[str, int], pool: NodePool, occupancy: Occupancy) -> str:
-    """Too few devices for the class: the allocator's words for a few nodes, the room's figures for many."""
+def _device_room_shortage(cls: _Class, room: Mapping[int, set[str]], pool: NodePool, occupancy: Occupancy) -> str:
+    """Too few devices for the class (`room`: its eligible nodes by how many members' devices
+    each has): the allocator's words for a few nodes, the room's figures for many."""
     candidates = cls.eligible & occupancy.devices.nodes_with_devices
     if len(candidates) <= EXPLAINED_DEVICE_NODES:
         nodes = [pool.nodes[name] for name in sorted(candidates)]
@@ -575,10 +645,11 @@ def _device_room_shortage(cls: _Class, fits: Mapping[str, int], pool: NodePool, 
         if reasons:
             return (f"no eligible node with devices can allocate the claims of {cls.members[0].name} "
                     f"({_most_common(reasons)})")
-    most = max(fits.items(), key=lambda item: (item[1], item[0]), default=None)
-    at_most = f", at most {most[1]} on one node ({most[0]})" if most else ""
-    return (f"needs devices for {len(cls.members)} members like {cls.members[0].name}; the {len(fits)} eligible nodes "
-            f"with devices have room for {sum(fits.values())}{at_most}")
+    most = max((count for count, names in room.items() if names), default=None)
+    at_most = f", at most {most} on one node ({max(room[most])})" if most else ""
+    nodes, members = sum(len(names) for names in room.values()), sum(c * len(names) for c, names in room.items())
+    return (f"needs devices for {len(cls.members)} members like {cls.members[0].name}; the {nodes} eligible nodes "
+            f"with devices have room for {members}{at_most}")
 
 
 def _device_refusals(nodes: Iterable[Node], cls: _Class, member: Member, occupancy: Occupancy) -> Counter:
@@ -594,8 +665,8 @@ def _most_common(reasons: Counter) -> str:
 
 def _accelerator_shortage(cls: _Class, ledger: Ledger) -> str | None:
     name, per_member, count = cls.accelerator, cls.per_member, len(cls.members)
-    free_on = [(free, len(names & cls.eligible)) for free, names in ledger.nodes_by_free(name).items()]
-    free_on = [(free, nodes) for free, nodes in free_on if nodes and free > 0]
+    free_on = [(free, len(names & cls.eligible)) for free, names in ledger.nodes_by_free(name).items() if free > 0]
+    free_on = [(free, nodes) for free, nodes in free_on if nodes]
     room = sum(free // per_member * nodes for free, nodes in free_on)
     if room >= count:
         return None

@@ -3,6 +3,8 @@ from dataclasses import replace
 from fractions import Fraction
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gangkeeper.controller import dra
 from gangkeeper.controller.capacity import Ledger, members_fitting, usage
@@ -400,6 +402,25 @@ def test_a_search_too_large_to_predict_is_refused(monkeypatch):
     monkeypatch.setattr(dra, "MAX_STEPS", 3)
     inv = inventory(device_class(), resource_slice("s", gpus(8)))
     assert inv.refusal(node(), one_claim(any_gpu(8))).startswith("more than 3 devices to try")
+
+
+def test_the_first_free_devices_are_the_searchs_answer_for_a_plain_request(monkeypatch):
+    """The shortcut for one plain request gives what the backtracking search gives."""
+    inventory(device_class(), resource_slice("s", gpus(1))).allocate(node(), one_claim(any_gpu()))  # CEL set up once
+
+    @settings(max_examples=200, deadline=None)
+    @given(st.lists(st.sampled_from([None, "h100", "a100"]), min_size=1, max_size=10), st.integers(0, 11),
+           st.sets(st.integers(0, 9)), st.booleans())
+    def agree(models, count, busy, picky):
+        inv = inventory(device_class(), resource_slice("s", [gpu(f"gpu-{i}", m) for i, m in enumerate(models)]))
+        taken = {(DRIVER, "n1", f"gpu-{i}") for i in busy}
+        asked = one_claim(h100(count) if picky else any_gpu(count))
+        shortcut = (inv.allocate(node(), asked, taken), inv.refusal(node(), asked, taken))
+        with monkeypatch.context() as patched:
+            patched.setattr(dra, "_first_free", lambda *args: None)
+            assert (inv.allocate(node(), asked, taken), inv.refusal(node(), asked, taken)) == shortcut
+
+    agree()
 
 
 # --- the inventory, one event at a time -----------------------------------------------------------

@@ -614,3 +614,23 @@ def test_a_thousand_questions_on_fifty_thousand_pods_look_at_a_bounded_number_of
     assert copied.count(None) < answers.count(None)
     # The copy's counts are the source's plus its own 100 pods: no rescan of the cluster.
     assert placements.examined - first <= 50 * 2 * 100
+
+
+def test_a_copy_recounts_the_pods_it_changed_not_every_placement_it_tried_and_took_back():
+    placements = Placements({f"n{i}": {HOST: f"n{i}"} for i in range(100)})
+    for i in range(100):
+        placements.add(f"p{i}", "team", {"app": "train"}, f"n{i}")
+    question = pod("q", {"app": "train"}, anti=[term(app="train")])
+
+    def ask(where, target):
+        return refusal(rules_of(question), "team", {"app": "train"}, target, where, lambda constraint: ())
+
+    assert ask(placements, "n0") == ANTI_AFFINITY_REFUSAL  # the source counts its pods once
+    trial = placements.copy()
+    for attempt in range(1000):  # a planning pass tries members on nodes and takes them out again
+        trial.add(f"try-{attempt}", "team", {"app": "train"}, "n100", bound=False)
+        trial.remove(f"try-{attempt}")
+    trial.remove("p0")
+    before = placements.examined
+    assert ask(trial, "n0") is None
+    assert placements.examined - before <= 2  # the pod taken away, not the thousand tries

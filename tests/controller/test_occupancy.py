@@ -6,6 +6,7 @@ from gangkeeper import names
 from gangkeeper.controller import kube
 from gangkeeper.controller.groups import pod_facts
 from gangkeeper.controller.index import NODES, PODS, ClusterIndex
+from gangkeeper.controller.model import member_from_api
 from gangkeeper.controller.occupancy import RESOURCE_CLAIMS, RESOURCES, Occupancy, cached_object
 from tests.controller.builders import node, pod_object
 from tests.controller.test_planner_occupancy import (
@@ -103,3 +104,11 @@ def test_the_informers_keep_everything_but_managed_fields():
 
 def test_the_controllers_informers_watch_what_the_occupancy_reads():
     assert tuple(resource.name for resource in kube.OCCUPANCY) == RESOURCES
+
+
+def test_a_members_devices_follow_its_template_when_the_template_changes():
+    index = index_with(device_class(), device_slice("dra-1", 4), template(count=1))
+    member = member_from_api(claiming("m0"))
+    assert [r.count for r in index.occupancy.demand(member)[0].requests] == [1]
+    index.apply([template(count=3)])
+    assert [r.count for r in index.occupancy.demand(member)[0].requests] == [3]

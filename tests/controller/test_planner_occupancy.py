@@ -221,6 +221,44 @@ def test_a_node_listing_the_extended_resource_is_counted_by_its_allocatable_only
     assert isinstance(plan(index, gang_of("ext", 3, gpus=1)), NoFit)
 
 
+def test_members_whose_claims_differ_only_in_their_counts_share_a_node():
+    index = world(hosts("dra-1", gpus=None), [device_class(), device_slice("dra-1", 4), template(),
+                                              template("two-gpus", count=2)])
+    members = [member_from_api(claiming("big", "two-gpus")), *(member_from_api(claiming(f"s{i}")) for i in range(2))]
+    assert placement(plan(index, group_of(("team", "mixed"), members, 3, 0.0))) == {"dra-1": 3}
+
+
+def test_members_whose_claims_select_devices_differently_are_kept_apart_until_they_bind():
+    picky = template("picky")
+    picky[2]["spec"]["spec"]["devices"]["requests"][0]["exactly"]["selectors"] = [
+        {"cel": {"expression": f"device.driver == '{DRIVER}'"}}]
+    objects = [device_class(), device_slice("dra-1", 4), device_slice("dra-2", 4), template(), picky]
+    members = [member_from_api(claiming("plain")), member_from_api(claiming("choosy", "picky"))]
+    outcome = plan(world(hosts("dra-1", "dra-2", gpus=None), objects), group_of(("team", "two"), members, 2, 0.0))
+    assert sorted(placement(outcome).values()) == [1, 1]  # first-fit in either order could differ otherwise
+
+
+def test_devices_a_reserved_members_claim_holds_serve_no_extended_resource_in_the_ledger():
+    objects = [device_class("gpu.nvidia.com", extended="nvidia.com/gpu"), device_slice("dra-1", 8),
+               template(count=4, device_class_name="gpu.nvidia.com")]
+    held = with_labels(claiming("explicit", reserved_node="dra-1"), {names.GROUP_LABEL: "earlier"})
+    index = world(hosts("dra-1", gpus=None), objects, pods=[held])
+    assert index.ledger.free("dra-1")["nvidia.com/gpu"] == 4
+    index.apply([(PODS, "team/explicit", None)])
+    assert index.ledger.free("dra-1")["nvidia.com/gpu"] == 8
+
+
+def test_a_pass_counts_the_devices_an_admitted_claim_group_takes_against_the_extended_resource():
+    objects = [device_class("gpu.nvidia.com", extended="nvidia.com/gpu"), device_slice("dra-1", 8),
+               template(count=4, device_class_name="gpu.nvidia.com")]
+    index = world(hosts("dra-1", gpus=None), objects)
+    claims = group_of(("team", "claims"), [member_from_api(claiming("c0"))], 1, 0.0)
+    result = plan_pass([claims, gang_of("ext", 2, gpus=4)], index.pool, index.ledger, 10.0, occupancy=index.occupancy)
+    assert [group.key[1] for group, _ in result.admitted] == ["claims"]
+    assert result.ledger.free("dra-1")["nvidia.com/gpu"] == 4
+    assert "needs 2 × 4 nvidia.com/gpu" in result.waiting[0].reason
+
+
 # --- volumes --------------------------------------------------------------------------------------
 
 def with_volume(pod, claim):
