@@ -87,6 +87,13 @@ class ClusterAPI(Protocol):
 
     def bind(self, namespace: str, name: str, node: str, *, user: User = SCHEDULER) -> None: ...
 
+    def evict(self, namespace: str, name: str, *, grace_period_seconds: int | None = None,
+              user: User = ADMIN) -> dict:
+        """POST pods/NAME/eviction: the pod gets the DisruptionTarget condition and is deleted as by
+        `delete` (with the grace period, when given), unless its PodDisruptionBudget allows no
+        disruption (APIError 429). Returns the Status Success."""
+        ...
+
     def subscribe(self, callback: Callable[[WatchEvent], None]) -> Callable[[], None]:
         """Call `callback` after every committed change, in commit order; returns an unsubscribe function."""
         ...

@@ -1,9 +1,10 @@
 """The API server's request pipeline, in process: `APIServer` implements `sim.api.ClusterAPI`.
 
 Every write takes the real server's path: defaulting, mutating admission, identity and initial
-status, validation (the pod rules), validating admission, then one commit under the store lock
-with an optimistic-concurrency check. Webhooks are called outside the lock. The HTTP front end
-(`sim.server`) and the emulated scheduler, kubelet and operators all go through this class.
+status, validation (the pod rules, a PodDisruptionBudget's), validating admission, then one commit
+under the store lock with an optimistic-concurrency check. Webhooks are called outside the lock.
+The HTTP front end (`sim.server`) and the emulated scheduler, kubelet and operators all go through
+this class. Besides the verbs it serves the pods/binding and pods/eviction subresources.
 """
 
 from __future__ import annotations
@@ -12,10 +13,21 @@ import re
 import time
 from typing import Callable, Iterable
 
-from sim import podrules
+from sim import disruption, podrules, priority
 from sim.admission import Admission, Attributes, InProcessWebhook
 from sim.api import ADMIN, SCHEDULER, APIError, User, WatchEvent, service_account
 from sim.defaults import apply_defaults, prepare_for_create, rfc3339
+from sim.disruption import PODDISRUPTIONBUDGETS
+from sim.eviction import (
+    EVICTION_KIND,
+    budget_to_charge,
+    can_ignore_budgets,
+    charged,
+    check_request,
+    eviction,
+    precondition_conflict,
+    with_disruption_target,
+)
 from sim.kinds import Kind, Registry
 from sim.patching import (
     JSON_PATCH,
@@ -25,6 +37,7 @@ from sim.patching import (
     apply_merge_patch,
     apply_strategic_merge_patch,
 )
+from sim.priority import PRIORITY_CLASSES
 from sim.selectors import parse_fields, parse_labels
 from sim.status import (
     FieldError,
@@ -40,7 +53,7 @@ from sim.status import (
     success,
     unsupported_media_type,
 )
-from sim.store import Store, as_watch_event, clone
+from sim.store import Store, as_watch_event, clone, key_of
 
 GARBAGE_COLLECTOR = service_account("kube-system", "generic-garbage-collector")
 NAMESPACE_CONTROLLER = service_account("kube-system", "namespace-controller")
@@ -71,6 +84,8 @@ class APIServer:
         self.clock = clock
         for name in INITIAL_NAMESPACES:
             self.create("namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+        for definition in priority.SYSTEM_CLASSES:
+            self.create(PRIORITY_CLASSES, priority.system_class(definition))
 
     # lookups -----------------------------------------------------------------------------------
 
@@ -143,11 +158,15 @@ class APIServer:
             meta["namespace"] = namespace
         obj["apiVersion"], obj["kind"] = kind.api_version, kind.kind
         apply_defaults(kind.plural, obj, creating=True)
+        if kind.plural == "pods":
+            self._admit_priority(obj)
         self._check_namespace_open(kind, namespace, meta.get("name") or meta.get("generateName", ""))
         attrs = Attributes(kind, "CREATE", meta.get("name", ""), namespace, user, dry_run=dry_run,
                            options=dict(options or {}))
         obj, mutate_warnings = self.admission.mutate(attrs, obj)
         prepare_for_create(kind.plural, obj, self._now())
+        if kind.plural == PODDISRUPTIONBUDGETS:
+            obj["status"] = disruption.initial_status()
         self._validate_create(kind, obj)
         attrs.name = obj["metadata"]["name"]
         validate_warnings = self.admission.validate(attrs, obj)
@@ -184,8 +203,21 @@ class APIServer:
             errors.append(FieldError("metadata.name", "Invalid", _SUBDOMAIN_HELP, meta["name"]))
         if kind.plural == "pods":
             errors += podrules.validate_create(obj)
+        elif kind.plural == PODDISRUPTIONBUDGETS:
+            errors += disruption.validate_spec(obj)
+        elif kind.plural == PRIORITY_CLASSES:
+            errors += priority.class_problems(obj, self.store.list(kind))
         if errors:
             raise invalid(kind, meta.get("name", ""), errors)
+
+    def _admit_priority(self, pod: dict) -> None:
+        """The Priority admission plugin (`sim.priority`): the pod's priority from its PriorityClass."""
+        kind = self.kinds.by_name(PRIORITY_CLASSES)
+        try:
+            priority.admit_pod(pod.setdefault("spec", {}), lambda name: self.store.get(kind, ("", name)),
+                               lambda: next((c for c in self.store.list(kind) if c.get("globalDefault")), None))
+        except priority.Refused as refused:
+            raise forbidden("", "pods", pod["metadata"].get("name", ""), str(refused)) from None
 
     # update and patch --------------------------------------------------------------------------
 
@@ -271,10 +303,16 @@ class APIServer:
         return new
 
     def _validate_update(self, kind: Kind, current: dict, new: dict, subresource: str) -> None:
+        errors = []
         if kind.plural == "pods" and subresource != "status":
             errors = podrules.validate_update(current, new)
-            if errors:
-                raise invalid(kind, current["metadata"]["name"], errors)
+        elif kind.plural == PODDISRUPTIONBUDGETS:
+            errors = disruption.validate_status(new) if subresource == "status" else disruption.validate_spec(new)
+        elif kind.plural == PRIORITY_CLASSES:
+            others = [c for c in self.store.list(kind) if c["metadata"]["name"] != new["metadata"]["name"]]
+            errors = priority.class_problems(new, others, current)
+        if errors:
+            raise invalid(kind, current["metadata"]["name"], errors)
 
     def _commit_update(self, kind: Kind, new: dict) -> dict:
         """Store the update; an object being deleted whose last finalizer went is removed instead."""
@@ -306,17 +344,19 @@ class APIServer:
             return self._delete_namespace(current)
         grace = self._grace_period(kind, current, grace_period_seconds)
         with self.store.lock:
-            current = self._current(kind, namespace, name)
-            meta = current["metadata"]
-            if meta.get("finalizers") or grace:
-                stored = self._mark_deleted(kind, current, grace)
-                gone = None
-            else:
-                gone = stored = self.store.remove(kind, (namespace, name))
+            stored, gone = self._delete_stored(kind, self._current(kind, namespace, name), grace)
         if gone is not None:
             self._collect_garbage(gone, kind, propagation_policy)
         self.store.deliver()
         return clone(stored)
+
+    def _delete_stored(self, kind: Kind, current: dict, grace: int) -> tuple[dict, dict | None]:
+        """Under the store lock: an object with finalizers or a grace period is marked deleted, any
+        other removed. Returns what is stored (or was removed), and the removed object or None."""
+        if current["metadata"].get("finalizers") or grace:
+            return self._mark_deleted(kind, current, grace), None
+        gone = self.store.remove(kind, key_of(current))
+        return gone, gone
 
     def _grace_period(self, kind: Kind, pod: dict, requested: int | None) -> int:
         """Seconds a bound, running pod is given to stop; 0 for everything the kubelet need not stop."""
@@ -419,6 +459,52 @@ class APIServer:
                                               "lastTransitionTime": self._now()}]
         return dict(pod, metadata=meta, spec=dict(pod["spec"], nodeName=binding["target"]["name"]), status=status)
 
+    # eviction ----------------------------------------------------------------------------------
+
+    def evict(self, namespace: str, name: str, *, grace_period_seconds: int | None = None,
+              user: User = ADMIN) -> dict:
+        """What a client's POST pods/NAME/eviction does, with the Eviction built from the grace period."""
+        return self.create_eviction(namespace, name, eviction(namespace, name, grace_period_seconds), user=user)
+
+    def create_eviction(self, namespace: str, name: str, body: dict, *, user: User = ADMIN, dry_run: bool = False,
+                        options: dict | None = None, warnings: list[str] | None = None) -> dict:
+        """POST pods/NAME/eviction, decided as `sim.eviction` describes. Admission sees a CREATE of
+        pods/eviction with the Eviction; then the pod and its budgets are read and the writes (the
+        budget's status, the pod's DisruptionTarget condition, its deletion) committed under one
+        store lock, none of them through admission again. (Upstream writes the budget's status
+        through its loopback client, so webhooks on poddisruptionbudgets/status would see it.)"""
+        pods = self.kinds.by_name("pods")
+        check_request(namespace, name, body)
+        attrs = Attributes(pods, "CREATE", name, namespace, user, "eviction", dry_run=dry_run,
+                           options=dict(options or {}), request_kind=EVICTION_KIND)
+        body, mutate_warnings = self.admission.mutate(attrs, body)
+        _extend(warnings, mutate_warnings + self.admission.validate(attrs, body))
+        deletion = body.get("deleteOptions") or {}
+        dry_run = dry_run or "All" in (deletion.get("dryRun") or ())
+        budgets = self.kinds.by_name(PODDISRUPTIONBUDGETS)
+        with self.store.lock:
+            pod = self._current(pods, namespace, name)
+            budget = None if can_ignore_budgets(pod) else budget_to_charge(pod, self.store.list(budgets, namespace))
+            budget_status = None if budget is None else charged(budget, name, self._now())
+            conflict = precondition_conflict(pod, deletion.get("preconditions") or {})
+            if conflict is not None:
+                raise conflict
+            if dry_run:
+                return success(201)
+            if budget_status is not None:
+                self.store.commit(budgets, _with_status(budget, budget_status), "MODIFIED")
+            pod = self._disruption_targeted(pods, pod)
+            _, gone = self._delete_stored(pods, pod, self._grace_period(pods, pod, deletion.get("gracePeriodSeconds")))
+        if gone is not None:
+            self._collect_garbage(gone, pods, deletion.get("propagationPolicy"))
+        self.store.deliver()
+        return success(201)
+
+    def _disruption_targeted(self, pods: Kind, pod: dict) -> dict:
+        """Under the store lock: the pod with the DisruptionTarget condition, committed when it changed."""
+        status = with_disruption_target(pod, self._now())
+        return pod if status == pod.get("status") else self.store.commit(pods, _with_status(pod, status), "MODIFIED")
+
     # watch -------------------------------------------------------------------------------------
 
     def subscribe(self, callback: Callable[[WatchEvent], None]) -> Callable[[], None]:
@@ -453,6 +539,11 @@ def _check_preconditions(kind: Kind, current: dict, preconditions: dict) -> None
         if wanted and wanted != meta.get(field):
             raise conflict(kind, meta["name"], f"Precondition failed: {label} in precondition: {wanted}, "
                                                f"{label} in object meta: {meta.get(field)}")
+
+
+def _with_status(stored: dict, status: dict) -> dict:
+    """A new version of a stored object (its metadata copied: the commit sets the resourceVersion)."""
+    return dict(stored, metadata=dict(stored["metadata"]), status=status)
 
 
 def _spec_of(obj: dict) -> dict:

@@ -1,9 +1,10 @@
 """The emulated cluster's control loop: components wired to a ClusterAPI, on either clock.
 
-Every component (scheduler, kubelet, operators, accounting, a workload submitter, and any
-extra one such as the gangkeeper controller) has the same three methods: `observe(event, now)`
-takes one watch event into the component's own cache, `step(now)` does its due work through
-the API and says whether it wrote anything, `next_due()` says when it next has timed work.
+Every component (scheduler, kubelet, operators, the disruption controller, accounting, a
+workload submitter, and any extra one such as the gangkeeper controller) has the same three
+methods: `observe(event, now)` takes one watch event into the component's own cache, `step(now)`
+does its due work through the API and says whether it wrote anything, `next_due()` says when it
+next has timed work.
 
 Watch callbacks only append to a queue; events are handed to the components by the loop, on
 the loop's thread, between steps. So components never run concurrently with themselves nor
@@ -27,14 +28,16 @@ from sim.accounting import Accounting
 from sim.api import ADMIN, APIError, ClusterAPI, User, WatchEvent
 from sim.claims import ClaimController
 from sim.clock import Clock, VirtualClock
+from sim.disruption import DisruptionController
 from sim.kubelet import DEFAULT_START_DELAY, Kubelet
 from sim.names import NODES
 from sim.operators.job import job_operator
 from sim.operators.jobset import jobset_operator
 from sim.operators.pytorchjob import pytorchjob_operator
 from sim.placement import Scoring
+from sim.priority import PRIORITY_CLASSES
 from sim.scheduler import Scheduler
-from sim.spec import Submission, device_manifests, node_manifests, submissions
+from sim.spec import Submission, device_manifests, node_manifests, priority_class_manifests, submissions
 
 log = logging.getLogger("gangkeeper.sim.cluster")
 
@@ -157,11 +160,14 @@ def emulated_cluster(api: ClusterAPI, clock: Clock, *, spec: dict | None = None,
     ResourceSlices) are registered first and its workloads are submitted on schedule, counted from now."""
     components: list[Component] = [
         Scheduler(api, scoring=scoring), ClaimController(api), Kubelet(api, start_delay=start_delay),
-        pytorchjob_operator(api), jobset_operator(api), job_operator(api), Accounting(), *extra,
+        pytorchjob_operator(api), jobset_operator(api), job_operator(api), DisruptionController(api), Accounting(),
+        *extra,
     ]
     if spec is not None:
         for node in node_manifests(spec):
             api.create(NODES, node, user=ADMIN)
+        for priority_class in priority_class_manifests(spec):
+            api.create(PRIORITY_CLASSES, priority_class, user=ADMIN)
         for resource, manifest in device_manifests(spec):
             api.create(resource, manifest, user=ADMIN)
         components.append(Submitter(api, submissions(spec), clock.now()))

@@ -1,7 +1,8 @@
 """What the real server fills in, in the two places it does so.
 
 `apply_defaults` runs before admission: scheme defaults and the built-in admission plugins
-(ServiceAccount, DefaultTolerationSeconds, Priority), so webhooks see what the fixtures show.
+(ServiceAccount, DefaultTolerationSeconds; Priority, which reads PriorityClasses, is
+`sim.priority`, run by the API server next), so webhooks see what the fixtures show.
 `prepare_for_create` runs after mutating admission: name generation, uid, timestamps, the
 initial status. Webhooks therefore see no uid or generated name on CREATE, exactly as recorded.
 Objects are stored as the real server serializes them: fields a built-in type always writes
@@ -49,6 +50,8 @@ def apply_defaults(resource: str, obj: dict, creating: bool) -> None:
         metadata.setdefault("labels", {})[NAMESPACE_NAME_LABEL] = metadata.get("name", "")
     elif resource == "jobs":
         _default_job_spec(obj.setdefault("spec", {}))
+    elif resource == "priorityclasses":
+        obj.setdefault("preemptionPolicy", "PreemptLowerPriority")
     elif resource == "events":
         _serialize_event(obj)
 
@@ -65,11 +68,9 @@ def _default_pod_spec(spec: dict) -> None:
 
 
 def _admit_pod_spec(spec: dict) -> None:
-    """The ServiceAccount, Priority and DefaultTolerationSeconds admission plugins, which act on create only."""
+    """The ServiceAccount and DefaultTolerationSeconds admission plugins, which act on create only."""
     spec.setdefault("serviceAccountName", "default")
     spec.setdefault("serviceAccount", spec["serviceAccountName"])
-    spec.setdefault("priority", 0)
-    spec.setdefault("preemptionPolicy", "PreemptLowerPriority")
     _add_missing_tolerations(spec)
 
 

@@ -5,7 +5,10 @@ from sim.kinds import Kind, Registry
 VERSION = {"major": "1", "minor": "36", "gitVersion": "v1.36.2-gangkeeper-sim", "gitCommit": "", "gitTreeState": "clean",
            "buildDate": "2026-01-01T00:00:00Z", "goVersion": "go1.25", "compiler": "gc", "platform": "linux/amd64"}
 _VERBS = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
-_SUBRESOURCE_VERBS = {"status": ["get", "patch", "update"], "binding": ["create"]}
+_SUBRESOURCE_VERBS = {"status": ["get", "patch", "update"], "binding": ["create"], "eviction": ["create"]}
+# Subresources whose object is not the parent's kind; one of another group names its group and version.
+_SUBRESOURCE_KINDS = {"binding": {"kind": "Binding"},
+                      "eviction": {"group": "policy", "version": "v1", "kind": "Eviction"}}
 
 
 def api_versions(server_address: str) -> dict:
@@ -41,6 +44,6 @@ def resource_list(registry: Registry, group: str, version: str) -> dict | None:
                           "verbs": verbs, **({"shortNames": list(k.short_names)} if k.short_names else {})})
         for sub in k.subresources:
             resources.append({"name": f"{k.plural}/{sub}", "singularName": "", "namespaced": k.namespaced,
-                              "kind": "Binding" if sub == "binding" else k.kind, "verbs": _SUBRESOURCE_VERBS[sub]})
+                              **_SUBRESOURCE_KINDS.get(sub, {"kind": k.kind}), "verbs": _SUBRESOURCE_VERBS[sub]})
     group_version = f"{group}/{version}" if group else version
     return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": group_version, "resources": resources}

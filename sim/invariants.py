@@ -20,7 +20,9 @@ has finished, *released* once it no longer carries gangkeeper's scheduling gate.
 - **over-commit**: on every node, for every resource it declares (its pod slots too) and every
   accelerator, what live pods bound to it request plus what live members reserved on it but not
   yet bound request never exceeds its allocatable (DESIGN.md, "Capacity": the scheduler's count
-  and gangkeeper's reservations together). A node never registered has nothing to give; one that
+  and gangkeeper's reservations together). Room held for a preemptor is the one exception: while
+  members reserved there are still gated, bound pods of lower priority than every one of them
+  are not counted (they are the victims on their way out); once one is released, everything is. A node never registered has nothing to give; one that
   was deleted promises nothing (its pods are on their way out);
   a resource a DeviceClass serves (`extendedResourceName`) where the node does not list it is
   counted in devices instead, below; a pod with ResourceClaims holds accelerators while bound;
@@ -99,6 +101,7 @@ class PodState:
     phase: str
     deleting: bool
     gated: bool
+    priority: int = 0
 
     @property
     def key(self) -> str:
@@ -141,6 +144,7 @@ def pod_state(pod: Mapping, size_of: Callable[[Mapping], int | None] = group_siz
         phase=(pod.get("status") or {}).get("phase", ""),
         deleting=bool(metadata.get("deletionTimestamp")),
         gated=any(gate.get("name") == names.SCHEDULING_GATE for gate in spec.get("schedulingGates") or ()),
+        priority=int(spec.get("priority") or 0),
     )
 
 
@@ -318,6 +322,19 @@ class Checker:
         allocatable = self.nodes.get(node, {})
         counted = [p for p in (self.pods[key] for key in self._by_node.get(node, ()))
                    if (p.bound_live if p.node else not p.terminal)]
+        over = self._over(counted, allocatable)
+        holding = [p for p in counted if not p.node and p.gated]
+        if over and holding:  # room held for a preemptor: the pods of lower priority it takes are going
+            outranked = min(p.priority for p in holding)
+            over = self._over([p for p in counted if not (p.node and p.priority < outranked)], allocatable)
+        detail = ", ".join(f"{r} {float(u):g} > {float(a):g}" for r, (u, a) in sorted(over.items()))
+        registered = "" if node in self.nodes else " (a node never registered)"
+        self._verdict(bool(over), now, "over-commit", node,
+                      f"node {node}{registered}: bound + reserved requests exceed allocatable ({detail}): "
+                      f"{_shown(p.key for p in counted)}", counted)
+
+    def _over(self, counted: list[PodState], allocatable: Mapping[str, Fraction]) -> dict:
+        """Resource → (requested, allocatable) where `counted` ask for more than the node has."""
         used: dict[str, Fraction] = defaultdict(Fraction)
         for pod in counted:
             for resource, amount in pod.requests.items():
@@ -327,11 +344,7 @@ class Checker:
                 if r in limited and used[r] > allocatable.get(r, Fraction(0))}
         if "pods" in allocatable and len(counted) > allocatable["pods"]:
             over["pods"] = (Fraction(len(counted)), allocatable["pods"])
-        detail = ", ".join(f"{r} {float(u):g} > {float(a):g}" for r, (u, a) in sorted(over.items()))
-        registered = "" if node in self.nodes else " (a node never registered)"
-        self._verdict(bool(over), now, "over-commit", node,
-                      f"node {node}{registered}: bound + reserved requests exceed allocatable ({detail}): "
-                      f"{_shown(p.key for p in counted)}", counted)
+        return over
 
     def _check_group(self, group: GroupKey, now: float) -> None:
         members = [self.pods[key] for key in self._by_group.get(group, ())]

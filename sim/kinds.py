@@ -46,7 +46,7 @@ class Kind:
 _CORE = [
     Kind("", "v1", "Namespace", "namespaces", False, ("status",), ("ns",), True),
     Kind("", "v1", "Node", "nodes", False, ("status",), ("no",), True),
-    Kind("", "v1", "Pod", "pods", True, ("status", "binding"), ("po",), True),
+    Kind("", "v1", "Pod", "pods", True, ("status", "binding", "eviction"), ("po",), True),
     Kind("", "v1", "Event", "events", True, (), ("ev",), True),
     Kind("", "v1", "Binding", "bindings", True, (), (), True),  # create-only: binds the pod of the same name
     Kind("", "v1", "PersistentVolumeClaim", "persistentvolumeclaims", True, ("status",), ("pvc",), True),
@@ -57,6 +57,8 @@ _CORE = [
     Kind("admissionregistration.k8s.io", "v1", "ValidatingWebhookConfiguration",
          "validatingwebhookconfigurations", False, (), (), True),
     Kind("batch", "v1", "Job", "jobs", True, ("status",), (), True),
+    Kind("policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets", True, ("status",), ("pdb",), True),
+    Kind("scheduling.k8s.io", "v1", "PriorityClass", "priorityclasses", False, (), ("pc",), True),
     Kind("resource.k8s.io", "v1", "DeviceClass", "deviceclasses", False, (), (), True),
     Kind("resource.k8s.io", "v1", "ResourceSlice", "resourceslices", False, (), (), True),
     Kind("resource.k8s.io", "v1", "ResourceClaim", "resourceclaims", True, ("status",), (), True),

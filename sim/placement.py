@@ -8,12 +8,16 @@ required node affinity), NodePorts, NodeResourcesFit, PodTopologySpread, InterPo
 DynamicResources (the last three given per pod as `Checks`, from `sim.spread`, `sim.interpod`
 and `sim.dra`) — stopping at the first plugin that rejects a node, as the scheduler does, with
 its reasons word for word so that the `0/6 nodes are available: ...` message reads like the real
-one (a PreFilter that refuses the pod everywhere gives its own message instead). The message is
-the filters' part only: the emulation runs no PostFilter plugins (DRA deallocation, preemption).
+one (a PreFilter that refuses the pod everywhere gives its own message instead). `Decision.message`
+is the FitError's filters' part; what the PostFilter plugins add (DynamicResources' verdict and
+DefaultPreemption's, `sim.preemption`) the scheduler appends. `Decision.rejections` keeps each
+filtered node's reasons, which preemption reads to know where removing pods may help, and
+`filter_node` is the filter chain for one node, which its dry run reruns with pods taken away
+(`usage_with`).
 
 Scoring is NodeResourcesFit's LeastAllocated (the default) or MostAllocated over cpu and memory
 (the default resource weights), plus PodTopologySpread's score for ScheduleAnyway constraints at
-its default weight of 2. Not modelled: preemption, volumes, preferred (anti-)affinity,
+its default weight of 2. Not modelled: volumes, preferred (anti-)affinity,
 balanced allocation, image locality, taint and node-affinity preferences, non-zero request
 defaults in scoring, and the random choice among equally scored nodes (ties go to the first
 node in the order given, so that runs are reproducible).
@@ -48,6 +52,7 @@ REASON_NOT_PINNED = "node(s) didn't satisfy plugin(s) [NodeAffinity]"
 REASON_PIN_CONFLICT = "pod affinity terms conflict"
 REASON_PORTS = "node(s) didn't have free ports for the requested pod ports"
 REASON_TOO_MANY_PODS = "Too many pods"
+INSUFFICIENT = "Insufficient "  # NodeResourcesFit's reason, followed by the resource's name
 
 HostPort = tuple[str, str, int]  # (host IP, protocol, port)
 
@@ -86,6 +91,28 @@ NOTHING_USED = NodeUsage()  # read only, for nodes nothing is bound to
 
 
 @dataclass(frozen=True)
+class PodUse:
+    """What one pod takes of its node: its requests and host ports (and one pod slot)."""
+
+    requests: Resources
+    ports: tuple[HostPort, ...] = ()
+
+
+def usage_with(usage: NodeUsage, added: Iterable[PodUse] = (), removed: Iterable[PodUse] = ()) -> NodeUsage:
+    """A node's usage with some pods added and others taken away; `usage` is left as it is."""
+    requested = dict(usage.requested)
+    ports = Counter(usage.ports)
+    pods = usage.pods
+    for use, sign in [(u, 1) for u in added] + [(u, -1) for u in removed]:
+        for name, value in use.requests.items():
+            requested[name] = exact(requested.get(name, 0) + sign * value)
+        for port in use.ports:
+            ports[port] += sign
+        pods += sign
+    return NodeUsage(requested, pods, +ports)
+
+
+@dataclass(frozen=True)
 class Scoring:
     strategy: str = LEAST_ALLOCATED
     weights: Mapping[str, int] = field(default_factory=lambda: dict(DEFAULT_WEIGHTS))
@@ -98,13 +125,16 @@ class Scoring:
 @dataclass(frozen=True)
 class Decision:
     """The chosen node, or for each rejection reason how many nodes gave it (or the message of a
-    PreFilter that refused the pod everywhere); `plan` is what DynamicResources will write."""
+    PreFilter that refused the pod everywhere); `plan` is what DynamicResources will write.
+    `rejections` holds the reasons of every node the filters ran on and rejected (not those
+    NodeAffinity's PreFilter left out), in the order the nodes were given."""
 
     node: str | None
     reasons: Counter
     node_count: int
     failure: str = ""
     plan: object = None
+    rejections: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # node the filters ran on → why not
 
     def message(self) -> str:
         """The scheduler's FitError text: reasons as `count reason`, sorted, comma-separated."""
@@ -227,7 +257,22 @@ def resource_reasons(requests: Mapping[str, Fraction], node: NodeFacts, usage: N
              if wanted > node.allocatable.get(name, 0) - usage.requested.get(name, 0)]
     if short and served_by_dra:
         short = [name for name in short if name not in served_by_dra or node.allocatable.get(name)]
-    return tuple(f"Insufficient {name}" for name in short)
+    return tuple(INSUFFICIENT + name for name in short)
+
+
+def filter_node(requests: Mapping[str, Fraction], node: NodeFacts, used: NodeUsage, static: tuple[str, ...],
+                ports: tuple[HostPort, ...], checks: Checks) -> tuple[str, ...]:
+    """The filter plugins on one node, after the static ones (`static`: their rejection), up to
+    the first that rejects it: its reasons, or () when the pod fits."""
+    if static:
+        return static
+    if ports and ports_conflict(ports, used.ports):
+        return (REASON_PORTS,)
+    rejected = resource_reasons(requests, node, used, checks.served_by_dra)
+    if rejected:
+        return rejected
+    reason = checks.reason(node)
+    return (reason,) if reason else ()
 
 
 def place(pod: Mapping, requests: Mapping[str, Fraction], nodes: Iterable[NodeFacts],
@@ -244,9 +289,9 @@ def place(pod: Mapping, requests: Mapping[str, Fraction], nodes: Iterable[NodeFa
     if checks.failure:
         return Decision(None, Counter(), len(nodes), checks.failure)
     ports = host_ports(pod)
-    filtering = checks.spread is not None or checks.affinity is not None or checks.claims is not None
-    served, spread_scores = checks.served_by_dra, checks.spread_scores
+    spread_scores = checks.spread_scores
     reasons: Counter = Counter()
+    rejections: dict[str, tuple[str, ...]] = {}
     feasible: list[tuple[NodeFacts, int]] = []  # kept only when spread scores need all of them
     best: tuple[int, str] | None = None
     for node in nodes:
@@ -254,15 +299,11 @@ def place(pod: Mapping, requests: Mapping[str, Fraction], nodes: Iterable[NodeFa
             reasons[REASON_NOT_PINNED] += 1
             continue
         used = usage.get(node.name) or NOTHING_USED
-        rejected = static[node.name] if static is not None else static_reasons(pod, node)
-        if not rejected and ports and ports_conflict(ports, used.ports):
-            rejected = (REASON_PORTS,)
-        rejected = rejected or resource_reasons(requests, node, used, served)
-        if not rejected and filtering:
-            reason = checks.reason(node)
-            rejected = (reason,) if reason else ()
+        rejected = filter_node(requests, node, used, static[node.name] if static is not None
+                               else static_reasons(pod, node), ports, checks)
         if rejected:
             reasons.update(rejected)
+            rejections[node.name] = rejected
             continue
         fit = score(requests, node, used, scoring)
         if spread_scores is not None:
@@ -272,7 +313,7 @@ def place(pod: Mapping, requests: Mapping[str, Fraction], nodes: Iterable[NodeFa
     if spread_scores is not None:
         best = with_spread(feasible, spread_scores([n for n, _ in feasible]))
     chosen = best[1] if best else None
-    return Decision(chosen, reasons, len(nodes), plan=checks.plan(chosen))
+    return Decision(chosen, reasons, len(nodes), plan=checks.plan(chosen), rejections=rejections)
 
 
 def with_spread(feasible: list[tuple[NodeFacts, int]], spread: Mapping[str, int] | None) -> tuple[int, str] | None:

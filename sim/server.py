@@ -151,11 +151,16 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _dispatch(self, method: str, path: str, user: User) -> None:
         document = self._discovery(path) if method == "GET" else None
-        if document is not None:
-            self._send(200, document)
+        if document is not None:  # a group or version not served answers its Status with its code (404)
+            self._send(document.get("code", 200) if document.get("kind") == "Status" else 200, document)
             return
         target = parse_path(self.server.api.kinds, path)
-        if method == "GET" and not target.name:
+        if target.subresource == "eviction":
+            if method != "POST":
+                raise method_not_allowed(method.lower())
+            self._send(201, self.server.api.create_eviction(target.namespace or "", target.name, self._body(), user=user,
+                                                            **self._write_options("CREATE")))
+        elif method == "GET" and not target.name:
             self._watch(target) if watching(self.query) else self._list(target)
         elif method == "GET":
             self._send(200, self.server.api.get(self.server.api.resource_name(target.kind), target.name,
@@ -341,6 +346,9 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(payload)))
         self.send_header("Cache-Control", "no-cache, private")
+        retry_after = (body.get("details") or {}).get("retryAfterSeconds")
+        if retry_after:
+            self.send_header("Retry-After", str(retry_after))
         for warning in self.warnings:
             self.send_header("Warning", f'299 - "{warning}"')
         self.end_headers()

@@ -15,6 +15,9 @@ nodes:
       driver: gpu.example.com
       extendedResourceName: nvidia.com/gpu   # optional: the class also serves this resource
       attributes: {model: h100}
+priorityClasses:           # optional: PriorityClasses the workloads name
+  - {name: urgent, value: 1000}
+  - {name: polite, value: 1000, preemptionPolicy: Never}
 workloads:
   - kind: PyTorchJob        # PyTorchJob, JobSet, Job or Pod
     name: llm-a
@@ -23,6 +26,7 @@ workloads:
     gpusPerPod: 1
     durationSeconds: 600    # training progress needed; omit for pods that run until deleted
     submitSeconds: 0        # after the start of the run
+    priorityClassName: urgent   # optional: one of priorityClasses, or a system class
 ```
 
 Loading returns every problem at once, each naming the field, the bad value and what is
@@ -55,6 +59,7 @@ from sim.names import (
     RESOURCE_SLICES,
     WORLD_SIZE_ANNOTATION,
 )
+from sim.priority import DEFAULT_PREEMPTION, HIGHEST_USER_DEFINABLE, POLICIES, SYSTEM_CLASSES
 
 KINDS = ("PyTorchJob", "JobSet", "Job", "Pod")
 EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
@@ -161,6 +166,7 @@ class WorkloadSchema(StrictSchema):
     memoryPerPod = Quantity(load_default="4Gi")
     durationSeconds = seconds(0.001, load_default=None)
     submitSeconds = seconds(0, load_default=0.0)
+    priorityClassName = fields.String(load_default=None)
 
     @validates_schema(skip_on_field_errors=True)
     def pods_per_job_divides_size(self, data, **kwargs):
@@ -173,10 +179,22 @@ class WorkloadSchema(StrictSchema):
                                   "podsPerJob")
 
 
+class PriorityClassSchema(StrictSchema):
+    name = fields.String(required=True, validate=validate.Regexp(
+        DNS_SUBDOMAIN, error="{input!r} is not a DNS subdomain; use lowercase letters, digits, '-' and '.'"))
+    value = fields.Integer(strict=True, required=True, validate=validate.Range(
+        min=-2_147_483_648, max=HIGHEST_USER_DEFINABLE,
+        error="{input} is out of range; use a whole number from {min} to {max}"))
+    preemptionPolicy = fields.String(load_default=DEFAULT_PREEMPTION, validate=validate.OneOf(
+        POLICIES, error="{input!r} is not a preemption policy; use one of {choices}"))
+    globalDefault = fields.Boolean(load_default=False)
+
+
 class SpecSchema(StrictSchema):
     nodes = fields.List(fields.Nested(NodeGroupSchema), required=True, validate=validate.Length(
         min=1, error="an empty list has no nodes; list at least one node group"))
     workloads = fields.List(fields.Nested(WorkloadSchema), load_default=list)
+    priorityClasses = fields.List(fields.Nested(PriorityClassSchema), load_default=list)
 
 
 def flatten(messages, path: str = "") -> list[str]:
@@ -206,7 +224,19 @@ def load(text: str) -> dict:
         raise SpecError(flatten(error.messages)) from None
     name_workloads(spec["workloads"])
     one_class_per_driver(spec["nodes"])
+    known_priority_classes(spec)
     return spec
+
+
+def known_priority_classes(spec: dict) -> None:
+    """Refuse a workload naming a PriorityClass the spec does not list (the system ones aside)."""
+    known = {c["name"] for c in spec["priorityClasses"]} | {c["name"] for c in SYSTEM_CLASSES}
+    problems = [f"workloads[{position}].priorityClassName: {workload['priorityClassName']!r} is not a PriorityClass "
+                f"of the spec; use one of {sorted(known)}, or list it under priorityClasses"
+                for position, workload in enumerate(spec["workloads"])
+                if workload["priorityClassName"] is not None and workload["priorityClassName"] not in known]
+    if problems:
+        raise SpecError(problems)
 
 
 def name_workloads(workloads: list[dict]) -> None:
@@ -295,6 +325,13 @@ def device_manifests(spec: dict) -> list[tuple[str, dict]]:
     return [(DEVICE_CLASSES, c) for c in classes.values()] + [(RESOURCE_SLICES, s) for s in slices]
 
 
+def priority_class_manifests(spec: dict) -> list[dict]:
+    """The spec's PriorityClasses, to create before the workloads that name them."""
+    return [{"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": c["name"]},
+             "value": c["value"], "preemptionPolicy": c["preemptionPolicy"], "globalDefault": c["globalDefault"]}
+            for c in spec["priorityClasses"]]
+
+
 def node_manifest(group: dict, name: str) -> dict:
     capacity = {"cpu": group["cpu"], "memory": group["memory"], "pods": str(group["pods"])}
     if group["gpusPerNode"]:
@@ -326,10 +363,12 @@ def pod_template(workload: dict, container: str, restart_policy: str) -> dict:
     annotations = {WORLD_SIZE_ANNOTATION: str(workload["size"])}
     if workload["durationSeconds"] is not None:
         annotations[DURATION_ANNOTATION] = f"{workload['durationSeconds']:g}"
-    return {"metadata": {"annotations": annotations},
-            "spec": {"restartPolicy": restart_policy,
-                     "containers": [{"name": container, "image": IMAGE,
-                                     "resources": {"requests": resources, "limits": dict(resources)}}]}}
+    spec = {"restartPolicy": restart_policy,
+            "containers": [{"name": container, "image": IMAGE,
+                            "resources": {"requests": resources, "limits": dict(resources)}}]}
+    if workload["priorityClassName"] is not None:
+        spec["priorityClassName"] = workload["priorityClassName"]
+    return {"metadata": {"annotations": annotations}, "spec": spec}
 
 
 def workload_metadata(workload: dict) -> dict:

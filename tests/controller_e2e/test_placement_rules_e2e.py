@@ -10,39 +10,14 @@ import pytest
 
 from gangkeeper import names
 from gangkeeper.controller.reconciler import Settings
-from sim.clock import RealClock
-from sim.cluster import ThreadRunner, emulated_cluster
 from sim.names import ZONE_LABEL
-from sim.spec import load, submissions
-from tests.controller_e2e.emulation import NS, Emulation, eventually, invariants
+from sim.spec import submissions
+from tests.controller_e2e.emulation import NS, eventually
 
 pytestmark = pytest.mark.e2e
 
 HOSTNAME = "kubernetes.io/hostname"
 QUICK = Settings(bind_timeout_seconds=5.0, rollback_backoff_seconds=0.5)
-
-
-@pytest.fixture()
-def cluster(tmp_path):
-    """An emulation of a spec's nodes (and devices), running on a thread in real time, watched by
-    the invariants with groups of `min_count`; the spec's workloads are not submitted."""
-    started = []
-
-    def start(spec_text: str, min_count):
-        emulation = Emulation(tmp_path)
-        spec = load(spec_text)
-        runner = ThreadRunner(emulated_cluster(emulation.api, RealClock(), spec={**spec, "workloads": []},
-                                               start_delay=0.1), idle_wait=0.05).start()
-        watch = invariants(emulation, min_count)
-        started.append((emulation, watch, runner))
-        return emulation, watch, spec
-
-    yield start
-    for emulation, watch, runner in started:
-        runner.stop()
-        runner.check()
-        watch.close()
-        emulation.close()
 
 
 def job(spec, **template_spec):
@@ -88,7 +63,7 @@ def claiming_pod(name, group, size):
 
 
 def test_a_dra_group_larger_than_the_devices_waits_with_nothing_bound_while_a_smaller_one_binds(cluster):
-    emulation, watch, _ = cluster("""
+    emulation, watch, _, _ = cluster("""
 nodes: [{count: 1, gpusPerNode: 0, devices: {count: 4, driver: gpu.example.com}}]
 """, min_count=lambda group: {"large": 6, "small": 2}.get(group, 1))
     emulation.api.create("resourceclaimtemplates", TEMPLATE, namespace=NS)
@@ -110,7 +85,7 @@ nodes: [{count: 1, gpusPerNode: 0, devices: {count: 4, driver: gpu.example.com}}
 
 
 def test_gpus_served_only_through_a_device_class_are_admitted_when_the_devices_suffice(cluster):
-    emulation, watch, spec = cluster("""
+    emulation, watch, spec, _ = cluster("""
 nodes: [{count: 1, gpusPerNode: 0, devices: {count: 8, driver: gpu.nvidia.com, extendedResourceName: nvidia.com/gpu}}]
 workloads: [{kind: Job, name: ext, namespace: ml, size: 2, gpusPerPod: 4, durationSeconds: 1}]
 """, min_count=2)
@@ -125,7 +100,7 @@ workloads: [{kind: Job, name: ext, namespace: ml, size: 2, gpusPerPod: 4, durati
 # --- the pods around a member ------------------------------------------------------------------------
 
 def test_a_job_with_required_anti_affinity_binds_on_distinct_nodes_without_a_rollback(cluster):
-    emulation, watch, spec = cluster("""
+    emulation, watch, spec, _ = cluster("""
 nodes: [{count: 3, gpusPerNode: 8}]
 workloads: [{kind: Job, name: aa, namespace: ml, size: 2, gpusPerPod: 4, durationSeconds: 30}]
 """, min_count=2)
@@ -140,7 +115,7 @@ workloads: [{kind: Job, name: aa, namespace: ml, size: 2, gpusPerPod: 4, duratio
 
 
 def test_a_job_with_a_zone_spread_constraint_is_placed_within_its_skew(cluster):
-    emulation, watch, spec = cluster("""
+    emulation, watch, spec, _ = cluster("""
 nodes:
   - {count: 2, gpusPerNode: 8, labels: {topology.kubernetes.io/zone: a}}
   - {count: 2, gpusPerNode: 8, labels: {topology.kubernetes.io/zone: b}}
@@ -158,7 +133,7 @@ workloads: [{kind: Job, name: spread, namespace: ml, size: 4, gpusPerPod: 2, dur
 
 
 def test_members_asking_one_host_port_land_on_distinct_nodes(cluster):
-    emulation, watch, spec = cluster("""
+    emulation, watch, spec, _ = cluster("""
 nodes: [{count: 3, gpusPerNode: 8}]
 workloads: [{kind: Job, name: ports, namespace: ml, size: 2, gpusPerPod: 1, durationSeconds: 30}]
 """, min_count=2)
@@ -174,7 +149,7 @@ workloads: [{kind: Job, name: ports, namespace: ml, size: 2, gpusPerPod: 1, dura
 
 def test_the_same_job_without_its_anti_affinity_is_packed_on_one_node(cluster):
     """The rule is what spreads the members above, not the planner's packing."""
-    emulation, watch, spec = cluster("""
+    emulation, watch, spec, _ = cluster("""
 nodes: [{count: 3, gpusPerNode: 8}]
 workloads: [{kind: Job, name: packed, namespace: ml, size: 2, gpusPerPod: 4, durationSeconds: 30}]
 """, min_count=2)

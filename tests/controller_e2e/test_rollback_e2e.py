@@ -13,11 +13,8 @@ import pytest
 from gangkeeper import names
 from gangkeeper.controller.reconciler import Settings
 from sim.api import ADMIN, WatchEvent
-from sim.clock import RealClock
-from sim.cluster import ThreadRunner, emulated_cluster
 from sim.names import NODES, PODS
-from sim.spec import load, node_manifests, submissions
-from tests.controller_e2e.emulation import NS, Emulation, eventually, invariants, released
+from tests.controller_e2e.emulation import NS, Emulation, eventually, released
 
 pytestmark = pytest.mark.e2e
 
@@ -61,31 +58,11 @@ class Spoiler:
             self.api.patch(NODES, node, {"spec": {"taints": []}}, user=ADMIN)
 
 
-@pytest.fixture()
-def cluster(tmp_path):
-    """An emulation with a Spoiler of `rounds` releases, its cluster running on a thread in real time."""
-    started = []
-
-    def start(spec_text: str, min_count: int, rounds: int):
-        emulation = Emulation(tmp_path)
-        spec = load(spec_text)
-        for manifest in node_manifests(spec):
-            emulation.api.create("nodes", manifest)
-        watch = invariants(emulation, min_count)
-        spoiler = Spoiler(emulation.api, rounds)
-        runner = ThreadRunner(emulated_cluster(emulation.api, RealClock(), start_delay=0.1, extra=[spoiler]),
-                              idle_wait=0.05).start()
-        started.append((emulation, watch, runner))
-        for submission in submissions(spec):
-            emulation.api.create(submission.resource, submission.manifest, namespace=NS)
-        return emulation, watch, spoiler
-
-    yield start
-    for emulation, watch, runner in started:
-        runner.stop()
-        runner.check()
-        watch.close()
-        emulation.close()
+def spoilt(cluster, spec_text: str, min_count: int, rounds: int):
+    """The spec's cluster with its workloads and a Spoiler of `rounds` releases."""
+    emulation, watch, _, (spoiler,) = cluster(spec_text, min_count, submit=True,
+                                              extra=lambda api: [Spoiler(api, rounds)])
+    return emulation, watch, spoiler
 
 
 def conditions(obj: dict) -> dict[str, dict]:
@@ -105,7 +82,7 @@ def warned(emulation: Emulation) -> set[tuple[str, str]]:
 
 
 def test_a_job_rolled_back_twice_has_no_failure_counted_and_runs_once_it_fits(cluster):
-    emulation, watch, spoiler = cluster(f"""
+    emulation, watch, spoiler = spoilt(cluster, f"""
 nodes: [{{count: 3, gpusPerNode: 8}}]
 workloads: [{{kind: Job, name: train, namespace: {NS}, size: 2, gpusPerPod: 8, durationSeconds: 1}}]
 """, min_count=2, rounds=2)  # the Job's backoffLimit is 0: one pod counted as failed would fail it
@@ -126,7 +103,7 @@ workloads: [{{kind: Job, name: train, namespace: {NS}, size: 2, gpusPerPod: 8, d
 
 
 def test_a_plain_pod_group_that_failed_to_bind_leaves_nothing_bound(cluster):
-    emulation, watch, spoiler = cluster(f"""
+    emulation, watch, spoiler = spoilt(cluster, f"""
 nodes: [{{count: 2, gpusPerNode: 8}}]
 workloads: [{{kind: Pod, name: plain, namespace: {NS}, size: 2, gpusPerPod: 8, durationSeconds: 60}}]
 """, min_count=2, rounds=1)

@@ -2,9 +2,7 @@
 
 import pytest
 
-from sim.apiserver import APIServer
 from sim.claims import ClaimController, generate_name
-from sim.clock import VirtualClock
 from sim.cluster import Cluster
 from sim.scheduler import Scheduler
 from sim.spec import load, node_manifests
@@ -39,14 +37,8 @@ def pod(name, *, template="one-gpu", claim=None, gates=(), node_name=None):
 
 
 @pytest.fixture
-def clock():
-    return VirtualClock()
-
-
-@pytest.fixture
-def api(clock):
-    api = APIServer(clock=clock.now)
-    api.create("namespaces", {"metadata": {"name": NS}})
+def api(api):
+    """The shared API server (tests/sim/conftest.py), with two nodes of GPUs as DRA devices."""
     for node in node_manifests(load("nodes: [{count: 2, gpusPerNode: 0}]")):
         api.create("nodes", node)
         api.create("resourceslices", gpu_slice(node["metadata"]["name"]))

@@ -84,6 +84,31 @@ def test_bound_plus_reserved_beyond_allocatable_is_over_commit():
     assert violation.namespaces == {"ns"} and violation.event == 3
 
 
+def with_priority(obj: dict, priority: int) -> dict:
+    obj["spec"]["priority"] = priority
+    return obj
+
+
+def test_room_held_for_a_preemptor_over_lower_priority_pods_is_no_over_commit_until_it_is_released():
+    c = checker()
+    c.observe("pods", "ADDED", with_priority(pod("victim", group="", size=1, gpus=8, node_name="n1",
+                                                 phase="Running"), 10), 1)
+    held = with_priority(pod("urgent", group="u", size=1, gpus=8, reserved="n1", gated=True), 1000)
+    c.observe("pods", "ADDED", held, 2)
+    assert kinds(c) == [], "the victim is on its way out"
+    c.observe("pods", "MODIFIED", with_priority(pod("urgent", group="u", size=1, gpus=8, reserved="n1"), 1000), 3)
+    assert kinds(c) == ["over-commit"], "released over the victim: the scheduler would refuse it"
+
+
+def test_room_held_over_pods_of_equal_priority_is_over_commit():
+    c = checker()
+    c.observe("pods", "ADDED", with_priority(pod("peer", group="", size=1, gpus=8, node_name="n1",
+                                                 phase="Running"), 1000), 1)
+    c.observe("pods", "ADDED", with_priority(pod("urgent", group="u", size=1, gpus=8, reserved="n1", gated=True),
+                                             1000), 2)
+    assert kinds(c) == ["over-commit"]
+
+
 def test_a_terminal_pod_frees_its_node():
     c = checker()
     c.observe("pods", "ADDED", pod("a", group="x", size=1, gpus=6, node_name="n1", phase="Succeeded"), 1)

@@ -1,37 +1,51 @@
 """The emulated kube-scheduler replays what a real kube-scheduler v1.36 decided (fixtures/kube-scheduler-v1.36).
 
-Each case's nodes and objects (DeviceClasses, ResourceSlices, ResourceClaims,
+Each case's nodes and objects (PriorityClasses, DeviceClasses, ResourceSlices, ResourceClaims,
 ResourceClaimTemplates) go into an emulated API server with the default components; the pods are
 created one at a time, as recorded, and the cluster settles after each (the scheduler and the
-resourceclaim controller do their work). Every pod's outcome must be the recorded one: the node
-it was bound to, or the Unschedulable message. The emulation runs no PostFilter plugins (no DRA
-deallocation, no preemption), so a refusal is compared up to the end of the filters' part, and
-the rest of the recorded message must be only what those plugins add: DynamicResources' verdict
-(`still not schedulable` for a pod with claims, `no new claims to deallocate` for one without)
-and DefaultPreemption's. Then the ResourceClaims: names (up to their random suffix), owners,
-allocated devices (request, driver, pool, device) and `reservedFor`; and the claim the scheduler
-made for extended resources, as the pod's `status.extendedResourceClaimStatus` names it.
+resourceclaim controller do their work; the clock stands still, so no kubelet ends a pod, as
+none did in the recordings).
 
-The five `preemption-*` cases are left out: preemption is issue 12's.
+Every pod's outcome must be the recorded one: the node it was bound to, or the Unschedulable
+message word for word, the filters' part and what the PostFilter plugins add (DynamicResources'
+verdict, DefaultPreemption's), and for a refused pod its `status.nominatedNodeName`. Where the
+recording says what became of the earlier pods when a pod came (the preemption cases), each must
+be present, terminating or deleted as recorded — the victims chosen — and carry the recorded
+DisruptionTarget condition (type, status, reason, message, observedGeneration) or none. Then
+the ResourceClaims: names (up to their random suffix), owners, allocated devices (request,
+driver, pool, device) and `reservedFor`; and the claim the scheduler made for extended
+resources, as the pod's `status.extendedResourceClaimStatus` names it.
 """
 
 import copy
 import json
 import re
+from dataclasses import dataclass
 
 import pytest
 
+from sim.api import APIError
 from sim.apiserver import APIServer
 from sim.clock import VirtualClock
 from sim.cluster import emulated_cluster
 from tests.recorded import SCHEDULER
 
-CASES = sorted(p for p in SCHEDULER.glob("*.json") if not p.name.startswith("preemption-"))
+CASES = sorted(SCHEDULER.glob("*.json"))
 SERVER_OWNED = ("uid", "resourceVersion", "generation", "creationTimestamp", "managedFields")
-RESOURCES = {"DeviceClass": "deviceclasses", "ResourceSlice": "resourceslices", "ResourceClaim": "resourceclaims",
-             "ResourceClaimTemplate": "resourceclaimtemplates"}
-POST_FILTER = re.compile(r"(?<=\.) (?=still not schedulable|no new claims to deallocate)")
+RESOURCES = {"PriorityClass": "priorityclasses", "DeviceClass": "deviceclasses", "ResourceSlice": "resourceslices",
+             "ResourceClaim": "resourceclaims", "ResourceClaimTemplate": "resourceclaimtemplates"}
+CONDITION_FIELDS = ("type", "status", "reason", "message", "observedGeneration")
 SUFFIX = re.compile(r"-[bcdfghjklmnpqrstvwxz2456789]{5}$")
+
+
+@dataclass(frozen=True)
+class Outcome:
+    pod: str
+    bound_to: str | None
+    message: str | None
+    nominated: str | None
+    extended_claim: dict | None  # status.extendedResourceClaimStatus
+    earlier: tuple[tuple[str, str, dict | None], ...]  # (pod, present/terminating/deleted, DisruptionTarget)
 
 
 def as_sent(obj: dict) -> dict:
@@ -48,29 +62,43 @@ def load(path):
     return json.loads(path.read_text())
 
 
-def replay(case: dict) -> tuple[APIServer, list[tuple[str, str | None, str | None]]]:
+def disruption_target(pod: dict) -> dict | None:
+    condition = next((c for c in pod["status"].get("conditions") or () if c["type"] == "DisruptionTarget"), None)
+    return None if condition is None else {k: condition.get(k) for k in CONDITION_FIELDS}
+
+
+def state_of(api: APIServer, name: str, namespace: str) -> tuple[str, str, dict | None]:
+    try:
+        pod = api.get("pods", name, namespace=namespace)
+    except APIError as error:
+        assert error.code == 404
+        return name, "deleted", None
+    return name, "terminating" if pod["metadata"].get("deletionTimestamp") else "present", disruption_target(pod)
+
+
+def replay(case: dict) -> tuple[APIServer, list[Outcome]]:
     clock = VirtualClock()
     api = APIServer(clock=clock.now)
-    api.create("namespaces", {"metadata": {"name": case["namespace"]}})
+    namespace = case["namespace"]
+    api.create("namespaces", {"metadata": {"name": namespace}})
     for node in case["nodes"]:
         api.create("nodes", as_sent(node))
     for obj in case["cluster_objects"] + case["namespaced_objects"]:
         api.create(RESOURCES[obj["kind"]], as_sent(obj), namespace=obj["metadata"].get("namespace"))
     cluster = emulated_cluster(api, clock)
-    outcomes = []
+    outcomes: list[Outcome] = []
     for pod in case["pods"]:
-        api.create("pods", as_sent(pod), namespace=case["namespace"])
+        api.create("pods", as_sent(pod), namespace=namespace)
         cluster.settle()
-        stored = api.get("pods", pod["metadata"]["name"], namespace=case["namespace"])
+        stored = api.get("pods", pod["metadata"]["name"], namespace=namespace)
         refusal = next((c["message"] for c in stored["status"].get("conditions") or ()
                         if c["type"] == "PodScheduled" and c.get("reason") == "Unschedulable"), None)
-        outcomes.append((pod["metadata"]["name"], stored["spec"].get("nodeName"), refusal))
+        earlier = tuple(state_of(api, o.pod, namespace) for o in outcomes)
+        outcomes.append(Outcome(pod["metadata"]["name"], stored["spec"].get("nodeName"), refusal,
+                                stored["status"].get("nominatedNodeName"),
+                                stored["status"].get("extendedResourceClaimStatus"), earlier))
     cluster.close()
     return api, outcomes
-
-
-def filters_part(message: str | None) -> str | None:
-    return None if message is None else POST_FILTER.split(message, maxsplit=1)[0]
 
 
 def claim_summary(claim: dict) -> tuple:
@@ -99,23 +127,25 @@ def replayed(request):
 
 def test_every_pod_is_bound_where_the_real_scheduler_bound_it_or_refused_with_its_words(replayed):
     case, _, outcomes = replayed
-    expected = [(o["pod"], o["bound_to"], filters_part(o.get("message"))) for o in case["outcomes"]]
-    assert outcomes == expected
+    expected = [(o["pod"], o["bound_to"], o.get("message")) for o in case["outcomes"]]
+    assert [(o.pod, o.bound_to, o.message) for o in outcomes] == expected
 
 
-def test_what_the_recorded_refusals_add_is_only_what_the_post_filter_plugins_say(replayed):
-    case, _, _ = replayed
-    served = {o["spec"].get("extendedResourceName") for o in case["cluster_objects"] if o["kind"] == "DeviceClass"}
-    pods = {p["metadata"]["name"]: p["spec"] for p in case["pods"]}
+def test_a_refused_pod_is_nominated_where_the_real_scheduler_nominated_it(replayed):
+    case, _, outcomes = replayed
+    expected = [(o["pod"], o["nominatedNodeName"]) for o in case["outcomes"] if "nominatedNodeName" in o]
+    assert [(o.pod, o.nominated) for o in outcomes if o.bound_to is None] == expected
+
+
+def test_the_earlier_pods_are_left_preempted_or_alone_as_recorded(replayed):
+    case, _, outcomes = replayed
+    emulated = {o.pod: o.earlier for o in outcomes}
     for outcome in case["outcomes"]:
-        if outcome["bound_to"] is not None:
-            continue
-        spec = pods[outcome["pod"]]
-        wants_devices = bool(spec.get("resourceClaims")) or any(
-            name in served for c in spec["containers"] for name in c["resources"].get("requests") or {})
-        verdict = "still not schedulable" if wants_devices else "no new claims to deallocate"
-        tail = outcome["message"][len(filters_part(outcome["message"])) + 1:]
-        assert tail.startswith(f"{verdict}, preemption: "), outcome["pod"]
+        if "earlier_pods_after" in outcome:
+            expected = tuple((p["pod"], p["state"], None if p.get("DisruptionTarget") is None else
+                              {k: p["DisruptionTarget"].get(k) for k in CONDITION_FIELDS})
+                             for p in outcome["earlier_pods_after"])
+            assert emulated[outcome["pod"]] == expected, outcome["pod"]
 
 
 def test_the_claims_afterwards_hold_the_recorded_devices_for_the_recorded_pods(replayed):
@@ -125,11 +155,10 @@ def test_the_claims_afterwards_hold_the_recorded_devices_for_the_recorded_pods(r
 
 
 def test_the_pods_name_the_claim_made_for_their_extended_resources(replayed):
-    case, api, _ = replayed
-    for outcome in case["outcomes"]:
+    case, api, outcomes = replayed
+    for outcome, emulated in zip(case["outcomes"], outcomes, strict=True):
         recorded = outcome.get("extendedResourceClaimStatus")
-        status = api.get("pods", outcome["pod"], namespace=case["namespace"])["status"].get(
-            "extendedResourceClaimStatus")
+        status = emulated.extended_claim
         if recorded is None:
             assert status is None, outcome["pod"]
             continue
@@ -138,6 +167,9 @@ def test_the_pods_name_the_claim_made_for_their_extended_resources(replayed):
         api.get("resourceclaims", status["resourceClaimName"], namespace=case["namespace"])
 
 
-def test_every_case_but_preemption_is_replayed():
-    assert len(CASES) == 15
-    assert {load(p)["case"] for p in CASES} >= {"dra-shared-claim", "pod-affinity-zone", "topology-spread-do-not-schedule"}
+def test_every_case_preemption_included_is_replayed():
+    assert len(CASES) == 20
+    assert {load(p)["case"] for p in CASES} >= {
+        "dra-shared-claim", "pod-affinity-zone", "topology-spread-do-not-schedule", "preemption-pinned-high-priority",
+        "preemption-graceful-victims", "preemption-minimal-victims", "preemption-policy-never",
+        "preemption-not-of-higher"}

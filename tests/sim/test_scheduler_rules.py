@@ -3,11 +3,7 @@ pods it places itself (not pinned), and what its grouping of parked pods by shap
 
 from collections import Counter
 
-import pytest
-
-from sim.apiserver import APIServer
 from sim.claims import ClaimController
-from sim.clock import VirtualClock
 from sim.cluster import Cluster
 from sim.scheduler import Scheduler
 from sim.spec import load, node_manifests
@@ -15,18 +11,6 @@ from sim.spec import load, node_manifests
 NS = "ml"
 ZONE = "topology.kubernetes.io/zone"
 HOST = "kubernetes.io/hostname"
-
-
-@pytest.fixture
-def clock():
-    return VirtualClock()
-
-
-@pytest.fixture
-def api(clock):
-    api = APIServer(clock=clock.now)
-    api.create("namespaces", {"metadata": {"name": NS}})
-    return api
 
 
 def nodes(api, spec: str) -> None:
@@ -67,7 +51,8 @@ def test_anti_affinity_members_land_on_distinct_nodes(api, clock):
     cluster.settle()
     where = placement(api, "w0", "w1", "w2", "w3")
     assert len({where[n] for n in ("w0", "w1", "w2")}) == 3 and where["w3"] is None
-    assert refusal(api, "w3") == "0/3 nodes are available: 3 node(s) didn't match pod anti-affinity rules."
+    assert refusal(api, "w3") == ("0/3 nodes are available: 3 node(s) didn't match pod anti-affinity rules. no new claims to deallocate, "
+        "preemption: 0/3 nodes are available: 3 No preemption victims found for incoming pod.")
 
 
 def test_pods_alike_but_for_labels_are_told_apart_once_a_placed_pod_has_anti_affinity(api, clock):
@@ -83,7 +68,8 @@ def test_pods_alike_but_for_labels_are_told_apart_once_a_placed_pod_has_anti_aff
     api.delete("pods", "filler", namespace=NS, grace_period_seconds=0)
     cluster.settle()
     assert placement(api, "x", "y") == {"x": None, "y": "node-0"}
-    assert refusal(api, "x") == "0/1 nodes are available: 1 node(s) didn't satisfy existing pods anti-affinity rules."
+    assert refusal(api, "x") == ("0/1 nodes are available: 1 node(s) didn't satisfy existing pods anti-affinity rules. no new claims "
+        "to deallocate, preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod.")
 
 
 def test_a_pod_waiting_for_its_affinity_target_binds_when_the_target_does(api, clock):
@@ -93,7 +79,8 @@ def test_a_pod_waiting_for_its_affinity_target_binds_when_the_target_does(api, c
         {"labelSelector": {"matchLabels": {"app": "ps"}}, "topologyKey": HOST}]}}
     api.create("pods", pod("worker", affinity=follow), namespace=NS)
     cluster.settle()
-    assert refusal(api, "worker") == "0/2 nodes are available: 2 node(s) didn't match pod affinity rules."
+    assert refusal(api, "worker") == ("0/2 nodes are available: 2 node(s) didn't match pod affinity rules. no new claims to deallocate, "
+        "preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling.")
     api.create("pods", pod("ps", {"app": "ps"}), namespace=NS)
     cluster.settle()
     where = placement(api, "ps", "worker")
@@ -137,7 +124,8 @@ def test_host_port_pods_land_on_distinct_nodes(api, clock):
     cluster.settle()
     where = placement(api, "a", "b", "c", "udp")
     assert {where["a"], where["b"]} == {"node-0", "node-1"} and where["c"] is None and where["udp"] == "node-0"
-    assert refusal(api, "c") == "0/2 nodes are available: 2 node(s) didn't have free ports for the requested pod ports."
+    assert refusal(api, "c") == ("0/2 nodes are available: 2 node(s) didn't have free ports for the requested pod ports. no new claims "
+        "to deallocate, preemption: 0/2 nodes are available: 2 No preemption victims found for incoming pod.")
 
 
 DEVICE_CLASS = {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "gpu.example.com"},
@@ -174,7 +162,8 @@ def test_claims_are_allocated_on_the_node_each_pod_is_bound_to(api, clock):
     where = placement(api, *(f"p{i}" for i in range(5)))
     assert Counter(where.values()) == {"node-0": 2, "node-1": 2, None: 1}
     [waiting] = [n for n, node in where.items() if node is None]
-    assert refusal(api, waiting) == "0/2 nodes are available: 2 cannot allocate all claims."
+    assert refusal(api, waiting) == ("0/2 nodes are available: 2 cannot allocate all claims. still not schedulable, preemption: "
+        "0/2 nodes are available: 2 Preemption is not helpful for scheduling.")
     devices = set()
     for claim in api.list("resourceclaims", namespace=NS):
         [owner] = claim["metadata"]["ownerReferences"]
@@ -223,7 +212,8 @@ def test_a_request_for_a_class_that_does_not_exist_is_refused_on_every_node(api,
         {"name": "fpga", "exactly": {"deviceClassName": "fpga.example.com"}}]}}}, namespace=NS)
     api.create("pods", pod("f", gpus=0, resourceClaims=[{"name": "fpga", "resourceClaimName": "odd"}]), namespace=NS)
     cluster.settle()
-    assert refusal(api, "f") == "0/2 nodes are available: request fpga: device class fpga.example.com does not exist."
+    assert refusal(api, "f") == ("0/2 nodes are available: request fpga: device class fpga.example.com does not exist. no new "
+        "claims to deallocate, preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling.")
 
 
 def test_a_pod_whose_claim_does_not_exist_waits_without_a_condition(api, clock):
@@ -245,4 +235,4 @@ def test_pins_that_contradict_each_other_are_refused_before_any_node_is_tried(ap
     api.create("pods", pod("torn", affinity={"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
         "nodeSelectorTerms": [term]}}}), namespace=NS)
     cluster.settle()
-    assert refusal(api, "torn") == "0/2 nodes are available: pod affinity terms conflict."
+    assert refusal(api, "torn") == "0/2 nodes are available: pod affinity terms conflict. not found"

@@ -130,9 +130,11 @@ def test_unsupported_patch_type_is_415(api, served):
 
 def test_discovery_lists_groups_and_subresources(served):
     auth = {"Authorization": "Bearer admin-token"}
-    groups = {g["name"] for g in http(served.url, "GET", "/apis", headers=auth)[1]["groups"]}
-    assert {"batch", "kubeflow.org", "gangkeeper.io", "scheduling.x-k8s.io"} <= groups
-    assert "scheduling.k8s.io" not in groups
+    listed = {g["name"]: g for g in http(served.url, "GET", "/apis", headers=auth)[1]["groups"]}
+    assert {"batch", "kubeflow.org", "gangkeeper.io", "scheduling.x-k8s.io", "policy"} <= set(listed)
+    # PriorityClasses only: native PodGroups (v1beta1) are served only with their gate on
+    assert [v["version"] for v in listed["scheduling.k8s.io"]["versions"]] == ["v1"]
+    assert http(served.url, "GET", "/apis/scheduling.k8s.io/v1beta1", headers=auth)[0] == 404
     names = {r["name"] for r in http(served.url, "GET", "/api/v1", headers=auth)[1]["resources"]}
     assert {"pods", "pods/binding", "pods/status", "nodes/status", "namespaces", "events"} <= names
 

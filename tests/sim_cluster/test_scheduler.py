@@ -8,7 +8,8 @@ from sim.scheduler import Scheduler
 from sim.spec import load, node_manifests
 from tests.sim_cluster.conftest import pods_of
 
-UNSCHEDULABLE_GPU = "0/1 nodes are available: 1 Insufficient nvidia.com/gpu."
+UNSCHEDULABLE_GPU = ("0/1 nodes are available: 1 Insufficient nvidia.com/gpu. no new claims to deallocate, "
+                     "preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod.")
 
 
 def scheduler_only(api, clock, nodes=1, gpus=8):
@@ -129,7 +130,8 @@ workloads:
         assert phases == {("Running", True): 24, ("Pending", False): 8}
         pending = [p for p in pods if not p["spec"].get("nodeName")]
         assert {p["status"]["conditions"][-1]["message"] for p in pending} == {
-            "0/6 nodes are available: 6 Insufficient nvidia.com/gpu."}
+            "0/6 nodes are available: 6 Insufficient nvidia.com/gpu. no new claims to deallocate, preemption: "
+            "0/6 nodes are available: 6 No preemption victims found for incoming pod."}
         status = api.get("pytorchjobs", job, namespace="ml")["status"]
         assert "Succeeded" not in {c["type"] for c in status["conditions"]}
     assert cluster.next_due() is None  # nothing will ever change: a deadlock

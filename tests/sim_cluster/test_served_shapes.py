@@ -87,6 +87,8 @@ TYPED_LISTS = {
     "mutatingwebhookconfigurations": "V1MutatingWebhookConfigurationList",
     "validatingwebhookconfigurations": "V1ValidatingWebhookConfigurationList",
     "jobs": "V1JobList",
+    "poddisruptionbudgets": "V1PodDisruptionBudgetList",
+    "priorityclasses": "V1PriorityClassList",
     "podgroups.scheduling.k8s.io": "V1beta1PodGroupList",
     "deviceclasses": "V1DeviceClassList",
     "resourceslices": "V1ResourceSliceList",
@@ -276,7 +278,7 @@ def run_workloads(api: APIServer, clock: VirtualClock) -> None:
         "apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup", "metadata": {"name": "npg"},
         "spec": {"schedulingPolicy": {"gang": {"minCount": 2}}}}, namespace=PLAIN)
     spec = load(WORKLOADS)
-    cluster = emulated_cluster(api, clock, spec={"nodes": spec["nodes"], "workloads": []},
+    cluster = emulated_cluster(api, clock, spec={**spec, "workloads": []},
                                extra=[GangkeeperController(api, clock=clock.now)])
     start = clock.now()
     run_devices(api)
@@ -286,6 +288,9 @@ def run_workloads(api: APIServer, clock: VirtualClock) -> None:
                      pod("held", gates=("example.com/hold",), duration=30),
                      pod("too-big", gates=("example.com/hold",), gpus=64)):
         api.create("pods", manifest, namespace=PLAIN)
+    api.create("poddisruptionbudgets", {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+                                        "metadata": {"name": "server"},
+                                        "spec": {"minAvailable": 1, "selector": {}}}, namespace=PLAIN)
     cluster.run_until(start + 10)
     for name in ("held", "too-big"):  # a stand-in for whoever owns the gate
         api.patch("pods", name, [{"op": "remove", "path": "/spec/schedulingGates"}], namespace=PLAIN,
