@@ -24,6 +24,7 @@ from gangkeeper.controller.decisions import (
     Action,
     DeleteGang,
     DeletePod,
+    EvictPod,
     GangEvent,
     Reason,
     Release,
@@ -75,7 +76,7 @@ class Executor:
             try:
                 if isinstance(action, Report):
                     self._record(action)
-                elif isinstance(action, DeletePod) and action.why:
+                elif isinstance(action, (DeletePod, EvictPod)) and action.why:
                     self._record_deletion(action)
                 if not self._dry_run:
                     self._write(action)
@@ -100,6 +101,8 @@ class Executor:
             self._written(self._kube.patch(PODS, namespace, action.pod, list(action.patch), JSON_PATCH))
         elif isinstance(action, DeletePod):
             self._kube.delete(PODS, namespace, action.pod, uid=action.uid)
+        elif isinstance(action, EvictPod):
+            self._kube.evict(namespace, action.pod, action.uid)
         elif isinstance(action, (SuspendOwner, ResumeOwner)):
             self._kube.patch(action.resource, namespace, action.name, dict(action.patch), MERGE_PATCH)
         elif isinstance(action, SaveGang):
@@ -128,11 +131,13 @@ class Executor:
                                                  "dry_run": self._dry_run})
         log.info("%s/%s %s: %s %s", namespace, group, report.event, report.reason, report.message)
 
-    def _record_deletion(self, deletion: DeletePod) -> None:
+    def _record_deletion(self, deletion: DeletePod | EvictPod) -> None:
         namespace, group = deletion.group
-        self._audit.record(GangEvent.MEMBER_DELETED, decision=GangEvent.MEMBER_DELETED.decision,
-                           reason=Reason.ROLLED_BACK, namespace=namespace, group=group, pod=deletion.pod,
-                           details={"pod_uid": deletion.uid, "why": deletion.why, "dry_run": self._dry_run})
+        evicted = isinstance(deletion, EvictPod)
+        self._audit.record(GangEvent.MEMBER_DELETED, decision="evicted" if evicted else GangEvent.MEMBER_DELETED.decision,
+                           reason=Reason.PREEMPTED if evicted else deletion.reason, namespace=namespace, group=group,
+                           pod=deletion.pod, details={"pod_uid": deletion.uid, "why": deletion.why,
+                                                      "dry_run": self._dry_run})
 
     def _event(self, report: Report, involved: tuple[str, str, str], message: str) -> None:
         namespace = report.group[0]

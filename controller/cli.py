@@ -32,6 +32,11 @@ def add_parser(subparsers) -> None:
              help="what a rollback does with members no owner recreates: delete every one of them (bound ones hold "
                   "accelerators and can never be gated again; the Gang says what to resubmit), or keep them, "
                   "holding what they hold until someone deletes them")
+    add_flag(parser, "--preemption", default="LowerPriority", type=one_of("LowerPriority", "Never"),
+             choices=("LowerPriority", "Never"),
+             help="whether a group that does not fit takes the place of work of strictly lower priority (whole "
+                  "groups: suspended when their owner can be, else deleted; lone pods: evicted through the "
+                  "Eviction API), or waits; a group whose PriorityClass says preemptionPolicy: Never always waits")
     add_flag(parser, "--policy", default="BestEffortFIFO", choices=("BestEffortFIFO", "StrictFIFO"),
              help="queue order")
     add_flag(parser, "--starvation-seconds", default=300, type=int_in_range(0, 10**7, "a number of seconds"),
@@ -51,11 +56,12 @@ def add_parser(subparsers) -> None:
 
 def settings_from(args: argparse.Namespace):
     from gangkeeper.controller.queue import Order, QueuePolicy
-    from gangkeeper.controller.reconciler import Ownerless, Settings
+    from gangkeeper.controller.reconciler import Ownerless, Preempting, Settings
     return Settings(bind_timeout_seconds=float(args.bind_timeout_seconds),
                     policy=QueuePolicy(order=Order(args.policy), starvation_seconds=float(args.starvation_seconds)),
                     fail_on_schedule_timeout=args.fail_on_schedule_timeout,
-                    rollback_ownerless=Ownerless(args.rollback_ownerless))
+                    rollback_ownerless=Ownerless(args.rollback_ownerless),
+                    preemption=Preempting(args.preemption))
 
 
 def run(args: argparse.Namespace, stop: threading.Event | None = None) -> int:

@@ -40,6 +40,8 @@ class Reason(enum.StrEnum):
     SUSPENDED = "Suspended"  # its owner is suspended: its pods are going, nothing of it is planned
     RESUMED = "Resumed"      # gangkeeper resumed the owner it had suspended to roll the group back
     MEMBERS_DELETED = "MembersDeleted"  # a rollback deleted every member: nothing recreates them
+    PREEMPTING = "Preempting"  # reserved where lower-priority work still runs: released once it is gone
+    PREEMPTED = "Preempted"    # taken, whole, to make room for a group of higher priority
 
 
 class GangEvent(enum.StrEnum):
@@ -54,6 +56,8 @@ class GangEvent(enum.StrEnum):
     SUSPENDED = "gang.suspended"
     RESUMED = "gang.resumed"
     MEMBER_DELETED = "gang.member_deleted"
+    PREEMPTING = "gang.preempting"
+    PREEMPTED = "gang.preempted"
 
     @property
     def decision(self) -> str:
@@ -99,13 +103,25 @@ class Release:
 
 @dataclass(frozen=True)
 class DeletePod:
-    """Delete a member of a group rolled back (this very pod: `uid`); `why`, when given, goes into
-    an audit line naming the pod, so that every member a rollback deleted is on record."""
+    """Delete a member of a group rolled back or preempted (this very pod: `uid`); `why`, when
+    given, goes into an audit line naming the pod, so that every member deleted is on record."""
 
     group: GroupKey
     pod: str
     uid: str
     why: str = ""
+    reason: Reason = Reason.ROLLED_BACK
+
+
+@dataclass(frozen=True)
+class EvictPod:
+    """Evict a lone pod through the Eviction API, which honours its PodDisruptionBudgets and
+    writes its `DisruptionTarget` condition; `group` is (namespace, pod name)."""
+
+    group: GroupKey
+    pod: str
+    uid: str
+    why: str
 
 
 @dataclass(frozen=True)
@@ -163,4 +179,4 @@ class SaveGang:
     create: Mapping | None = None
 
 
-Action = Reserve | Release | DeletePod | SuspendOwner | ResumeOwner | Report | SaveGang | DeleteGang
+Action = Reserve | Release | DeletePod | EvictPod | SuspendOwner | ResumeOwner | Report | SaveGang | DeleteGang

@@ -336,6 +336,10 @@ class _Pool:
 class _NodeDevices:
     devices: tuple[_Device, ...]  # in allocator order, from usable pools
     problems: tuple[str, ...]  # pools the node sees but the allocator skips
+    shapes: tuple[int, ...] = ()  # the devices' shapes, in order: what a request's candidates depend on
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "shapes", tuple(device.shape for device in self.devices))
 
 
 _PoolPart = tuple[tuple[str, str], tuple[_Device, ...], str | None]  # (pool, devices the node sees, problem)
@@ -373,7 +377,8 @@ class _PendingClaim:
 
 
 class _Busy:
-    """Devices in use: the inventory's, and those a caller or a simulation adds."""
+    """Devices in use: the inventory's, and those a caller or a simulation adds (`_plus`). When
+    nothing is added, the inventory's own table stands for it (`Inventory._busy`)."""
 
     __slots__ = ("_taken", "_extra")
 
@@ -383,8 +388,14 @@ class _Busy:
     def __contains__(self, key: DeviceKey) -> bool:
         return key in self._taken or key in self._extra
 
-    def plus(self, keys: Iterable[DeviceKey]) -> "_Busy":
-        return _Busy(self._taken, frozenset(self._extra).union(keys))
+
+Busy = _Busy | Mapping[DeviceKey, int]
+
+
+def _plus(busy: Busy, keys: Iterable[DeviceKey]) -> _Busy:
+    if isinstance(busy, _Busy):
+        return _Busy(busy._taken, frozenset(busy._extra).union(keys))
+    return _Busy(busy, frozenset(keys))
 
 
 _COPIED = ("_classes", "_extended_names", "_slices", "_pool_slices", "_pools", "_local", "_shared_pools",
@@ -441,11 +452,13 @@ class Inventory:
 
     Copy-on-write: `copy` shares every table with the source; whichever of the two changes a
     table first takes a private copy of it (a shallow one: the values are immutable). What CEL
-    said of a device shape is knowledge, not state: the copies share it for good.
+    said of a device shape, and which devices of a sequence of shapes a request may take, is
+    knowledge, not state: the copies share it for good.
     """
 
     def __init__(self) -> None:
         self._cel = _Cel()
+        self._matching: dict[tuple, tuple[int, ...] | _Broken] = {}  # (shapes, selectors, tolerations) → positions
         self._shape_ids: dict[_Shape, int] = {}
         self._shapes: list[_Shape] = []
         self._classes: dict[str, _DeviceClass] = {}
@@ -736,6 +749,7 @@ class Inventory:
         """An independent inventory to try plans on (class docstring)."""
         clone = Inventory.__new__(Inventory)
         clone._cel, clone._shape_ids, clone._shapes = self._cel, self._shape_ids, self._shapes
+        clone._matching = self._matching
         for name in _COPIED:
             setattr(clone, name, getattr(self, name))
         self._owned, clone._owned = set(), set()
@@ -813,8 +827,8 @@ class Inventory:
     def _taken_explicitly(self, key: DeviceKey) -> bool:
         return self._taken.get(key, 0) > self._extended.get(key, 0)
 
-    def _busy(self, taken: Collection[DeviceKey] = frozenset()) -> _Busy:
-        return _Busy(self._taken, taken)
+    def _busy(self, taken: Collection[DeviceKey] = frozenset()) -> Busy:
+        return _Busy(self._taken, taken) if taken else self._taken
 
     def _join_pending(self, claim: Claim, node: str, result: ClaimResult, uid: str) -> None:
         pending = self._pending.get(claim.shared)
@@ -921,7 +935,7 @@ class Inventory:
 
     # --- one pod ---------------------------------------------------------------------------------
 
-    def _attempt(self, node: Node, devices: _NodeDevices, demand: DeviceDemand, busy: _Busy,
+    def _attempt(self, node: Node, devices: _NodeDevices, demand: DeviceDemand, busy: Busy,
                  pending: Mapping[ClaimKey, _PendingClaim]) -> tuple[tuple[ClaimResult, ...] | None, str | None]:
         """The pod's claims on the node: (results per claim, None) or (None, the refusal)."""
         results: list[ClaimResult | None] = [None] * len(demand)
@@ -958,7 +972,7 @@ class Inventory:
             return None, NOT_AVAILABLE
         return tuple(results), None
 
-    def _blocks(self, index: int, claim: Claim, devices: _NodeDevices, busy: _Busy) -> list["_Block"] | str:
+    def _blocks(self, index: int, claim: Claim, devices: _NodeDevices, busy: Busy) -> list["_Block"] | str:
         """The claim's requests with their candidate devices, or why it cannot be allocated."""
         blocks, fewest = [], 0
         for request in claim.requests:
@@ -979,24 +993,38 @@ class Inventory:
         return blocks
 
     def _candidates(self, cls: _DeviceClass, request: DeviceRequest, devices: _NodeDevices,
-                    busy: _Busy) -> list[int] | str:
+                    busy: Busy) -> list[int] | str:
         """Positions of the devices the request may take (All: busy ones too), or a CEL error."""
         if request.mode == ALL and devices.problems:
             return f"asks for all devices, but {devices.problems[0]}"
         selectors = self._cel.selector_set(cls.name, cls.selectors, request.selectors)
-        skip_busy = request.mode != ALL and not request.admin_access
+        key = (devices.shapes, selectors, request.tolerations)
+        matching = self._matching.get(key)
+        if matching is None:
+            matching = self._matching[key] = self._matching_positions(selectors, request, devices)
+        listed = devices.devices
+        if isinstance(matching, _Broken):
+            return f"{matching.reason} on device {'/'.join(listed[matching.position].key)}"
+        if request.mode == ALL or request.admin_access:
+            return list(matching)
+        return [position for position in matching if listed[position].key not in busy]
+
+    def _matching_positions(self, selectors: "_SelectorSet", request: DeviceRequest,
+                            devices: _NodeDevices) -> "tuple[int, ...] | _Broken":
+        """The positions of the devices the request's class and selectors match and its
+        tolerations allow, in use or not: the same on every node whose devices have these shapes
+        in this order, so it is worked out once per such order (where a selector breaks, the
+        first broken device's position)."""
         positions = []
         for position, device in enumerate(devices.devices):
-            if skip_busy and device.key in busy:
-                continue
             answer = selectors.by_shape.get(device.shape)
             if answer is None:
                 answer = selectors.match(device.shape, self._shapes[device.shape])
             if answer.__class__ is _Broken:
-                return f"{answer.reason} on device {'/'.join(device.key)}"
+                return _Broken(answer.reason, position)
             if answer and self._allocatable(device, request):
                 positions.append(position)
-        return positions
+        return tuple(positions)
 
     def _selectable(self, cls: _DeviceClass, request: DeviceRequest, device: _Device) -> bool:
         return self._match(cls, request.selectors, device) is True and self._allocatable(device, request)
@@ -1016,7 +1044,7 @@ class Inventory:
 
     # --- many pods -------------------------------------------------------------------------------
 
-    def _one_request_fit(self, devices: _NodeDevices, demand: DeviceDemand, busy: _Busy) -> int | None:
+    def _one_request_fit(self, devices: _NodeDevices, demand: DeviceDemand, busy: Busy) -> int | None:
         """How many pods fit, worked out by division for the common demand of one plain request."""
         if len(demand) != 1 or len(demand[0].requests) != 1:
             return None
@@ -1033,13 +1061,13 @@ class Inventory:
         return len(candidates) // request.count
 
     def _placed_in_turn(self, node: Node, devices: _NodeDevices, demand: DeviceDemand, count: int,
-                        busy: _Busy) -> int:
+                        busy: Busy) -> int:
         pending = dict(self._pending)
         for placed in range(count):
             results, _ = self._attempt(node, devices, demand, busy, pending)
             if results is None:
                 return placed
-            busy = busy.plus(self._new_devices(node, demand, results, pending))
+            busy = _plus(busy, self._new_devices(node, demand, results, pending))
         return count
 
     def _new_devices(self, node: Node, demand: DeviceDemand, results: Sequence[ClaimResult],
@@ -1055,7 +1083,7 @@ class Inventory:
         return new
 
     def _orders(self, devices: _NodeDevices, demands: Sequence[DeviceDemand],
-                busy: _Busy) -> list[_NodeDevices] | str:
+                busy: Busy) -> list[_NodeDevices] | str:
         """The device orders to check: one when the order cannot matter, else every slice order."""
         wanted: list[frozenset[int]] = []
         constrained = False
@@ -1086,7 +1114,7 @@ class Inventory:
                 for order in permutations(slices)]
 
     def _request_shortage(self, nodes: Sequence[Node], claim: Claim, request: DeviceRequest, members: int,
-                          busy: _Busy) -> str | None:
+                          busy: Busy) -> str | None:
         cls = self._classes.get(request.device_class)
         if cls is None:
             return f"request {request.name}: device class {request.device_class} does not exist"
@@ -1233,7 +1261,7 @@ class _Search:
 
     __slots__ = ("_devices", "_shapes", "_busy", "_blocks", "_constraints", "_allocating", "_steps", "results")
 
-    def __init__(self, devices: Sequence[_Device], shapes: Sequence[_Shape], busy: _Busy, blocks: Sequence[_Block],
+    def __init__(self, devices: Sequence[_Device], shapes: Sequence[_Shape], busy: Busy, blocks: Sequence[_Block],
                  constraints: Mapping[int, tuple[MatchAttribute, ...]]):
         self._devices, self._shapes, self._busy, self._blocks = devices, shapes, busy, blocks
         self._constraints = {claim: [_ConstraintState(_qualified(c.attribute, ""), frozenset(c.requests))
@@ -1323,10 +1351,10 @@ class _Interleavings:
         self._seen: set[tuple] = set()
         self._start = tuple(demands[d] for d in self._demands)
 
-    def refusal(self, busy: _Busy) -> str | None:
+    def refusal(self, busy: Busy) -> str | None:
         return self._explore(self._start, busy, dict(self._inventory._pending), frozenset())
 
-    def _explore(self, remaining: tuple[int, ...], busy: _Busy, pending: dict, new: frozenset) -> str | None:
+    def _explore(self, remaining: tuple[int, ...], busy: Busy, pending: dict, new: frozenset) -> str | None:
         state = (remaining, new, frozenset(pending))
         if state in self._seen or not any(remaining):
             return None
@@ -1343,7 +1371,7 @@ class _Interleavings:
             after = dict(pending)
             taken = self._inventory._new_devices(self._node, demand, results, after)
             left = remaining[:index] + (remaining[index] - 1,) + remaining[index + 1:]
-            reason = self._explore(left, busy.plus(taken), after, new | frozenset(taken))
+            reason = self._explore(left, _plus(busy, taken), after, new | frozenset(taken))
             if reason is not None:
                 return reason
         return None
@@ -1355,6 +1383,7 @@ class _Interleavings:
 @dataclass(frozen=True, slots=True)
 class _Broken:
     reason: str
+    position: int = -1  # of the device it broke on, when known
 
 
 class _SelectorSet:

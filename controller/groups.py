@@ -323,13 +323,18 @@ def dependents(key: WorkloadKey, workload: Workload | None) -> tuple[WorkloadKey
 
 def settled_phase(view: GangView) -> str | None:
     """Running, Succeeded or Failed when nothing about the group changes until one of its pods
-    does: no problem, and every live member bound (or none live). None while it is under way."""
+    does: no problem, and every live member bound, as many as its min count with those that
+    succeeded (or none live). None while it is under way — a group left with fewer, a member
+    preempted or deleted that nothing recreates, is incomplete, and is decided every pass."""
     if view.problem:
         return None
-    live = [member for member in view.group.members if not member.terminal]
+    members = view.group.members
+    live = [member for member in members if not member.terminal]
     if not live:
-        return "Failed" if any(member.phase == "Failed" for member in view.group.members) else "Succeeded"
-    return "Running" if all(member.node for member in live) else None
+        return "Failed" if any(member.phase == "Failed" for member in members) else "Succeeded"
+    succeeded = sum(1 for member in members if member.phase == "Succeeded")
+    whole = len(live) + succeeded >= view.group.min_count
+    return "Running" if whole and all(member.node for member in live) else None
 
 
 def group_key(facts: PodFacts, workloads: WorkloadIndex) -> GroupKey:
@@ -357,9 +362,26 @@ def _view(key: GroupKey, pods: tuple[PodFacts, ...], workloads: Workloads, first
         problem = ("UnknownSize", missing or f"no {names.MIN_COUNT_ANNOTATION} annotation and no Gang {label}")
     elif not names.MIN_COUNT_RANGE[0] <= next(iter(values)) <= names.MIN_COUNT_RANGE[1]:
         problem = ("InvalidSize", f"declared size {next(iter(values))} is outside {names.MIN_COUNT_RANGE}")
+    else:
+        problem = _priority_disagreement(pods)
     min_count = next(iter(values)) if problem is None else 0
     group = group_of(key, [p.member for p in pods], min_count, first_seen, _timeout(pods, workloads, key))
     return GangView(group, pods, source, label, owner, problem, tuple(who for who, _ in declarations))
+
+
+def _priority_disagreement(pods: tuple[PodFacts, ...]) -> tuple[str, str] | None:
+    """Members of one group with different priorities or preemption policies (their PriorityClasses):
+    the group is queued, preempted and preempts as one, so which one holds would be a guess."""
+    live = [p.member for p in pods if not p.member.terminal]
+    for what, value in (("priorities", lambda m: m.priority),
+                        ("preemption policies", lambda m: "Never" if not m.preempts else "PreemptLowerPriority")):
+        seen: dict[object, list[str]] = {}
+        for member in live:
+            seen.setdefault(value(member), []).append(member.name)
+        if len(seen) > 1:
+            said = ", ".join(f"{', '.join(sorted(who)[:3])} {value}" for value, who in sorted(seen.items(), key=str))
+            return "Disagreement", f"members' {what} disagree ({said}): give them one PriorityClass"
+    return None
 
 
 def _declarations(key: GroupKey, pods: tuple[PodFacts, ...],

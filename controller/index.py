@@ -46,6 +46,7 @@ from gangkeeper.controller.interpod import SpreadScope
 from gangkeeper.controller.model import GroupKey, Node
 from gangkeeper.controller.occupancy import RESOURCES as OCCUPANCY_RESOURCES
 from gangkeeper.controller.occupancy import Occupancy
+from gangkeeper.controller.preemption import Candidate, holders
 from gangkeeper.names import DEFAULT_ACCELERATORS
 from gangkeeper.resources import accelerators
 
@@ -180,6 +181,17 @@ class ClusterIndex:
             self._pool = NodePool(self.nodes.values())
             self.occupancy.scope = SpreadScope(self._pool.nodes.values())
         return self._pool
+
+    def preemption_candidates(self) -> list[Candidate]:
+        """The work a group may preempt (`controller.preemption`): every group whose members hold
+        capacity, and every lone pod bound. O(groups + pods): asked only when a group does not fit."""
+        groups = [(view.group.key, view.group.members) for views in self._views.values() for view in views]
+        lone = [facts.member for facts in self.pods.values() if facts.group is None]
+        return holders(groups, lone, self.ledger)
+
+    def view(self, key: GroupKey) -> GangView | None:
+        """The group's view as last grouped, decided this pass or not."""
+        return next((view for views in self._views.values() for view in views if view.group.key == key), None)
 
     def pending(self, first_seen: Mapping[GroupKey, float], now: float) -> Pending:
         """The groups one pass must decide on: those of changed buckets (regrouped now) and those

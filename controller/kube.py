@@ -417,6 +417,14 @@ class Kube:
         body = {"kind": "DeleteOptions", "apiVersion": "v1", "preconditions": preconditions} if preconditions else None
         return self._json("DELETE", resource.path(namespace, name), body=body)
 
+    def evict(self, namespace: str, name: str, uid: str) -> dict:
+        """Ask the Eviction API to evict this very pod (`uid`): it honours the pod's
+        PodDisruptionBudgets and writes its DisruptionTarget condition. Tried once: a budget's
+        refusal (429) is an answer for the next pass to weigh, not a reason to wait here."""
+        body = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name, "namespace": namespace},
+                "deleteOptions": {"preconditions": {"uid": uid}}}
+        return self._exchange("POST", PODS.path(namespace, name) + "/eviction", [], body, None)
+
     # transport
 
     def _json(self, method: str, path: str, *, query: list | None = None, body: Any = None,

@@ -68,6 +68,8 @@ class Memory:
     # Groups a rollback gave up (every member deleted, none to recreate them), by the uids
     # deleted: they stay Failed while those pods go, and their Gang is kept when they are gone.
     given_up: Mapping[GroupKey, frozenset[str]] = field(default_factory=dict)
+    # Groups reserved where other pods still hold capacity (preempted ones on their way out), since when.
+    preempting: Mapping[GroupKey, float] = field(default_factory=dict)
 
 
 def after_pass(memory: Memory, pending: Pending, now: float, *, rollbacks: Mapping[GroupKey, tuple[int, float]],

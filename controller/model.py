@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from gangkeeper.controller.interpod import PodRules
 
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
+NEVER_PREEMPT = "Never"  # spec.preemptionPolicy of a pod that preempts nothing
 
 GroupKey = tuple[str, str]
 NO_LABELS: Mapping[str, str] = MappingProxyType({})
@@ -114,6 +115,7 @@ class Member:
     rules: "PodRules | None" = None
     claims: tuple[ClaimRef, ...] = ()
     volume_claims: tuple[str, ...] = ()
+    preempts: bool = True  # spec.preemptionPolicy is not Never (PriorityClass `preemptionPolicy`)
 
     @property
     def placement_key(self) -> tuple:
@@ -135,7 +137,8 @@ class Group:
     """Members sharing a group label value in one namespace, with the size the owner declares.
 
     `priority` is the highest member priority, `first_seen` the controller's clock when the
-    group first appeared (it orders the queue and measures starvation).
+    group first appeared (it orders the queue and measures starvation). `preempts` is false
+    when a member's PriorityClass says `preemptionPolicy: Never`.
     """
 
     key: GroupKey
@@ -144,6 +147,7 @@ class Group:
     priority: int
     first_seen: float
     schedule_timeout_seconds: float | None = None
+    preempts: bool = True
 
     @property
     def complete(self) -> bool:
@@ -163,7 +167,8 @@ def group_of(key: GroupKey, members: Sequence[Member], min_count: int, first_see
              schedule_timeout_seconds: float | None = None) -> Group:
     """A group whose priority is that of its most important member (as the scheduler's queue sees it)."""
     priority = max((member.priority for member in members), default=0)
-    return Group(key, tuple(members), min_count, priority, first_seen, schedule_timeout_seconds)
+    return Group(key, tuple(members), min_count, priority, first_seen, schedule_timeout_seconds,
+                 all(member.preempts for member in members))
 
 
 def node_from_api(obj: Mapping) -> Node:
@@ -194,6 +199,7 @@ def member_from_api(pod: Mapping) -> Member:
         uid=metadata.get("uid", ""),
         requests=_shared_requests(tuple(sorted(pod_requests(pod).items()))),
         priority=int(spec.get("priority") or 0),
+        preempts=spec.get("preemptionPolicy") != NEVER_PREEMPT,
         node_selector=_shared(tuple(sorted((spec.get("nodeSelector") or {}).items()))),
         affinity_terms=_shared(terms),
         tolerations=_shared(tuple(_toleration(t) for t in spec.get("tolerations") or ())),

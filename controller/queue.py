@@ -23,10 +23,16 @@ BestEffortFIFO, the exact rule:
   - One head is held at a time: two holds could split what frees between two starving groups
     and leave both waiting forever — the deadlock gangs exist to prevent. Groups ahead of the
     head in queue order were planned before it and are not affected.
+
+Preemption (given `candidates`, the work that holds capacity): the first group in queue order
+that does not fit and may preempt (`Group.preempts`, some candidate of lower priority) asks
+`controller.preemption` for victims; one group asks per pass, so the pass stays bounded. When it finds some, its plan is counted like
+an admitted one — on top of the victims, which hold their capacity until they are gone — and the
+pass goes on as if the group had been admitted (`Pass.preemptions`).
 """
 
 import enum
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from gangkeeper.controller.capacity import Ledger
@@ -34,6 +40,7 @@ from gangkeeper.controller.eligibility import NodePool
 from gangkeeper.controller.model import Group
 from gangkeeper.controller.occupancy import Occupancy
 from gangkeeper.controller.planner import NoFit, Plan, Topology, apply, plan_group
+from gangkeeper.controller.preemption import Candidate, Preemption, preempt
 
 
 class Order(enum.Enum):
@@ -64,6 +71,7 @@ class Pass:
     held_for: Group | None = None
     ledger: Ledger | None = None
     occupancy: Occupancy | None = None
+    preemptions: tuple[tuple[Group, Preemption], ...] = ()
 
 
 def queued(groups: Iterable[Group]) -> list[Group]:
@@ -81,7 +89,9 @@ def incomplete_reason(group: Group) -> str:
 
 
 def plan_pass(groups: Iterable[Group], nodes: NodePool, ledger: Ledger, now: float,
-              policy: QueuePolicy = QueuePolicy(), occupancy: Occupancy | None = None) -> Pass:
+              policy: QueuePolicy = QueuePolicy(), occupancy: Occupancy | None = None,
+              candidates: Callable[[], Iterable[Candidate]] | None = None) -> Pass:
+    """One pass over the queue (module docstring); `candidates`, asked at most once, enables preemption."""
     groups = list(groups)
     order = queued(groups)
     in_queue = {group.key for group in order}
@@ -92,6 +102,9 @@ def plan_pass(groups: Iterable[Group], nodes: NodePool, ledger: Ledger, now: flo
         occupancy.index_rooms((member for group in order for member in group.waiting_members), nodes)
     around = None if occupancy is None else occupancy.copy()
     admitted: list[tuple[Group, Plan]] = []
+    preemptions: list[tuple[Group, Preemption]] = []
+    weighed: list[Candidate] | None = None
+    tried = False  # one group asks for victims per pass: the first that does not fit and outranks some
     head: Group | None = None
     for position, group in enumerate(order):
         outcome = plan_group(group, nodes, working, policy.topology, around)
@@ -99,6 +112,14 @@ def plan_pass(groups: Iterable[Group], nodes: NodePool, ledger: Ledger, now: flo
             apply(outcome, working, around, nodes)
             admitted.append((group, outcome))
             continue
+        if candidates is not None and not tried and group.preempts:
+            weighed = list(candidates()) if weighed is None else weighed
+            tried = any(c.priority < group.priority for c in weighed)
+            found = preempt(group, weighed, nodes, working, policy.topology, around) if tried else None
+            if found is not None:
+                apply(found.plan, working, around, nodes)
+                preemptions.append((group, found))
+                continue
         held = f"; capacity is held for {head}, starving since it waited {policy.starvation_seconds:g}s" if head else ""
         waiting.append(Waiting(group, outcome.reason + held, outcome))
         if policy.order is Order.STRICT_FIFO:
@@ -107,4 +128,4 @@ def plan_pass(groups: Iterable[Group], nodes: NodePool, ledger: Ledger, now: flo
         if head is None and now - group.first_seen >= policy.starvation_seconds:
             head = group
             apply(outcome, working, around, nodes)
-    return Pass(tuple(admitted), tuple(waiting), head, working, around)
+    return Pass(tuple(admitted), tuple(waiting), head, working, around, tuple(preemptions))

@@ -70,6 +70,7 @@ from gangkeeper.controller.decisions import (
     Action,
     DeleteGang,
     DeletePod,
+    EvictPod,
     GangEvent,
     Phase,
     Reason,
@@ -81,19 +82,25 @@ from gangkeeper.controller.decisions import (
     SuspendOwner,
     Verdict,
 )
-from gangkeeper.controller.eligibility import NodePool
 from gangkeeper.controller.groups import GangView, PodFacts, Workload, WorkloadIndex, WorkloadKey, settled_phase
 from gangkeeper.controller.index import ClusterIndex, Pending
 from gangkeeper.controller.memory import Channel, HeldOwner, Memory, News, after_pass
 from gangkeeper.controller.model import Group, GroupKey, Member, Node
-from gangkeeper.controller.occupancy import Occupancy
 from gangkeeper.controller.patches import release_patch
 from gangkeeper.controller.planner import Plan, apply, plan_group
+from gangkeeper.controller.preemption import Candidate, Preemption
 from gangkeeper.controller.queue import Order, QueuePolicy, Waiting, plan_pass
 from gangkeeper.resources import accelerators
 
 log = logging.getLogger("gangkeeper.controller.reconciler")
 NAMED = 10  # members a message names at most
+
+
+class Preempting(enum.StrEnum):
+    """Whether a group that does not fit may take the place of lower-priority work (`--preemption`)."""
+
+    LOWER_PRIORITY = "LowerPriority"  # Kubernetes' own default for pods
+    NEVER = "Never"
 
 
 class Ownerless(enum.StrEnum):
@@ -112,6 +119,7 @@ class Settings:
     accelerator_patterns: tuple[str, ...] = names.DEFAULT_ACCELERATORS
     fail_on_schedule_timeout: bool = False
     rollback_ownerless: Ownerless = Ownerless.DELETE
+    preemption: Preempting = Preempting.LOWER_PRIORITY
 
 
 @dataclass(frozen=True)
@@ -125,6 +133,7 @@ class Outcome:
     # The earliest moment a decision falls due by time alone (a bind or incomplete timeout): the
     # runner wakes then rather than at its next resync, so a timeout is acted on when it expires.
     next_due: float | None = None
+    preemptions: Mapping[str, int] = field(default_factory=dict)  # victims by how they were taken
 
 
 class Planning(enum.Enum):
@@ -157,6 +166,11 @@ class _Pass:
     rolled_back: set[GroupKey] = field(default_factory=set)
     held: dict[WorkloadKey, HeldOwner] = field(default_factory=dict)
     given_up: dict[GroupKey, frozenset[str]] = field(default_factory=dict)
+    preemptions: Counter = field(default_factory=Counter)
+    preempting: dict[GroupKey, float] = field(default_factory=dict)
+    preempted: dict[GroupKey, str] = field(default_factory=dict)  # what took each victim's place, this pass
+    decided: frozenset[GroupKey] = frozenset()  # the groups this pass decides (the pending views)
+    ledger: Ledger | None = None  # the index's: whether a reserved member's node is free yet
 
 
 def reconcile(pods: Sequence[PodFacts], workloads: WorkloadIndex, nodes: Sequence[Node], memory: Memory,
@@ -171,7 +185,9 @@ def reconcile(pods: Sequence[PodFacts], workloads: WorkloadIndex, nodes: Sequenc
     if index is None:
         index = ClusterIndex.build(pods, workloads, nodes, settings.accelerator_patterns)
     pending = index.pending(memory.first_seen, now)
-    state = _Pass(now, settings, memory, index.workloads, index.serves_gangs, rollbacks=dict(memory.rollbacks))
+    state = _Pass(now, settings, memory, index.workloads, index.serves_gangs, rollbacks=dict(memory.rollbacks),
+                  ledger=index.ledger)
+    state.decided = frozenset(view.group.key for view in pending.views)
     _held_owners(state, pending)
     queue, extras = [], []
     for view in pending.views:
@@ -180,7 +196,7 @@ def reconcile(pods: Sequence[PodFacts], workloads: WorkloadIndex, nodes: Sequenc
             queue.append(view)
         elif planning is Planning.EXTRAS:
             extras.append(view)
-    _plan(state, queue, extras, index.pool, index.ledger, index.occupancy)
+    _plan(state, queue, extras, index)
     for view in pending.views:
         _guarded(_report_and_status, state, view)
     gone = _gone(pending, memory)
@@ -258,6 +274,8 @@ def _decide_in_flight(state: _Pass, view: GangView) -> Planning:
     booked = [m for m in live if m.node or m.reserved_node]
     if len(booked) < group.min_count and all(m.gated for m in live):
         return _not_admitted(state, view)
+    if _waiting_for_room(state, view):
+        return Planning.NONE
     _release(state, view)
     bound = sum(1 for m in live if m.node)
     if bound >= group.min_count:
@@ -338,7 +356,7 @@ def _roll_back(state: _Pass, view: GangView, owner: tuple[WorkloadKey, Workload]
     if owner is not None:
         until = math.ceil(state.now + delay)
         state.rollbacks[key] = (attempts + 1, until)
-        message = _suspend_owner(state, key, owner, attempts + 1, until, why)
+        message = _suspend_owner(state, key, owner, attempts + 1, until, why, f"rolled back {attempts + 1}×")
         verdict = Verdict(Phase.WAITING, Reason.ROLLED_BACK, message)
     else:
         verdict = _delete_members(state, view, live, delay, why)
@@ -362,7 +380,8 @@ def _owner(state: _Pass, view: GangView) -> tuple[WorkloadKey, Workload] | None:
 
 
 def _suspend_owner(state: _Pass, group: GroupKey, owner: tuple[WorkloadKey, Workload], attempts: int, until: float,
-                   why: str) -> str:
+                   why: str, cause: str) -> str:
+    """Suspend the owner until `until`; `cause` says why in a few words (`rolled back 2×`, `preempted`)."""
     key, workload = owner
     integration = integrations.BY_RESOURCE[key[0]]
     stamp = _rfc3339(until)
@@ -370,12 +389,12 @@ def _suspend_owner(state: _Pass, group: GroupKey, owner: tuple[WorkloadKey, Work
     state.actions.append(SuspendOwner(group, integration.resource, workload.name,
                                       integration.suspension.suspending(switch.resource_version, stamp)))
     state.held[key] = HeldOwner(workload.uid, group, attempts, switch.resource_version)
-    message = (f"{why}; suspended {workload.kind} {workload.name} until {stamp} (rolled back {attempts}×): its "
+    message = (f"{why}; suspended {workload.kind} {workload.name} until {stamp} ({cause}): its "
                f"operator deletes its pods without counting them as failed, and recreates them gated when "
                f"gangkeeper resumes it")
     state.actions.append(Report(group, GangEvent.SUSPENDED, Reason.SUSPENDED,
-                                f"gangkeeper suspended this {workload.kind} until {stamp} to roll back its group "
-                                f"{group[1]}: {why}", (workload.api_version, workload.kind, workload.name),
+                                f"gangkeeper suspended this {workload.kind} until {stamp} ({cause}) to take its group "
+                                f"{group[1]} back whole: {why}", (workload.api_version, workload.kind, workload.name),
                                 warning=True))
     return message
 
@@ -407,6 +426,63 @@ def _delete_members(state: _Pass, view: GangView, live: list[PodFacts], delay: f
         return Verdict(Phase.FAILED, Reason.MEMBERS_DELETED, "; ".join(parts))
     parts.append(f"planning again in {delay:.0f}s")
     return Verdict(Phase.WAITING, Reason.ROLLED_BACK, "; ".join(parts))
+
+
+# --- preemption ------------------------------------------------------------------------------
+
+def _preempt(state: _Pass, view: GangView, preemption: Preemption, view_of) -> None:
+    """Book the room for the preemptor at once (its reservations, on top of the victims, so that
+    nothing else takes it) and take its victims, whole and without harm: a group's owner with a
+    suspend switch is suspended (resumed after the rollback backoff: its pods come back gated and
+    queue again, its failure count untouched), any other group's members are deleted, a lone pod
+    is evicted. The preemptor is released once its nodes are free (`_release`)."""
+    group = view.group
+    _reserve(state, view, preemption.plan)
+    state.preempting[group.key] = state.now
+    taken = ", ".join(victim.name for victim in preemption.victims[:NAMED])
+    message = (f"{len(preemption.plan.assignments)} members reserved; preempting {len(preemption.victims)} of lower "
+               f"priority ({taken}); released once they are gone")
+    state.verdicts[group.key] = Verdict(Phase.ADMITTED, Reason.PREEMPTING, message)
+    _report(state, view, GangEvent.PREEMPTING, Reason.PREEMPTING, message, force=True)
+    for victim in preemption.victims:
+        why = f"preempted by {group} (priority {group.priority}, above its {victim.priority})"
+        victim_view = view_of(victim.group) if victim.group is not None else None
+        if victim_view is None:
+            _evict(state, victim, why)
+        else:
+            _preempt_group(state, victim_view, why)
+
+
+def _preempt_group(state: _Pass, view: GangView, why: str) -> None:
+    key = view.group.key
+    live = [f for f in view.pods if not f.member.terminal]
+    owner = _owner(state, view)
+    if owner is not None:
+        attempts = state.rollbacks.get(key, (0, 0.0))[0]
+        until = math.ceil(state.now + state.settings.rollback_backoff_seconds)
+        message = _suspend_owner(state, key, owner, attempts, until, why, "preempted")
+        state.preemptions["suspended"] += 1
+    else:
+        state.actions += [DeletePod(key, f.member.name, f.member.uid, why, Reason.PREEMPTED) for f in live]
+        message = (f"{why}; deleted its {len(live)} members ({_accelerators(state, [f.member for f in live])} "
+                   f"accelerators): resubmit them (label {names.GROUP_LABEL}={view.label}): "
+                   f"{_named([f.member for f in live])}")
+        state.preemptions["deleted"] += 1
+    state.verdicts[key] = verdict = Verdict(Phase.WAITING, Reason.PREEMPTED, message)
+    _report(state, view, GangEvent.PREEMPTED, Reason.PREEMPTED, message, warning=True, force=True,
+            pods=[f.member.name for f in live], on_pods=True)
+    state.preempted[key] = f"{why} at {_rfc3339(state.now)}"
+    if key not in state.decided:  # a running group the pass does not decide: its Gang says it now
+        _save_status(state, view, verdict, False, state.preempted[key], now=True)
+
+
+def _evict(state: _Pass, victim: Candidate, why: str) -> None:
+    pod = victim.members[0]
+    key = (pod.namespace, pod.name)
+    state.actions.append(EvictPod(key, pod.name, pod.uid, why))
+    state.actions.append(Report(key, GangEvent.PREEMPTED, Reason.PREEMPTED, f"{why}: evicted through the Eviction "
+                                f"API", ("v1", "Pod", pod.name), warning=True))
+    state.preemptions["evicted"] += 1
 
 
 def _still_given_up(state: _Pass, view: GangView) -> Verdict | None:
@@ -504,6 +580,27 @@ def _rfc3339(moment: float) -> str:
     return datetime.fromtimestamp(moment, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def _waiting_for_room(state: _Pass, view: GangView) -> bool:
+    """Whether reserved members wait to be released because their nodes are over-committed: the
+    pods a preemption took still hold them (a terminating pod keeps its node). They wait at most
+    the bind timeout; if the room is lost by then, they are released anyway, fail to bind and the
+    group is rolled back to plan again, rather than wait forever."""
+    key = view.group.key
+    crowded = sorted({m.reserved_node for m in view.group.members if m.gated and m.reserved_node and not m.terminal
+                      and any(value < 0 for value in state.ledger.free(m.reserved_node).values())})
+    if not crowded:
+        return False
+    since = min(state.memory.preempting.get(key, state.now), state.preempting.get(key, state.now))
+    timeout = state.settings.bind_timeout_seconds
+    if state.now - since >= timeout:
+        return False
+    state.preempting[key] = since
+    state.due.append(since + timeout)
+    state.verdicts[key] = Verdict(Phase.ADMITTED, Reason.PREEMPTING, f"reserved; waiting for the pods still on "
+                                  f"{', '.join(crowded[:NAMED])} to go (at most {timeout - (state.now - since):.0f}s more)")
+    return True
+
+
 def _release(state: _Pass, view: GangView) -> None:
     released = []
     for facts in view.pods:
@@ -522,21 +619,25 @@ def _release(state: _Pass, view: GangView) -> None:
 
 # --- planning ------------------------------------------------------------------------------
 
-def _plan(state: _Pass, queue: list[GangView], extras: list[GangView], pool: NodePool, ledger: Ledger,
-          occupancy: Occupancy) -> None:
-    """Admit what the queue admits; then give each admitted group with members still waiting (elastic
+def _plan(state: _Pass, queue: list[GangView], extras: list[GangView], index: ClusterIndex) -> None:
+    """Admit what the queue admits, and take lower-priority work's place for a group that does not
+    fit when preemption is on; then give each admitted group with members still waiting (elastic
     ones beyond min count, replacements) one more, from what is left."""
+    pool = index.pool
     views = {view.group.key: view for view in queue}
     for view in queue:
         state.verdicts[view.group.key] = _incomplete_or_queued(view.group)
     if not queue and not extras:
         return
-    result = plan_pass([_admission_view(view.group) for view in queue], pool, ledger, state.now, state.settings.policy,
-                       occupancy)
+    candidates = index.preemption_candidates if state.settings.preemption is Preempting.LOWER_PRIORITY else None
+    result = plan_pass([_admission_view(view.group) for view in queue], pool, index.ledger, state.now,
+                       state.settings.policy, index.occupancy, candidates)
     working, around = result.ledger, result.occupancy  # admitted plans and the starving head's hold are counted in them
     for group, plan in result.admitted:
         _reserve(state, views[group.key], plan)
         state.verdicts[group.key] = Verdict(Phase.ADMITTED, Reason.RESERVED, f"{len(plan.assignments)} members reserved")
+    for group, preemption in result.preemptions:
+        _preempt(state, views[group.key], preemption, index.view)
     for waiting in result.waiting:
         if waiting.no_fit is not None:
             state.verdicts[waiting.group.key] = Verdict(Phase.WAITING, Reason.NO_FIT, waiting.reason)
@@ -644,6 +745,13 @@ def _report_and_status(state: _Pass, view: GangView) -> None:
                 f"not admitted within {view.group.schedule_timeout_seconds:g}s"
                 + ("; given up" if verdict.phase is Phase.FAILED else "; still waiting"),
                 warning=True, channel=Channel.TIMEOUT)
+    _save_status(state, view, verdict, timed_out, state.preempted.get(key))
+
+
+def _save_status(state: _Pass, view: GangView, verdict: Verdict, timed_out: bool, preempted: str | None = None,
+                 *, now: bool = False) -> None:
+    """Write the group's Gang status when it changed (or `now`, when the change must show at once)."""
+    key = view.group.key
     place = _gang(state, view)
     if place is None or (place.existing is None and view.problem is not None):
         return
@@ -651,9 +759,9 @@ def _report_and_status(state: _Pass, view: GangView) -> None:
     attempts = state.rollbacks.get(key, (0, 0.0))[0]
     rollback = verdict.message if key in state.rolled_back else None
     status = gangs.gang_status(view, verdict, timed_out, attempts, state.settings.accelerator_patterns, current,
-                               state.now, rollback)
-    if place.existing is not None and not gangs.status_due(current, status, state.memory.status_written.get(key),
-                                                           state.now):
+                               state.now, rollback, preempted)
+    if place.existing is not None and not now and not gangs.status_due(current, status,
+                                                                       state.memory.status_written.get(key), state.now):
         return
     state.status_written[key] = state.now
     state.actions.append(SaveGang(key, place.name, status,
@@ -663,8 +771,9 @@ def _report_and_status(state: _Pass, view: GangView) -> None:
 def _outcome(state: _Pass, pending: Pending, index: ClusterIndex) -> Outcome:
     memory = replace(after_pass(state.memory, pending, state.now, rollbacks=state.rollbacks, reported=state.reported,
                                 incomplete_since=state.incomplete_since, status_written=state.status_written),
-                     held=state.held, given_up=state.given_up)
+                     held=state.held, given_up=state.given_up, preempting=state.preempting)
     phases = Counter(_verdict(state, view).phase.value for view in pending.views)
     phases.update(pending.settled_phases)
     return Outcome(tuple(state.actions), memory, dict(phases), index.reserved_accelerators,
-                   tuple(state.released_after), len(state.rolled_back), min(state.due, default=None))
+                   tuple(state.released_after), len(state.rolled_back), min(state.due, default=None),
+                   dict(state.preemptions))

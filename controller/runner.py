@@ -230,7 +230,7 @@ class Controller:
         self.failed_actions += self.executor.execute(outcome.actions, proceed=still_leading)
         self._wrote = self._pod_writes > writes
         self.metrics.observe_pass(outcome.phases, outcome.reserved_accelerators, outcome.released_after,
-                                  outcome.rollbacks, seconds)
+                                  outcome.rollbacks, seconds, outcome.preemptions)
         return outcome
 
     def apply_changes(self) -> None:

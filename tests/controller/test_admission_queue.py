@@ -1,4 +1,5 @@
 from gangkeeper.controller.model import group_of
+from gangkeeper.controller.preemption import holders
 from gangkeeper.controller.queue import Order, QueuePolicy, plan_pass, queued
 from tests.controller.builders import cluster, gang, member, node
 
@@ -92,3 +93,21 @@ def test_incomplete_groups_are_reported_and_groups_in_flight_are_not():
     result = plan_pass([partial, in_flight, released], pool, ledger, now=0)
     reasons = {w.group.key[1]: w.reason for w in result.waiting}
     assert reasons == {"partial": "1 of min count 2 members present", "released": "members already released: b"}
+
+
+def test_one_group_a_pass_preempts_and_its_room_is_not_given_to_the_groups_behind_it():
+    low = [member(f"low-{i}", gpus=8, gated=False, node_name=f"n{i + 1}", phase="Running", priority=1)
+           for i in range(2)]
+    pool, ledger = cluster([node("n1"), node("n2")], [(m.node, m) for m in low])
+    asked = []
+
+    def candidates():
+        asked.append(True)
+        return holders([(("team", "low"), low)], (), ledger)
+
+    first, second = gang("first", 1, first_seen=0, priority=100), gang("second", 2, first_seen=1, priority=100)
+    result = plan_pass([first, second], pool, ledger, now=10, policy=BEST_EFFORT, candidates=candidates)
+    ((preemptor, preemption),) = result.preemptions
+    assert preemptor is first and [v.name for v in preemption.victims] == ["team/low"]
+    assert admitted(result) == [] and [w.group.key[1] for w in result.waiting] == ["second"]
+    assert asked == [True], "the candidates are gathered once, and only one group asks for victims"

@@ -1,10 +1,10 @@
-"""`gangkeeper controller`'s rollback flag: from the command line or the environment, into the settings."""
+"""`gangkeeper controller`'s rollback and preemption flags: from the command line or the environment, into the settings."""
 
 import pytest
 
 from gangkeeper.cli import build_parser
 from gangkeeper.controller.cli import settings_from
-from gangkeeper.controller.reconciler import Ownerless
+from gangkeeper.controller.reconciler import Ownerless, Preempting
 
 
 def settings(*flags: str):
@@ -39,3 +39,13 @@ def test_help_says_what_each_choice_costs(capsys):
     assert "--rollback-ownerless {delete,keep}" in text
     assert "holding what they hold until someone deletes them (env GANGKEEPER_ROLLBACK_OWNERLESS; default: delete)" \
         in text
+
+
+def test_preemption_is_on_unless_told_never_and_refuses_anything_else(capsys, monkeypatch):
+    assert settings().preemption is Preempting.LOWER_PRIORITY
+    assert settings("--preemption", "Never").preemption is Preempting.NEVER
+    monkeypatch.setenv("GANGKEEPER_PREEMPTION", "Never")
+    assert settings().preemption is Preempting.NEVER
+    with pytest.raises(SystemExit):
+        settings("--preemption", "Always")
+    assert "'Always' is not accepted: write one of LowerPriority, Never" in capsys.readouterr().err

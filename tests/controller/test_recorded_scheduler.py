@@ -6,8 +6,10 @@ every pod is planned as a gated group of one on an index built from the same obj
 earlier pods bound as recorded (with the claims the scheduler allocated for them): the planner
 must admit exactly the pods the scheduler bound, on their node, and say why of the others.
 
-The five `preemption-*` recordings are left to workload-aware preemption (issue 12): without it,
-the planner admits nothing that needs a victim.
+The five `preemption-*` recordings hold the preemption of `controller.preemption` to the
+scheduler's: the earlier pods bound as recorded are lone pods, and the last one, planned as a
+group of one, must take exactly the pods the scheduler took (none for `preemptionPolicy: Never`
+or against higher priority) and be placed on the node it was pinned to.
 """
 
 import copy
@@ -26,9 +28,11 @@ from gangkeeper.controller.occupancy import (
     RESOURCE_SLICES,
 )
 from gangkeeper.controller.planner import NoFit, Plan, Topology, plan_group
+from gangkeeper.controller.preemption import preempt
 from tests.recorded import SCHEDULER
 
 CASES = sorted(path for path in SCHEDULER.glob("*.json") if not path.name.startswith("preemption-"))
+PREEMPTIONS = sorted(SCHEDULER.glob("preemption-*.json"))
 KINDS = {"DeviceClass": DEVICE_CLASSES, "ResourceSlice": RESOURCE_SLICES, "ResourceClaim": RESOURCE_CLAIMS,
          "ResourceClaimTemplate": RESOURCE_CLAIM_TEMPLATES}
 
@@ -97,7 +101,8 @@ def claim_object(record, namespace, node, original=None):
 def index_of(case):
     index = ClusterIndex()
     index.apply([(NODES, node["metadata"]["name"], node_from_api(node)) for node in case["nodes"]])
-    index.apply([(KINDS[obj["kind"]], _key(obj), obj) for obj in case["cluster_objects"] + case["namespaced_objects"]])
+    index.apply([(KINDS[obj["kind"]], _key(obj), obj) for obj in case["cluster_objects"] + case["namespaced_objects"]
+                 if obj["kind"] != "PriorityClass"])  # the controller reads priorities off the pods
     return index
 
 
@@ -142,6 +147,31 @@ def test_the_planner_admits_exactly_what_the_scheduler_bound(path):
             assert WHY[case["case"]] in outcome.reason, f"{name}: {outcome.reason}"
 
 
-def test_every_recording_but_preemption_is_replayed():
+@pytest.mark.parametrize("path", PREEMPTIONS, ids=lambda path: path.stem)
+def test_the_preemptor_takes_exactly_the_pods_the_scheduler_took(path):
+    case = load(path)
+    *earlier, last = case["pods"]
+    index = index_of(case)
+    for raw in earlier:
+        pod = identified(raw)
+        node = next(o["bound_to"] for o in case["outcomes"] if o["pod"] == pod["metadata"]["name"])
+        index.apply([(PODS, f"{case['namespace']}/{pod['metadata']['name']}", pod_facts(bound(pod, node, [])))])
+    preemptor = member_from_api(gated(identified(last)))
+    group = group_of((case["namespace"], preemptor.name), [preemptor], 1, 0.0)
+    assert isinstance(plan_group(group, index.pool, index.ledger, Topology(), index.occupancy), NoFit)
+    found = preempt(group, index.preemption_candidates(), index.pool, index.ledger, Topology(), index.occupancy)
+    recorded = next(o for o in case["outcomes"] if o["pod"] == preemptor.name)
+    taken = sorted(e["pod"] for e in recorded.get("earlier_pods_after", ()) if e["state"] != "present")
+    if not taken:
+        assert found is None
+        return
+    assert sorted(victim.members[0].name for victim in found.victims) == taken
+    pinned = case["nodes"][0]["metadata"]["name"]
+    assert found.plan.nodes == {pinned}
+
+
+def test_every_recording_is_replayed():
     assert {path.stem for path in CASES} == set(WHY) | {"topology-spread-do-not-schedule",
                                                          "topology-spread-schedule-anyway"}
+    assert {path.stem for path in SCHEDULER.glob("*.json")} == {path.stem for path in CASES + PREEMPTIONS}
+    assert len(PREEMPTIONS) == 5

@@ -87,8 +87,8 @@ class JobController:
     """What the Job controller does as far as a rollback goes: `parallelism` gated pods while the
     Job runs, none while it is suspended (deleted without counting them: they are never DeletePods)."""
 
-    def __init__(self, world: Owners, name: str = "train", parallelism: int = 2):
-        self.world, self.name, self.created = world, name, 0
+    def __init__(self, world: Owners, name: str = "train", parallelism: int = 2, priority: int | None = None):
+        self.world, self.name, self.created, self.priority = world, name, 0, priority
         world.put_workload(JOBS, {"metadata": {"name": name}, "spec": {"parallelism": parallelism}})
 
     @property
@@ -110,7 +110,7 @@ class JobController:
             return
         for _ in range(self.job["spec"]["parallelism"] - len(self.pods())):
             self.world.add(member_object(f"{self.name}-{self.created}", group=self.group, source=names.SOURCE_JOB,
-                                         owner=("Job", self.name), gpus=8, created=CREATED))
+                                         owner=("Job", self.name), gpus=8, created=CREATED, priority=self.priority))
             self.created += 1
 
 
@@ -357,3 +357,22 @@ def test_keeping_members_without_owner_says_what_they_hold():
     assert status["phase"] == "Waiting"
     assert "holding 8 accelerators" in next(c for c in status["conditions"] if c["type"] == "RolledBack")["message"]
     assert len(run.world.pods) == 2
+
+
+def test_a_group_that_lost_a_member_nothing_recreates_is_incomplete_and_rolled_back_after_the_bind_timeout():
+    world = Owners(nodes(2))
+    run = Run(world, Settings(bind_timeout_seconds=10.0))
+    for i in range(2):
+        world.add(member_object(f"pair-{i}", group="pair", min_count=2, gpus=8, created=CREATED))
+    run.step()
+    run.step()
+    for name in ("pair-0", "pair-1"):
+        world.bind_one(name)
+    assert run.step().phases.get("Running") == 1
+    world.delete(f"{NS}/pair-1")  # say, the stock scheduler preempted it: nothing recreates a plain pod
+    deleted_at = []
+    for _ in range(12):
+        now = run.now
+        deleted_at += [now for _ in of(run.step(), DeletePod)]
+    # the incomplete clock starts at the newest live member's creation, durable across restarts
+    assert deleted_at == [NOW + 10]

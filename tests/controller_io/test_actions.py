@@ -45,6 +45,9 @@ class RecordingKube:
     def delete(self, resource, namespace, name, *, uid=None):
         return self._call("delete", resource, name, {"uid": uid})
 
+    def evict(self, namespace, name, uid):
+        return self._call("evict", PODS, name, {"uid": uid})
+
 
 class Lines:
     def __init__(self):

@@ -293,3 +293,18 @@ def test_list_transforms_page_by_page_and_drops_none(fake, kube):
     names_kept, _ = kube.with_options(page_size=2).list(
         PODS, transform=lambda obj: None if obj["metadata"]["name"] == "p3" else obj["metadata"]["name"])
     assert names_kept == ["p0", "p1", "p2", "p4"]
+
+
+def test_an_eviction_names_the_pod_and_its_uid_and_a_budgets_refusal_is_not_retried(fake, kube, sleeps):
+    path = "/api/v1/namespaces/ml/pods/p/eviction"
+    fake.inject("POST", path, 201, {"kind": "Status", "apiVersion": "v1", "status": "Success", "code": 201})
+    kube.evict("ml", "p", "uid-p")
+    assert fake.requests[-1][:2] == ("POST", path)
+    refusal = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 429, "reason": "TooManyRequests",
+               "message": "Cannot evict pod as it would violate the pod's disruption budget.",
+               "details": {"causes": [{"reason": "DisruptionBudget",
+                                       "message": "The disruption budget web needs 2 healthy pods and has 2 currently"}]}}
+    fake.inject("POST", path, 429, refusal)
+    with pytest.raises(Throttled) as refused:
+        kube.evict("ml", "p", "uid-p")
+    assert "disruption budget" in str(refused.value) and sleeps == []

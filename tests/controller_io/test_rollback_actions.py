@@ -1,8 +1,17 @@
-"""The executor's side of a rollback: the owner's merge patch as decided, an audit line per member
-deleted, a refused suspension dropped, dry-run silent."""
+"""The executor's side of a rollback and a preemption: the owner's merge patch as decided, an
+audit line per member deleted or pod evicted, a refused suspension dropped, dry-run silent."""
 
 from gangkeeper import names
-from gangkeeper.controller.decisions import DeletePod, GangEvent, Reason, Report, ResumeOwner, SaveGang, SuspendOwner
+from gangkeeper.controller.decisions import (
+    DeletePod,
+    EvictPod,
+    GangEvent,
+    Reason,
+    Report,
+    ResumeOwner,
+    SaveGang,
+    SuspendOwner,
+)
 from gangkeeper.controller.kube import GANGS, MERGE_PATCH, PODS, Conflict
 from gangkeeper.integrations import job
 from tests.controller_io.test_actions import GANG, GROUP, RecordingKube, executor
@@ -63,3 +72,15 @@ def test_dry_run_records_the_deletions_and_writes_nothing():
     run, audit, _ = executor(kube=None, dry_run=True)
     assert run.execute([SUSPEND, DeletePod(GROUP, "p1", "uid-p1", "not bound")]) == 0
     assert [(line["event"], line["details"]["dry_run"]) for line in audit.lines] == [("gang.member_deleted", True)]
+
+
+def test_preemption_evicts_lone_pods_and_deletes_members_each_on_record_with_its_reason():
+    kube = RecordingKube()
+    run, audit, _ = executor(kube)
+    why = "preempted by team/urgent (priority 1000, above its 10)"
+    assert run.execute([EvictPod(("team", "lone"), "lone", "uid-lone", why),
+                        DeletePod(GROUP, "low-0", "uid-low-0", why, Reason.PREEMPTED)]) == 0
+    assert sorted(call[:2] + (call[3],) for call in kube.calls) == [("delete", PODS.name, {"uid": "uid-low-0"}),
+                                                                     ("evict", PODS.name, {"uid": "uid-lone"})]
+    assert sorted((line["pod"], line["decision"], line["reason"]) for line in audit.lines) == [
+        ("lone", "evicted", "Preempted"), ("low-0", "member_deleted", "Preempted")]

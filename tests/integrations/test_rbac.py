@@ -11,9 +11,9 @@ from gangkeeper import integrations, names
 from tests.deploy.rendered_manifests import find, of_kind, render
 
 WRITES = frozenset({"create", "update", "patch", "delete", "deletecollection"})
-# The controller's own resources, not any workload kind's: members, capacity (nodes, DRA devices
-# and claims, the volumes of members' claims), Events.
-CORE = {("", "pods"), ("", "nodes"), ("", "events"), ("", "persistentvolumeclaims"), ("", "persistentvolumes"),
+# The controller's own resources, not any workload kind's: members (and evicting lone pods a
+# preemption takes), capacity (nodes, DRA devices and claims, the volumes of members' claims), Events.
+CORE = {("", "pods"), ("", "pods/eviction"), ("", "nodes"), ("", "events"), ("", "persistentvolumeclaims"), ("", "persistentvolumes"),
         *(("resource.k8s.io", resource)
           for resource in ("deviceclasses", "resourceslices", "resourceclaims", "resourceclaimtemplates"))}
 WATCHED = [integration for integration in integrations.ALL if integration.resource is not None]
@@ -60,3 +60,7 @@ def test_every_kind_the_controller_may_read_is_an_integrations(cluster_rules):
 
 def test_every_integration_watches_what_it_reads():
     assert all({"list", "watch"} <= integration.verbs for integration in WATCHED)
+
+
+def test_the_controller_may_evict_pods_and_nothing_else_on_them(cluster_rules):
+    assert granted(cluster_rules, "", "pods/eviction") == {"create"}

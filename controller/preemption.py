@@ -1,0 +1,135 @@
+"""Which lower-priority work a group that does not fit takes the place of (docs/design.md, "Preemption").
+
+The kube-scheduler preempts pod by pod, so it can take one member of a running group and leave
+the rest holding accelerators. gangkeeper chooses its victims as the scheduler chooses pods, but
+by whole groups:
+
+  - a candidate is a running group of strictly lower priority, taken whole (every live member
+    that holds capacity: bound or reserved) or not at all, or a pod outside any group (a lone
+    pod, a pod of a namespace gangkeeper does not enforce) of strictly lower priority, bound;
+  - every candidate is taken away at once; when the group does not fit even then, nothing is
+    taken. Otherwise candidates are given back, the most important first, and each one stays
+    given back when the group still fits without it: the scheduler's reprieve. Importance is
+    priority, then accelerators held, then pods, then age (the oldest has done the most work),
+    so the victims left are of the lowest priorities, then hold the fewest accelerators and
+    pods, then are the youngest: the least work lost.
+  - at most `MAX_CANDIDATES` candidates are weighed, the least important ones, and only those
+    holding capacity on nodes some waiting member may use.
+
+Pure: the ledger and occupancy given are copied, never changed.
+"""
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from math import ceil
+
+from gangkeeper.controller.capacity import Ledger
+from gangkeeper.controller.eligibility import NodePool
+from gangkeeper.controller.model import Group, GroupKey, Member
+from gangkeeper.controller.occupancy import Occupancy
+from gangkeeper.controller.planner import Plan, Topology, plan_group
+
+MAX_CANDIDATES = 64
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """Work that may be preempted: a group (`group` is its key) or one lone pod (`group` None).
+    `members` are the pods that hold capacity, each bound or reserved on a node."""
+
+    group: GroupKey | None
+    members: tuple[Member, ...]
+    priority: int
+    accelerators: int
+    started: float  # when its oldest member was created
+
+    @property
+    def name(self) -> str:
+        if self.group is not None:
+            return f"{self.group[0]}/{self.group[1]}"
+        member = self.members[0]
+        return f"{member.namespace}/{member.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class Preemption:
+    """The plan that fits once the victims are gone, and the victims, least important first."""
+
+    plan: Plan
+    victims: tuple[Candidate, ...]
+
+
+def candidate(group: GroupKey | None, members: Iterable[Member], ledger: Ledger) -> Candidate | None:
+    """The live members holding capacity as one candidate; None when none holds any."""
+    holding = tuple(m for m in members if not m.terminal and (m.node or m.reserved_node))
+    if not holding:
+        return None
+    held = sum(ceil(value) for m in holding for name, value in m.requests.items() if ledger.is_accelerator(name))
+    started = min((m.created for m in holding if m.created is not None), default=0.0)
+    return Candidate(group, holding, max(m.priority for m in holding), held, started)
+
+
+def preempt(group: Group, candidates: Iterable[Candidate], pool: NodePool, ledger: Ledger,
+            topology: Topology = Topology(), occupancy: Occupancy | None = None) -> Preemption | None:
+    """The victims whose going makes room for `group`, and its plan then; None when the group
+    may not preempt, or when taking every candidate of lower priority is not enough."""
+    if not group.preempts:
+        return None
+    weighed = _weighed(group, candidates, pool)
+    if not weighed:
+        return None
+    working, around = ledger.copy(), occupancy.copy() if occupancy is not None else None
+    for victim in weighed:
+        _take(victim, working, around)
+    if not isinstance(plan_group(group, pool, working, topology, around), Plan):
+        return None
+    victims = []
+    for victim in sorted(weighed, key=_importance, reverse=True):  # the most important given back first
+        _give_back(victim, working, around, pool)
+        if not isinstance(plan_group(group, pool, working, topology, around), Plan):
+            _take(victim, working, around)
+            victims.append(victim)
+    plan = plan_group(group, pool, working, topology, around)
+    assert isinstance(plan, Plan)  # the set taken last is the one just found to fit
+    return Preemption(plan, tuple(sorted(victims, key=_importance)))
+
+
+def _weighed(group: Group, candidates: Iterable[Candidate], pool: NodePool) -> list[Candidate]:
+    """The least important candidates of lower priority that hold capacity where the group may go."""
+    usable = set()
+    for member in group.waiting_members:
+        usable |= pool.eligible(member)
+    lower = [c for c in candidates if c.priority < group.priority and c.group != group.key
+             and any((m.node or m.reserved_node) in usable for m in c.members)]
+    return sorted(lower, key=_importance)[:MAX_CANDIDATES]
+
+
+def _importance(victim: Candidate) -> tuple:
+    """Ascending: the first is the cheapest to preempt (lowest priority, fewest accelerators and
+    pods, youngest)."""
+    return victim.priority, victim.accelerators, len(victim.members), -victim.started, victim.name
+
+
+def _take(victim: Candidate, ledger: Ledger, occupancy: Occupancy | None) -> None:
+    for member in victim.members:
+        ledger.forget(member.uid)
+        if occupancy is not None:
+            occupancy.uncount(member.uid)
+
+
+def _give_back(victim: Candidate, ledger: Ledger, occupancy: Occupancy | None, pool: NodePool) -> None:
+    for member in victim.members:
+        if member.node:
+            ledger.bind(member.uid, member.node, member.requests)
+        else:
+            ledger.reserve(member.uid, member.reserved_node, member.requests)
+        if occupancy is not None:
+            occupancy.count(member, pool.nodes.get(member.node or member.reserved_node))
+
+
+def holders(groups: Sequence[tuple[GroupKey, Sequence[Member]]], lone: Iterable[Member],
+            ledger: Ledger) -> list[Candidate]:
+    """Every candidate: one per group holding capacity, one per lone pod bound."""
+    found = [candidate(key, members, ledger) for key, members in groups]
+    found += [candidate(None, (member,), ledger) for member in lone if member.node]
+    return [c for c in found if c is not None]

@@ -1,0 +1,102 @@
+"""Choosing what a group that does not fit preempts: whole groups and lone pods of lower priority."""
+
+from dataclasses import replace
+
+from gangkeeper.controller.model import group_of
+from gangkeeper.controller.preemption import candidate, holders, preempt
+from tests.controller.builders import cluster, member, node
+
+NODES = [node("n1"), node("n2")]
+
+
+def running(name, node_name, gpus, priority, created="2025-01-01T00:00:00Z"):
+    return member(name, gpus=gpus, gated=False, node_name=node_name, phase="Running", priority=priority,
+                  created=created)
+
+
+def waiting(name, size, gpus, priority, never=False):
+    members = [replace(member(f"{name}-{i}", gpus=gpus, priority=priority), preempts=not never) for i in range(size)]
+    return group_of(("team", name), members, size, 0.0)
+
+
+def job(name, pods, priority, created="2025-01-01T00:00:00Z"):
+    """A running group: `pods` = [(node, gpus)]."""
+    return ("team", name), [running(f"{name}-{i}", n, gpus, priority, created) for i, (n, gpus) in enumerate(pods)]
+
+
+def chosen(outcome):
+    return [victim.name for victim in outcome.victims]
+
+
+def plan_for(preemptor, groups=(), lone=()):
+    members = [m for _, ms in groups for m in ms] + list(lone)
+    pool, ledger = cluster(NODES, [(m.node, m) for m in members])
+    return preempt(preemptor, holders(list(groups), lone, ledger), pool, ledger), ledger
+
+
+def test_a_high_priority_group_takes_a_lower_priority_group_that_fills_the_cluster_whole():
+    low = job("low", [("n1", 8), ("n2", 4), ("n2", 4)], priority=10)
+    outcome, _ = plan_for(waiting("high", 2, gpus=8, priority=1000), [low])
+    assert chosen(outcome) == ["team/low"]
+    assert sorted(node for _, node in outcome.plan.assignments) == ["n1", "n2"]
+
+
+def test_of_two_lower_priority_groups_the_one_that_suffices_and_matters_least_is_taken():
+    lower = job("lower", [("n1", 8)], priority=10)
+    higher = job("higher", [("n2", 8)], priority=20)
+    outcome, _ = plan_for(waiting("urgent", 1, gpus=8, priority=1000), [higher, lower])
+    assert chosen(outcome) == ["team/lower"]
+    assert outcome.plan.assignments[0][1] == "n1"
+
+
+def test_between_equals_the_youngest_is_taken_the_least_work_lost():
+    old = job("old", [("n1", 8)], priority=10, created="2025-01-01T00:00:00Z")
+    young = job("young", [("n2", 8)], priority=10, created="2025-06-01T00:00:00Z")
+    outcome, _ = plan_for(waiting("urgent", 1, gpus=8, priority=1000), [old, young])
+    assert chosen(outcome) == ["team/young"]
+
+
+def test_the_fewest_lone_pods_are_evicted_and_the_cheapest_as_the_scheduler_would():
+    # The recorded case preemption-minimal-victims: a 4-GPU pod of priority 10 goes, two 2-GPU pods of 20 stay.
+    lone = [running("low10-4gpu", "n1", 4, 10), running("low20-2gpu-a", "n1", 2, 20),
+            running("low20-2gpu-b", "n1", 2, 20), running("n2-full", "n2", 8, 1000)]
+    outcome, _ = plan_for(waiting("high", 1, gpus=4, priority=1000), lone=lone)
+    assert chosen(outcome) == ["team/low10-4gpu"]
+
+
+def test_only_as_many_lone_pods_as_needed_are_taken():
+    lone = [running(f"small-{i}", "n1", 2, 10) for i in range(4)] + [running("n2-full", "n2", 8, 1000)]
+    outcome, _ = plan_for(waiting("high", 1, gpus=4, priority=1000), lone=lone)
+    assert len(outcome.victims) == 2
+
+
+def test_equal_or_higher_priority_is_never_preempted():
+    same = job("same", [("n1", 8), ("n2", 8)], priority=100)
+    assert plan_for(waiting("peer", 1, gpus=8, priority=100), [same])[0] is None
+    assert plan_for(waiting("lesser", 1, gpus=8, priority=10), [same])[0] is None
+
+
+def test_a_group_whose_priority_class_says_never_preempts_nothing():
+    low = job("low", [("n1", 8), ("n2", 8)], priority=10)
+    assert plan_for(waiting("polite", 1, gpus=8, priority=1000, never=True), [low])[0] is None
+
+
+def test_nothing_is_taken_when_even_every_candidate_is_not_enough():
+    low = job("low", [("n1", 8)], priority=10)
+    lone = [running("important", "n2", 8, 5000)]
+    assert plan_for(waiting("huge", 2, gpus=8, priority=1000), [low], lone)[0] is None
+
+
+def test_choosing_leaves_the_ledger_as_it_was():
+    low = job("low", [("n1", 8), ("n2", 8)], priority=10)
+    _, ledger = plan_for(waiting("high", 2, gpus=8, priority=1000), [low])
+    assert ledger.free("n1")["nvidia.com/gpu"] == 0 and ledger.free("n2")["nvidia.com/gpu"] == 0
+
+
+def test_a_candidate_is_what_holds_capacity_and_counts_its_accelerators():
+    _, ledger = cluster(NODES)
+    finished = member("done", gpus=8, gated=False, node_name="n1", phase="Succeeded", priority=1)
+    gated = member("gated", gpus=8, priority=1)
+    assert candidate(("team", "g"), [finished, gated], ledger) is None
+    held = candidate(("team", "g"), [running("a", "n1", 4, 1), finished], ledger)
+    assert (held.accelerators, len(held.members)) == (4, 1)

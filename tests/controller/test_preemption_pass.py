@@ -1,0 +1,97 @@
+"""Preemption in the reconcile pass, on the stand-in API of tests/controller/test_rollback.py: a
+group that does not fit takes the place of lower-priority work, whole, and without harm."""
+
+from gangkeeper.controller.decisions import DeletePod, EvictPod, Reason, Release, Reserve, SaveGang, SuspendOwner
+from gangkeeper.controller.groups import JOBS
+from gangkeeper.controller.reconciler import Preempting, Settings
+from tests.controller.builders import pod_object
+from tests.controller.test_rollback import BACKOFF, CREATED, JobController, Owners, Run, nodes, of, reports
+from tests.controller.world import NS, member_object
+
+HIGH = 1000
+
+
+def urgent(world: Owners, size: int = 1, **kwargs) -> None:
+    """An ownerless group of high priority, 8 GPUs a member."""
+    for i in range(size):
+        world.add(member_object(f"urgent-{i}", group="urgent", min_count=size, gpus=8, priority=HIGH,
+                                created=CREATED, **kwargs))
+
+
+def running_job(priority: int = 10, **settings) -> Run:
+    """A Job of two 8-GPU pods filling both nodes, bound."""
+    world = Owners(nodes(2))
+    run = Run(world, Settings(rollback_backoff_seconds=BACKOFF, **settings), JobController(world, priority=priority))
+    run.step()
+    run.step()
+    for pod in list(world.pods.values()):
+        world.bind_one(pod["metadata"]["name"])
+    run.step()
+    return run
+
+
+def test_a_higher_priority_group_suspends_the_job_in_its_way_and_is_released_once_its_pods_are_gone():
+    run = running_job()
+    urgent(run.world)
+    preempting = run.step()
+    (reserved,) = of(preempting, Reserve)
+    assert reserved.pod == "urgent-0"
+    assert [(a.resource.name, a.name) for a in of(preempting, SuspendOwner)] == [(JOBS, "train")]
+    assert of(preempting, DeletePod) == [], "a suspended Job's pods go without counting as failed"
+    (preempted,) = reports(preempting, "gang.preempted")
+    assert preempted.warning and "preempted by team/urgent (priority 1000, above its 10)" in preempted.message
+    assert preempting.preemptions == {"suspended": 1}
+    jobs, run.jobs = run.jobs, None  # the Job controller has not acted yet: its pods still run
+    held = run.step()
+    assert of(held, Release) == [], "the room is held until the victims are gone"
+    jobs.sync()  # now it deletes the suspended Job's pods
+    assert [a.pod for a in of(run.step(), Release)] == ["urgent-0"]
+
+
+def test_the_preempted_job_is_resumed_after_the_backoff_and_waits_gated_for_room():
+    run = running_job()
+    urgent(run.world)
+    for _ in range(int(BACKOFF) + 3):
+        run.step()
+    assert run.world.owner(JOBS, "train")["spec"]["suspend"] is False
+    assert run.jobs.pods(), "its pods came back"
+    assert all(pod["spec"].get("schedulingGates") for key, pod in run.world.pods.items() if "train" in key)
+
+
+def test_an_ownerless_group_in_the_way_is_deleted_whole_and_says_so():
+    world = Owners(nodes(1))
+    run = Run(world, Settings())
+    for i in range(2):
+        world.add(member_object(f"low-{i}", group="low", min_count=2, gpus=4, priority=10, created=CREATED))
+    run.step()
+    run.step()
+    for pod in list(world.pods.values()):
+        world.bind_one(pod["metadata"]["name"])
+    urgent(world)
+    preempting = run.step()
+    assert sorted((a.pod, a.reason) for a in of(preempting, DeletePod)) == [("low-0", Reason.PREEMPTED),
+                                                                           ("low-1", Reason.PREEMPTED)]
+    assert preempting.preemptions == {"deleted": 1}
+    (status,) = [a.status for a in of(preempting, SaveGang) if a.group == (NS, "low")]
+    assert status["phase"] == "Waiting"
+    (condition,) = [c for c in status["conditions"] if c["type"] == "Preempted"]
+    assert condition["status"] == "True" and condition["message"].startswith("preempted by team/urgent")
+
+
+def test_lone_pods_are_evicted_only_as_many_as_needed():
+    world = Owners(nodes(1))
+    for i in range(4):
+        world.add(pod_object(f"lone-{i}", gpus=2, gated=False, node_name="n0", phase="Running", priority=5))
+    run = Run(world, Settings())
+    world.add(member_object("half-0", group="half", min_count=1, gpus=4, priority=HIGH, created=CREATED))
+    preempting = run.step()
+    evicted = of(preempting, EvictPod)
+    assert len(evicted) == 2 and all(e.group == (NS, e.pod) for e in evicted)
+    assert preempting.preemptions == {"evicted": 2}
+
+
+def test_with_preemption_off_or_equal_priority_nothing_is_taken():
+    for run in (running_job(preemption=Preempting.NEVER), running_job(priority=HIGH)):
+        urgent(run.world)
+        outcome = run.step()
+        assert not of(outcome, SuspendOwner) and not of(outcome, Reserve) and not outcome.preemptions
