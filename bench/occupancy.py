@@ -20,9 +20,9 @@ passes (`plan_pass`), the first and a second one with nothing changed:
     10% of the waiting members, carry in turn a required pod anti-affinity on
     `kubernetes.io/hostname` among their group or a DoNotSchedule zone spread constraint
     (maxSkew 1) over their group. Everything goes through a `ClusterIndex` as the controller
-    feeds it (nodes, then the device class, slices, templates and claims, then the bound pods),
-    and the pass is
-    `plan_pass(groups, index.pool, index.ledger, now, policy, index.occupancy)`.
+    feeds it (nodes, then the device class, slices, templates and claims, then the bound pods and
+    the waiting members' pods, whose device rooms the index makes as they arrive), and the pass
+    is `plan_pass(groups, index.pool, index.ledger, now, policy, index.occupancy)`.
 
 Before each side's passes the heap is settled as the controller settles it once its caches have
 synced (`Controller.settle_memory`: a full collection, then everything alive exempted from later
@@ -97,8 +97,9 @@ def _with_occupancy(node_objects: list[dict], bound: list[tuple[str, Member]], g
     namespaces = sorted({"busy", *(group.key[0] for group in groups)})
     objects = [_device_class(), *(_slice(node.name) for node in nodes),
                *(_template(namespace, gpus) for namespace in namespaces for gpus in GPU_COUNTS), *claims]
-    facts = [pod_facts(pod) for pod in pods]
-    dra_groups = [_dra_group(index, group, constrained.get(index)) for index, group in enumerate(groups)]
+    built = [_dra_group(index, group, constrained.get(index)) for index, group in enumerate(groups)]
+    dra_groups = [group for group, _ in built]
+    facts = [pod_facts(pod) for pod in pods] + [pod_facts(pod) for _, waiting in built for pod in waiting]
     build, index = _timed(lambda: _index(nodes, objects, facts))
     pool = index.pool  # built on first use; outside the passes' time, as the baseline's pool is
     Controller.settle_memory()
@@ -235,12 +236,13 @@ def _dra_bound(bound: list[tuple[str, Member]]) -> tuple[list[dict], list[Change
     return pods, claims
 
 
-def _dra_group(index: int, group: Group, constraint: str | None) -> Group:
-    """The planner section's group: through templates when even, extended resources when odd."""
+def _dra_group(index: int, group: Group, constraint: str | None) -> tuple[Group, list[dict]]:
+    """The planner section's group, and its members' pods: GPUs through templates when even,
+    extended resources when odd."""
     job = group.key[1]
-    members = [member_from_api(_pod(member, int(member.requests.get(GPU, 0)), index % 2 == 0, None, job, constraint))
-               for member in group.members]
-    return group_of(group.key, members, group.min_count, group.first_seen)
+    pods = [_pod(member, int(member.requests.get(GPU, 0)), index % 2 == 0, None, job, constraint)
+            for member in group.members]
+    return group_of(group.key, [member_from_api(pod) for pod in pods], group.min_count, group.first_seen), pods
 
 
 def _pod(member: Member, gpus: int, through_template: bool, node_name: str | None, job: str | None = None,

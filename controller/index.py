@@ -97,6 +97,7 @@ class ClusterIndex:
         self._settled_phases: Counter = Counter()
         self._gone: set[GroupKey] = set()
         self._deleted: dict[str, str] = {}
+        self._claiming: list[Member] = []  # waiting members with claims seen in this batch of changes
 
     @classmethod
     def build(cls, pods: Iterable[PodFacts], workloads: WorkloadIndex, nodes: Iterable[Node],
@@ -132,6 +133,9 @@ class ClusterIndex:
                 log.exception("%s %s: change not applied to the index", resource, key)
                 failed += 1
         self._serve_extended(everywhere=devices_changed)
+        if self._claiming:  # their device rooms made now, with the change, rather than in the next pass
+            self.occupancy.index_rooms(self._claiming, self.pool)
+            self._claiming = []
         self._deleted.clear()
         return failed
 
@@ -146,6 +150,8 @@ class ClusterIndex:
             return
         else:
             self.pods[key] = facts
+            if facts.member.claims and facts.member.waiting:
+                self._claiming.append(facts.member)
         self._count(old, -1)
         self._count(facts, +1)
         self._regroup(key, old, facts)

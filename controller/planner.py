@@ -315,18 +315,20 @@ def _place_one_by_one(cls: _Class, pool: NodePool, ledger: Ledger, taken: dict[s
     # fill up, unless a DoNotSchedule spread lets a domain in again once the others have caught up.
     rescan = bool(rules and rules.hard_spread)
     spread_keys = tuple(sorted({c.topology_key for c in rules.hard_spread})) if rescan else ()
+    domain_keys = [tuple(pool.nodes[name].labels.get(key) for key in spread_keys) for name in order] if rescan else []
+    full: set[int] = set()  # positions out of room: no later member of the class fits there either
     start = 0
     for member in cls.members:
         refused_domains: set[tuple] = set()  # a spread refuses every node of a domain alike
 
         def takes(position: int) -> bool:
-            name = order[position]
-            domain_key = tuple(pool.nodes[name].labels.get(key) for key in spread_keys)
-            if domain_key in refused_domains:
+            if rescan and (position in full or domain_keys[position] in refused_domains):
                 return False
-            why = _refusal_of(cls, member, name, pool, ledger, taken, occupancy)
+            why = _refusal_of(cls, member, order[position], pool, ledger, taken, occupancy)
             if why in (SPREAD_REFUSAL, SPREAD_LABEL_REFUSAL):
-                refused_domains.add(domain_key)
+                refused_domains.add(domain_keys[position])
+            elif why in _OUT_OF_ROOM:
+                full.add(position)
             return why is None
 
         takers = (position for position in range(0 if rescan else start, len(order)) if takes(position))
@@ -342,6 +344,9 @@ def _place_one_by_one(cls: _Class, pool: NodePool, ledger: Ledger, taken: dict[s
         add_into(taken.setdefault(chosen, {}), cls.demand)
         occupancy.place(member, pool.nodes[chosen], cls.devices)
     return assignments
+
+
+_OUT_OF_ROOM = ("resources", "devices")  # refusals that placing more members of the class never lifts
 
 
 def _least_skewed(member: Member, takers: Iterable[str], occupancy: Occupancy) -> str | None:
