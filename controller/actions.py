@@ -76,10 +76,12 @@ class Executor:
             try:
                 if isinstance(action, Report):
                     self._record(action)
-                elif isinstance(action, (DeletePod, EvictPod)) and action.why:
+                elif isinstance(action, DeletePod) and action.why:
                     self._record_deletion(action)
                 if not self._dry_run:
                     self._write(action)
+                if isinstance(action, EvictPod):  # on record once the Eviction API said yes (a budget may refuse)
+                    self._record_deletion(action)
             except Conflict as error:
                 log.info("%s: %s changed since it was read (%s); deciding again next pass",
                          _group(action), _target(action), error.reason or error.status)
@@ -175,6 +177,8 @@ def _group(action: Action) -> str:
 def _target(action: Action) -> str:
     if isinstance(action, (Reserve, Release, DeletePod)):
         return f"{type(action).__name__.lower()} pod {action.pod}"
+    if isinstance(action, EvictPod):
+        return f"evict pod {action.pod}"
     if isinstance(action, SuspendOwner):
         return f"suspend {action.resource.kind} {action.name}"
     if isinstance(action, ResumeOwner):

@@ -324,15 +324,16 @@ def dependents(key: WorkloadKey, workload: Workload | None) -> tuple[WorkloadKey
 def settled_phase(view: GangView) -> str | None:
     """Running, Succeeded or Failed when nothing about the group changes until one of its pods
     does: no problem, and every live member bound, as many as its min count with those that
-    succeeded (or none live). None while it is under way — a group left with fewer, a member
+    succeeded (or none live: Succeeded when at least min count did). None while it is under way — a group left with fewer, a member
     preempted or deleted that nothing recreates, is incomplete, and is decided every pass."""
     if view.problem:
         return None
     members = view.group.members
     live = [member for member in members if not member.terminal]
-    if not live:
-        return "Failed" if any(member.phase == "Failed" for member in members) else "Succeeded"
     succeeded = sum(1 for member in members if member.phase == "Succeeded")
+    if not live:  # Succeeded only as a whole: members failed or gone mean the group did not
+        whole = succeeded >= view.group.min_count and not any(member.phase == "Failed" for member in members)
+        return "Succeeded" if whole else "Failed"
     whole = len(live) + succeeded >= view.group.min_count
     return "Running" if whole and all(member.node for member in live) else None
 
@@ -371,8 +372,12 @@ def _view(key: GroupKey, pods: tuple[PodFacts, ...], workloads: Workloads, first
 
 def _priority_disagreement(pods: tuple[PodFacts, ...]) -> tuple[str, str] | None:
     """Members of one group with different priorities or preemption policies (their PriorityClasses):
-    the group is queued, preempted and preempts as one, so which one holds would be a guess."""
+    the group is queued, preempted and preempts as one, so which one holds would be a guess. Only
+    before the group is admitted: a replacement made after a PriorityClass changed must not stop
+    a running group from getting its member back."""
     live = [p.member for p in pods if not p.member.terminal]
+    if any(m.node or m.reserved_node for m in live):
+        return None
     for what, value in (("priorities", lambda m: m.priority),
                         ("preemption policies", lambda m: "Never" if not m.preempts else "PreemptLowerPriority")):
         seen: dict[object, list[str]] = {}

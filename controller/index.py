@@ -43,7 +43,7 @@ from gangkeeper.controller.groups import (
     settled_phase,
 )
 from gangkeeper.controller.interpod import SpreadScope
-from gangkeeper.controller.model import GroupKey, Node
+from gangkeeper.controller.model import GroupKey, Member, Node
 from gangkeeper.controller.occupancy import RESOURCES as OCCUPANCY_RESOURCES
 from gangkeeper.controller.occupancy import Occupancy
 from gangkeeper.controller.preemption import Candidate, holders

@@ -116,6 +116,7 @@ class Member:
     claims: tuple[ClaimRef, ...] = ()
     volume_claims: tuple[str, ...] = ()
     preempts: bool = True  # spec.preemptionPolicy is not Never (PriorityClass `preemptionPolicy`)
+    terminating: bool = False  # metadata.deletionTimestamp: on its way out, though it still holds its node
 
     @property
     def placement_key(self) -> tuple:
@@ -200,6 +201,7 @@ def member_from_api(pod: Mapping) -> Member:
         requests=_shared_requests(tuple(sorted(pod_requests(pod).items()))),
         priority=int(spec.get("priority") or 0),
         preempts=spec.get("preemptionPolicy") != NEVER_PREEMPT,
+        terminating=bool(metadata.get("deletionTimestamp")),
         node_selector=_shared(tuple(sorted((spec.get("nodeSelector") or {}).items()))),
         affinity_terms=_shared(terms),
         tolerations=_shared(tuple(_toleration(t) for t in spec.get("tolerations") or ())),

@@ -14,7 +14,8 @@ by whole groups:
     so the victims left are of the lowest priorities, then hold the fewest accelerators and
     pods, then are the youngest: the least work lost.
   - at most `MAX_CANDIDATES` candidates are weighed, the least important ones, and only those
-    holding capacity on nodes some waiting member may use.
+    holding what the group asks for (its accelerators, when it asks for any) on nodes some
+    waiting member may use.
 
 Pure: the ledger and occupancy given are copied, never changed.
 """
@@ -60,8 +61,10 @@ class Preemption:
 
 
 def candidate(group: GroupKey | None, members: Iterable[Member], ledger: Ledger) -> Candidate | None:
-    """The live members holding capacity as one candidate; None when none holds any."""
-    holding = tuple(m for m in members if not m.terminal and (m.node or m.reserved_node))
+    """The live members holding capacity as one candidate; None when none holds any. Members on
+    their way out (terminating: preempted, rolled back, their owner suspended) are no candidates:
+    they are going already."""
+    holding = tuple(m for m in members if not m.terminal and not m.terminating and (m.node or m.reserved_node))
     if not holding:
         return None
     held = sum(ceil(value) for m in holding for name, value in m.requests.items() if ledger.is_accelerator(name))
@@ -75,7 +78,7 @@ def preempt(group: Group, candidates: Iterable[Candidate], pool: NodePool, ledge
     may not preempt, or when taking every candidate of lower priority is not enough."""
     if not group.preempts:
         return None
-    weighed = _weighed(group, candidates, pool)
+    weighed = _weighed(group, candidates, pool, ledger)
     if not weighed:
         return None
     working, around = ledger.copy(), occupancy.copy() if occupancy is not None else None
@@ -94,13 +97,18 @@ def preempt(group: Group, candidates: Iterable[Candidate], pool: NodePool, ledge
     return Preemption(plan, tuple(sorted(victims, key=_importance)))
 
 
-def _weighed(group: Group, candidates: Iterable[Candidate], pool: NodePool) -> list[Candidate]:
-    """The least important candidates of lower priority that hold capacity where the group may go."""
-    usable = set()
+def _weighed(group: Group, candidates: Iterable[Candidate], pool: NodePool, ledger: Ledger) -> list[Candidate]:
+    """The least important candidates of lower priority that hold what the group asks for (its
+    accelerators when it asks for any: a node agent with none frees nothing it needs) where it may go."""
+    usable: set[str] = set()
+    wanted: set[str] = set()
     for member in group.waiting_members:
         usable |= pool.eligible(member)
+        wanted |= {name for name, value in member.requests.items() if value > 0 and name != "pods"}
+    needs = {name for name in wanted if ledger.is_accelerator(name)} or wanted
     lower = [c for c in candidates if c.priority < group.priority and c.group != group.key
-             and any((m.node or m.reserved_node) in usable for m in c.members)]
+             and any((m.node or m.reserved_node) in usable for m in c.members)
+             and any(m.requests.get(name, 0) > 0 for m in c.members for name in needs)]
     return sorted(lower, key=_importance)[:MAX_CANDIDATES]
 
 

@@ -26,7 +26,8 @@ BestEffortFIFO, the exact rule:
 
 Preemption (given `candidates`, the work that holds capacity): the first group in queue order
 that does not fit and may preempt (`Group.preempts`, some candidate of lower priority) asks
-`controller.preemption` for victims; one group asks per pass, so the pass stays bounded. When it finds some, its plan is counted like
+`controller.preemption` for victims; if taking every candidate would not make it fit, the next
+such group asks, up to `PREEMPTION_ATTEMPTS` a pass, so the pass stays bounded; one preempts. When it finds some, its plan is counted like
 an admitted one — on top of the victims, which hold their capacity until they are gone — and the
 pass goes on as if the group had been admitted (`Pass.preemptions`).
 """
@@ -41,6 +42,8 @@ from gangkeeper.controller.model import Group
 from gangkeeper.controller.occupancy import Occupancy
 from gangkeeper.controller.planner import NoFit, Plan, Topology, apply, plan_group
 from gangkeeper.controller.preemption import Candidate, Preemption, preempt
+
+PREEMPTION_ATTEMPTS = 3  # groups that may look for victims in one pass; one of them preempts at most
 
 
 class Order(enum.Enum):
@@ -104,7 +107,7 @@ def plan_pass(groups: Iterable[Group], nodes: NodePool, ledger: Ledger, now: flo
     admitted: list[tuple[Group, Plan]] = []
     preemptions: list[tuple[Group, Preemption]] = []
     weighed: list[Candidate] | None = None
-    tried = False  # one group asks for victims per pass: the first that does not fit and outranks some
+    attempts = 0  # groups that asked for victims this pass
     head: Group | None = None
     for position, group in enumerate(order):
         outcome = plan_group(group, nodes, working, policy.topology, around)
@@ -112,10 +115,11 @@ def plan_pass(groups: Iterable[Group], nodes: NodePool, ledger: Ledger, now: flo
             apply(outcome, working, around, nodes)
             admitted.append((group, outcome))
             continue
-        if candidates is not None and not tried and group.preempts:
+        if candidates is not None and not preemptions and attempts < PREEMPTION_ATTEMPTS and group.preempts:
             weighed = list(candidates()) if weighed is None else weighed
-            tried = any(c.priority < group.priority for c in weighed)
-            found = preempt(group, weighed, nodes, working, policy.topology, around) if tried else None
+            outranks = any(c.priority < group.priority for c in weighed)
+            attempts += outranks
+            found = preempt(group, weighed, nodes, working, policy.topology, around) if outranks else None
             if found is not None:
                 apply(found.plan, working, around, nodes)
                 preemptions.append((group, found))

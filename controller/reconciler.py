@@ -325,8 +325,13 @@ def _incomplete_too_long(state: _Pass, view: GangView) -> str | None:
     succeeded = sum(1 for m in group.members if m.phase == "Succeeded")
     if bound == 0 or placed + succeeded >= group.min_count:
         return None
+    # Members gone that nothing has replaced yet (a Job pod failed, a plain pod preempted): the clock
+    # starts now, to give a replacement its chance. Otherwise it starts, durably, at the newest live
+    # member's creation: no later than when the replacement began to wait.
+    missing = len(live) + succeeded < group.min_count
     created = [m.created for m in live if m.created is not None]
-    since = min(state.memory.incomplete_since.get(group.key, max(created, default=state.now)), state.now)
+    fallback = state.now if missing else max(created, default=state.now)
+    since = min(state.memory.incomplete_since.get(group.key, fallback), state.now)
     timeout = state.settings.bind_timeout_seconds
     if state.now - since < timeout:
         state.incomplete_since[group.key] = since
@@ -457,13 +462,16 @@ def _preempt_group(state: _Pass, view: GangView, why: str) -> None:
     key = view.group.key
     live = [f for f in view.pods if not f.member.terminal]
     owner = _owner(state, view)
-    if owner is not None:
+    if owner is not None and owner[1].suspend.suspended:  # suspended already (by a user, say): its pods go
+        message = f"{why}; {owner[1].kind} {owner[1].name} is suspended already: its pods are going"
+    elif owner is not None:
         attempts = state.rollbacks.get(key, (0, 0.0))[0]
         until = math.ceil(state.now + state.settings.rollback_backoff_seconds)
         message = _suspend_owner(state, key, owner, attempts, until, why, "preempted")
         state.preemptions["suspended"] += 1
     else:
         state.actions += [DeletePod(key, f.member.name, f.member.uid, why, Reason.PREEMPTED) for f in live]
+        state.given_up[key] = frozenset(f.member.uid for f in live)  # its Gang stays, saying what to resubmit
         message = (f"{why}; deleted its {len(live)} members ({_accelerators(state, [f.member for f in live])} "
                    f"accelerators): resubmit them (label {names.GROUP_LABEL}={view.label}): "
                    f"{_named([f.member for f in live])}")
@@ -492,8 +500,8 @@ def _still_given_up(state: _Pass, view: GangView) -> Verdict | None:
     if deleted is None or not {m.uid for m in view.group.members if not m.terminal} <= deleted:
         return None
     state.given_up[view.group.key] = deleted
-    return Verdict(Phase.FAILED, Reason.MEMBERS_DELETED, "a rollback deleted every member; resubmit them "
-                   f"(label {names.GROUP_LABEL}={view.label})")
+    return Verdict(Phase.FAILED, Reason.MEMBERS_DELETED, "every member was deleted (rolled back or preempted); "
+                   f"resubmit them (label {names.GROUP_LABEL}={view.label})")
 
 
 def _remember_given_up(state: _Pass, pending: Pending, gone: set[GroupKey]) -> None:

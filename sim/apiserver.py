@@ -209,6 +209,10 @@ class APIServer:
             errors += priority.class_problems(obj, self.store.list(kind))
         if errors:
             raise invalid(kind, meta.get("name", ""), errors)
+        if kind.plural == PRIORITY_CLASSES:
+            refusal = priority.second_default(obj, self.store.list(kind))
+            if refusal:
+                raise forbidden(kind.group, kind.plural, meta["name"], refusal)
 
     def _admit_priority(self, pod: dict) -> None:
         """The Priority admission plugin (`sim.priority`): the pod's priority from its PriorityClass."""

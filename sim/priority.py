@@ -5,7 +5,8 @@ On a pod's create, before any webhook (plugin/pkg/admission/priority):
     gets; without a name, the class with `globalDefault: true` if there is one (its name is
     written into the pod too), else priority 0 and `PreemptLowerPriority`;
   - a class that does not exist, or a `spec.priority` / `spec.preemptionPolicy` the pod sets
-    itself that differs from what the class gives, is refused (403, the plugin's words).
+    itself that differs from what the class gives, is refused (403, the plugin's words);
+  - a second class with `globalDefault: true` is refused by the same plugin (403).
 The API server creates the two system classes at start (`SYSTEM_CLASSES`). A class a user
 creates must be at most 1,000,000,000, must not be named `system-…`, and only one may be the
 global default; its value and preemption policy cannot change.
@@ -79,11 +80,18 @@ def class_problems(obj: Mapping, others: list[Mapping], old: Mapping | None = No
     if obj.get("preemptionPolicy") not in POLICIES:
         problems.append(FieldError("preemptionPolicy", "NotSupported", ", ".join(f'"{p}"' for p in sorted(POLICIES)),
                                    obj.get("preemptionPolicy")))
+    if old is not None and obj.get("value") != old.get("value"):
+        problems.append(FieldError("value", "Forbidden", "may not be changed in an update."))
+    if old is not None and obj.get("preemptionPolicy") != old.get("preemptionPolicy"):
+        problems.append(FieldError("preemptionPolicy", "Invalid", "field is immutable", obj.get("preemptionPolicy")))
+    return problems
+
+
+def second_default(obj: Mapping, others: list[Mapping]) -> str | None:
+    """The admission plugin's refusal of a second global default (403), or None."""
+    name = obj.get("metadata", {}).get("name", "")
     default = next((o["metadata"]["name"] for o in others if o.get("globalDefault") and o["metadata"]["name"] != name),
                    None)
     if obj.get("globalDefault") and default is not None:
-        problems.append(FieldError("globalDefault", "Invalid", f"globalDefault {default} already exists", True))
-    if old is not None:
-        problems += [FieldError(field, "Invalid", "field is immutable", obj.get(field))
-                     for field in ("value", "preemptionPolicy") if obj.get(field) != old.get(field)]
-    return problems
+        return f"PriorityClass {default} is already marked as default. Only one default can exist"
+    return None

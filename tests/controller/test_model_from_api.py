@@ -87,3 +87,10 @@ def test_a_workload_listed_without_api_version_and_kind_gets_them_from_its_resou
     assert (job.api_version, job.kind, job.name, job.uid) == ("batch/v1", "Job", "train", "u-1")
     pytorchjob = workload_from_api(PYTORCHJOBS, {"metadata": {"name": "pj"}, "spec": {}})
     assert (pytorchjob.api_version, pytorchjob.kind) == ("kubeflow.org/v1", "PyTorchJob")
+
+
+def test_a_pod_with_a_deletion_timestamp_is_terminating():
+    pod = pod_object("going", gated=False, node_name="n1", phase="Running")
+    assert not member_from_api(pod).terminating
+    pod["metadata"]["deletionTimestamp"] = "2027-01-15T08:00:00Z"
+    assert member_from_api(pod).terminating

@@ -100,3 +100,19 @@ def test_a_candidate_is_what_holds_capacity_and_counts_its_accelerators():
     assert candidate(("team", "g"), [finished, gated], ledger) is None
     held = candidate(("team", "g"), [running("a", "n1", 4, 1), finished], ledger)
     assert (held.accelerators, len(held.members)) == (4, 1)
+
+
+def test_work_already_on_its_way_out_is_no_candidate():
+    _, ledger = cluster(NODES)
+    going = replace(running("going", "n1", 8, 1), terminating=True)
+    assert candidate(("team", "g"), [going], ledger) is None
+    half = candidate(("team", "h"), [going, running("staying", "n2", 8, 1)], ledger)
+    assert [m.name for m in half.members] == ["staying"]
+
+
+def test_node_agents_without_accelerators_do_not_crowd_out_the_work_that_holds_them():
+    agents = [member(f"agent-{n}-{i}", gpus=0, cpu="10m", memory="16Mi", gated=False, node_name=n, phase="Running",
+                     priority=0) for n in ("n1", "n2") for i in range(40)]
+    low = job("low", [("n1", 8), ("n2", 8)], priority=10)
+    outcome, _ = plan_for(waiting("high", 1, gpus=8, priority=1000), [low], agents)
+    assert chosen(outcome) == ["team/low"]

@@ -1,7 +1,16 @@
 """Preemption in the reconcile pass, on the stand-in API of tests/controller/test_rollback.py: a
 group that does not fit takes the place of lower-priority work, whole, and without harm."""
 
-from gangkeeper.controller.decisions import DeletePod, EvictPod, Reason, Release, Reserve, SaveGang, SuspendOwner
+from gangkeeper.controller.decisions import (
+    DeleteGang,
+    DeletePod,
+    EvictPod,
+    Reason,
+    Release,
+    Reserve,
+    SaveGang,
+    SuspendOwner,
+)
 from gangkeeper.controller.groups import JOBS
 from gangkeeper.controller.reconciler import Preempting, Settings
 from tests.controller.builders import pod_object
@@ -76,6 +85,9 @@ def test_an_ownerless_group_in_the_way_is_deleted_whole_and_says_so():
     assert status["phase"] == "Waiting"
     (condition,) = [c for c in status["conditions"] if c["type"] == "Preempted"]
     assert condition["status"] == "True" and condition["message"].startswith("preempted by team/urgent")
+    later = [run.step() for _ in range(3)]  # its pods are gone now
+    assert not any(a.group == (NS, "low") for outcome in later for a in of(outcome, DeleteGang)), \
+        "its Gang stays, saying what to resubmit"
 
 
 def test_lone_pods_are_evicted_only_as_many_as_needed():

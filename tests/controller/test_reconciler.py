@@ -393,3 +393,16 @@ def test_the_pass_says_when_a_bind_timeout_falls_due():
     outcome = run.step()  # released, never bound
     assert of(outcome, Release)
     assert run.step().next_due == pytest.approx(released + 120, abs=1)
+
+
+def test_members_of_different_priorities_disagree_until_admitted_but_a_running_groups_replacement_does_not():
+    world = World(nodes(2))
+    world.add(member_object("mixed-0", group="mixed", min_count=2, priority=10))
+    world.add(member_object("mixed-1", group="mixed", min_count=2, priority=20))
+    (report,) = of(Run(world).step(), Report)
+    assert report.reason == "Disagreement" and "priorities disagree" in report.message
+    running = World(nodes(2))
+    running.add(member_object("r-0", group="r", min_count=2, priority=10, gated=False, node_name="n0",
+                              phase="Running", created=CREATED))
+    running.add(member_object("r-1", group="r", min_count=2, priority=20, created=CREATED))  # after its class changed
+    assert [a.pod for a in of(Run(running).step(), Reserve)] == ["r-1"]

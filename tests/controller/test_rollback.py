@@ -369,10 +369,27 @@ def test_a_group_that_lost_a_member_nothing_recreates_is_incomplete_and_rolled_b
     for name in ("pair-0", "pair-1"):
         world.bind_one(name)
     assert run.step().phases.get("Running") == 1
+    lost_at = run.now
     world.delete(f"{NS}/pair-1")  # say, the stock scheduler preempted it: nothing recreates a plain pod
     deleted_at = []
-    for _ in range(12):
+    for _ in range(14):
         now = run.now
         deleted_at += [now for _ in of(run.step(), DeletePod)]
-    # the incomplete clock starts at the newest live member's creation, durable across restarts
-    assert deleted_at == [NOW + 10]
+    assert deleted_at == [lost_at + 10], "a bind timeout after the loss, a replacement's chance"
+
+
+def test_a_job_whose_pod_failed_gets_a_bind_timeout_for_its_replacement_before_it_is_rolled_back():
+    run = job_run(bind_timeout_seconds=10.0)
+    run.step()
+    run.step()
+    for name in ("train-0", "train-1"):
+        run.world.bind_one(name)
+    run.step()
+    run.jobs = None  # the Job controller waits out its failure backoff before it recreates the pod
+    failed_at = run.now
+    run.world.finish(f"{NS}/train-0", "Failed")
+    suspended_at = []
+    for _ in range(14):
+        now = run.now
+        suspended_at += [now for _ in of(run.step(), SuspendOwner)]
+    assert suspended_at == [failed_at + 10]

@@ -42,8 +42,8 @@ workloads:
       submitSeconds: 1.5}}
 """, min_count=lambda group: 1 if group.startswith("urgent") else 2, submit=True)
     _, audit = emulation.controller(FAST)
-    eventually(lambda: "gang.preempting" in audit.events(), timeout=20, what="the urgent Job preempting")
-    assert len(preempted(audit)) == 1 and preempted(audit)[0].startswith("batch")
+    taken = eventually(lambda: preempted(audit), timeout=20, what="the urgent Job preempting the batch Job")
+    assert len(taken) == 1 and taken[0].startswith("batch") and "gang.preempting" in audit.events()
     urgent = eventually(lambda: completed(emulation, "urgent"), timeout=20, what="the urgent Job completed")
     batch = eventually(lambda: completed(emulation, "batch"), timeout=40, what="the preempted Job completed")
     assert batch["status"]["failed"] == 0 and batch["status"]["succeeded"] == 2, "suspended, never failed"
@@ -67,7 +67,7 @@ workloads:
     for name in ("least", "more"):
         job = eventually(lambda name=name: completed(emulation, name), timeout=40, what=f"{name} completed")
         assert job["status"]["failed"] == 0
-    taken = preempted(audit)
+    taken = eventually(lambda: preempted(audit), what="a preemption on record")
     assert len(taken) == 1 and taken[0].startswith("least")
     assert watch.violations() == []
 
@@ -123,7 +123,7 @@ workloads:
       submitSeconds: 1}}
 """, min_count=1, submit=True)
     _, audit = emulation.controller(Settings(bind_timeout_seconds=5.0, preemption=Preempting.NEVER))
-    eventually(lambda: completed(emulation, "urgent"), timeout=20, what="the urgent Job ran after the other")
+    eventually(lambda: completed(emulation, "urgent"), timeout=40, what="the urgent Job ran after the other")
     assert completed(emulation, "running")["status"]["failed"] == 0 and preempted(audit) == []
     assert watch.violations() == []
 

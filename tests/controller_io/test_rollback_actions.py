@@ -12,7 +12,7 @@ from gangkeeper.controller.decisions import (
     SaveGang,
     SuspendOwner,
 )
-from gangkeeper.controller.kube import GANGS, MERGE_PATCH, PODS, Conflict
+from gangkeeper.controller.kube import GANGS, MERGE_PATCH, PODS, Conflict, Throttled
 from gangkeeper.integrations import job
 from tests.controller_io.test_actions import GANG, GROUP, RecordingKube, executor
 
@@ -84,3 +84,17 @@ def test_preemption_evicts_lone_pods_and_deletes_members_each_on_record_with_its
                                                                      ("evict", PODS.name, {"uid": "uid-lone"})]
     assert sorted((line["pod"], line["decision"], line["reason"]) for line in audit.lines) == [
         ("lone", "evicted", "Preempted"), ("low-0", "member_deleted", "Preempted")]
+
+
+def test_an_eviction_a_budget_refuses_is_logged_not_recorded_and_the_rest_still_runs():
+    kube = RecordingKube()
+    kube.refuse[("evict", "guarded")] = Throttled(429, {"reason": "TooManyRequests",
+                                                        "message": "Cannot evict pod as it would violate the pod's "
+                                                                   "disruption budget."})
+    run, audit, _ = executor(kube)
+    failed = run.execute([EvictPod(("team", "guarded"), "guarded", "uid-g", "preempted"),
+                          EvictPod(("team", "free"), "free", "uid-f", "preempted"),
+                          SaveGang(GROUP, "g", {"phase": "Waiting"})])
+    assert failed == 1
+    assert [line["pod"] for line in audit.lines] == ["free"], "only what the Eviction API did is on record"
+    assert ("patch/status", GANGS.name, "g") in [call[:3] for call in kube.calls]

@@ -58,11 +58,9 @@ def test_an_unknown_class_or_a_priority_the_pod_sets_itself_is_forbidden(api):
     assert created(api, pod("r", priorityClassName="high", priority=1000))["priority"] == 1000  # as recorded pods are
 
 
-def test_a_class_is_refused_above_the_user_limit_under_a_system_name_or_as_a_second_default(api):
-    api.create("priorityclasses", priority_class("first", 1, globalDefault=True))
+def test_a_class_is_refused_above_the_user_limit_under_a_system_name_or_with_an_unknown_policy(api):
     for body, field in ((priority_class("huge", 2_000_000_000), "value"),
                         (priority_class("system-mine", 1), "metadata.name"),
-                        (priority_class("second", 2, globalDefault=True), "globalDefault"),
                         (priority_class("odd", 3, preemptionPolicy="Sometimes"), "preemptionPolicy")):
         with pytest.raises(APIError) as refused:
             api.create("priorityclasses", body)
@@ -70,11 +68,20 @@ def test_a_class_is_refused_above_the_user_limit_under_a_system_name_or_as_a_sec
         assert [c["field"] for c in refused.value.status["details"]["causes"]] == [field]
 
 
+def test_a_second_global_default_is_refused_by_the_admission_plugin(api):
+    api.create("priorityclasses", priority_class("first", 1, globalDefault=True))
+    with pytest.raises(APIError) as refused:
+        api.create("priorityclasses", priority_class("second", 2, globalDefault=True))
+    assert (refused.value.status["code"], refused.value.status["message"]) == (
+        403, 'priorityclasses.scheduling.k8s.io "second" is forbidden: PriorityClass first is already marked as '
+             "default. Only one default can exist")
+
+
 def test_a_classs_value_cannot_change(api):
     api.create("priorityclasses", priority_class("high", 1000))
     with pytest.raises(APIError) as refused:
         api.patch("priorityclasses", "high", {"value": 2000})
-    assert "value: Invalid value: 2000: field is immutable" in refused.value.status["message"]
+    assert "value: Forbidden: may not be changed in an update." in refused.value.status["message"]
 
 
 def test_a_spec_lists_priority_classes_its_workloads_name_and_refuses_one_it_does_not():
