@@ -82,6 +82,16 @@ def _study(quick: bool) -> str:
     return report.markdown(results, {name: path.name for name, path in paths.items()})
 
 
+def _priorities(quick: bool) -> str:
+    from study import priorities, priority_report, run
+
+    if quick:
+        results = priorities.run(jobs=200, seed=20190710, cluster=run.Cluster(nodes=16), progress=print)
+    else:
+        results = priorities.run(jobs=2_000, seed=20190710, progress=print)
+    return priority_report.markdown(results)
+
+
 def _reliability(quick: bool) -> str:
     import tempfile
 
@@ -117,6 +127,7 @@ SECTIONS: dict[str, Callable[[bool], str]] = {
     "controller": _controller,
     "fuzz": _fuzz,
     "study": _study,
+    "priorities": _priorities,
     "reliability": _reliability,
     "load": _load,
 }

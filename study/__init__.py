@@ -7,6 +7,10 @@ cluster's virtual clock under the stock scheduler, a quota-only gate and gangkee
   the virtual clock; the quota-only gate and everything else here is study scaffolding.
 - `adapter`: the controller's I/O over the in-process API: the subset of `controller.kube.Kube`
   the Executor calls, and informers fed from the cluster's watch events.
-- `metrics`: GPU-seconds held usefully, in partly placed groups and in container start; figures.
+- `metrics`: GPU-seconds held usefully, in partly placed groups and in container start;
+  preemptions and the training they interrupt; figures.
 - `run`: one replay per policy and load; `report`: Markdown, plots and the targets' verdicts.
+- `priorities` (`gangkeeper bench priorities`): the trace with a priority mix at one load, under
+  each policy and gangkeeper with preemption off, measured per PriorityClass with `metrics.
+  Preemptions`; `priority_report`: its Markdown.
 """

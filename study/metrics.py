@@ -11,16 +11,25 @@
     mistaken for partial placement.
 partial + start-up is what `sim.accounting.Accounting` reports as waiting GPU-seconds.
 
-`summarise` turns the per-job rows of a run into the study's figures; it is pure.
+`Preemptions` is a cluster component that watches pods and Events and counts, per training run,
+the preemptions that hit it and the training they interrupted (see its docstring).
+
+`summarise` turns the per-job rows of a run into the study's figures, and `by_class` the rows of
+the jobs of one PriorityClass into the priority mix's; both are pure.
 """
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from statistics import mean
 
+from gangkeeper.controller.decisions import Reason
 from sim.api import WatchEvent
 from sim.names import PODS
-from sim.training import member, run_key, world_size
+from sim.scheduler import preempted_by_scheduler
+from sim.training import Member, member, run_key, world_size
+
+EVENTS = "events"
 
 
 @dataclass
@@ -127,4 +136,164 @@ def summarise(jobs: list[dict], *, cluster_gpus: int, window: tuple[float, float
         "makespan_s": (max(j["finished"] for j in finished) - first_submit) if finished else None,
         "all_completed": not unfinished,
         "horizon_s": horizon - first_submit,
+    }
+
+
+@dataclass
+class _Preempted:
+    size: int
+    members: dict[str, Member] = field(default_factory=dict)  # pod key → its part in the run
+    together_since: float | None = None  # when all `size` members last began to run together
+    finished: bool = False
+    moments: set[float] = field(default_factory=set)  # when some of its pods were preempted
+    marked: bool = False  # preempted since it last ran together, and no interruption counted for it yet
+    unattributed: float | None = None  # GPU-seconds trained before an interruption no preemption explains yet
+    interruptions: int = 0
+    other_interruptions: int = 0
+    at_stake: float = 0.0
+
+    @property
+    def together(self) -> bool:
+        return sum(1 for m in self.members.values() if m.running) >= self.size
+
+    def mark(self, now: float) -> None:
+        self.moments.add(now)
+        if self.unattributed is not None:
+            self._count(self.unattributed)
+        else:
+            self.marked = True
+
+    def change(self, key: str, new: Member | None, now: float) -> None:
+        was_together = self.together
+        held = float(sum(m.gpus for m in self.members.values() if m.holding))
+        self.members.pop(key, None)
+        if new is not None:
+            self.members[key] = new
+        if self.finished:
+            return
+        if new is not None and new.succeeded:
+            self.finished = True
+        elif was_together and not self.together:
+            trained = held * (now - self.together_since)
+            if self.marked:
+                self._count(trained)
+            else:
+                self.unattributed = trained
+        elif self.together and not was_together:
+            self.together_since, self.marked = now, False
+            self.other_interruptions += self.unattributed is not None
+            self.unattributed = None
+
+    def _count(self, trained: float) -> None:
+        self.interruptions += 1
+        self.at_stake += trained
+        self.marked, self.unattributed = False, None
+
+
+class Preemptions:
+    """Per training run (`sim.training.run_key`): the preemptions that hit it and the training
+    they interrupted, from what the cluster shows.
+
+    A pod is preempted when the kube-scheduler marks it (condition DisruptionTarget, reason
+    PreemptionByScheduler: its DefaultPreemption, just before it deletes the pod) or when
+    gangkeeper reports it (an Event of reason `Preempted` about the pod: written when it
+    suspends the pod's job, or deletes the pod's group, to make room for a group of higher
+    priority). A run is a victim once any of its pods is; `moments` are the distinct moments
+    that happened at.
+
+    An interruption is a run that trained (all `size` members running together) and stops: a
+    member is marked for deletion or deleted while it runs (not a member succeeding: that is the
+    run finishing). It is preemption's when one of the run's pods was preempted at that moment
+    or before it — since the run last began to run together — or is preempted after it, before
+    the run runs together again (gangkeeper's Event may come after the operator has begun to
+    delete the pods). Any other is counted apart (`other_interruptions`): none is expected in
+    these replays, where nothing else deletes a running pod.
+
+    `at_stake` (GPU-seconds): for each interruption by preemption, the GPUs the run held × the
+    seconds it had trained since it last began to run together — the progress a job that keeps
+    no checkpoint throws away, as it restarts from its first step once its pods are back. The
+    emulated training keeps that progress instead (`sim.training.Run.progress` belongs to the
+    workload, not to its pods, and is never reset), so in these replays an interrupted job
+    resumes where it stopped and trains that time only once: what preemption costs there is the
+    waiting, and the GPUs the victim's remaining pods hold meanwhile (`Holdings`' partial).
+    """
+
+    resources = (PODS, EVENTS)
+
+    def __init__(self):
+        self.runs: dict[str, _Preempted] = {}
+        self.run_of: dict[str, str] = {}  # pod key → its run's key
+        self.marked: set[str] = set()  # uids of live pods seen with the scheduler's DisruptionTarget
+
+    def observe(self, event: WatchEvent, now: float) -> None:
+        obj = event.object
+        if event.resource == EVENTS:
+            involved = obj.get("involvedObject") or {}
+            key = self.run_of.get(f"{involved.get('namespace', '')}/{involved.get('name', '')}")
+            if event.type != "DELETED" and obj.get("reason") == Reason.PREEMPTED and involved.get("kind") == "Pod" \
+                    and key is not None:
+                self.runs[key].mark(now)
+            return
+        key = run_key(PODS, obj)
+        run = self.runs.get(key)
+        if run is None:
+            run = self.runs[key] = _Preempted(world_size(obj))
+        name = f"{obj['metadata'].get('namespace', '')}/{obj['metadata']['name']}"
+        self.run_of[name] = key
+        deleted, uid = event.type == "DELETED", obj["metadata"].get("uid", name)
+        if deleted:
+            self.marked.discard(uid)
+        elif uid not in self.marked and preempted_by_scheduler(obj):
+            self.marked.add(uid)
+            run.mark(now)
+        run.change(name, None if deleted else member(obj, run.members.get(name)), now)
+
+    def step(self, now: float) -> bool:
+        return False
+
+    def next_due(self) -> float | None:
+        return None
+
+    def snapshot(self) -> dict[str, dict]:
+        """Per run that was preempted or interrupted: `preemptions` (distinct moments its pods were
+        preempted), `interruptions` by preemption, `at_stake` GPU-seconds, `other_interruptions`
+        (an interruption still unexplained counts as one)."""
+        return {key: {"preemptions": len(run.moments), "interruptions": run.interruptions, "at_stake": run.at_stake,
+                      "other_interruptions": run.other_interruptions + (run.unattributed is not None)}
+                for key, run in self.runs.items()
+                if run.moments or run.interruptions or run.other_interruptions or run.unattributed is not None}
+
+
+def by_class(jobs: Sequence[dict]) -> dict:
+    """The priority mix's figures over the jobs of one PriorityClass.
+
+    `jobs`: one row per job with `submitted`, `started` and `finished` (None when it did not),
+    `duration` (seconds of training it needs), `gpus`, `useful` GPU-seconds (`Holdings`) and
+    `preemptions`, `interruptions`, `at_stake` (`Preemptions`).
+      - `delay`: submission to all workers first running together (the study's queueing delay),
+        over the jobs that started;
+      - `waited`: finished − submitted − duration, over the jobs that finished: every second the
+        job was not training — the delay, and the time it queued again after each interruption;
+      - `victims`: jobs preempted at least once; `preemptions`: the moments they were, summed;
+      - `at_stake_gpu_hours`: `Preemptions.at_stake`, summed;
+      - `redone_gpu_hours`: Σ over finished jobs of useful GPU-seconds − GPUs × duration: training
+        done twice. A model that lost a preempted job's progress would make the job train it again
+        and show it here; the emulation's keeps it, so this measures that nothing was lost.
+    """
+    started = [j for j in jobs if j["started"] is not None]
+    finished = [j for j in jobs if j["finished"] is not None]
+    delays = [j["started"] - j["submitted"] for j in started]
+    waited = [j["finished"] - j["submitted"] - j["duration"] for j in finished]
+    return {
+        "jobs": len(jobs),
+        "not_completed": len(jobs) - len(finished),
+        "mean_delay_s": mean(delays) if delays else None,
+        "p95_delay_s": percentile(delays, 0.95),
+        "mean_waited_s": mean(waited) if waited else None,
+        "p95_waited_s": percentile(waited, 0.95),
+        "victims": sum(1 for j in jobs if j["preemptions"]),
+        "preemptions": sum(j["preemptions"] for j in jobs),
+        "interruptions": sum(j["interruptions"] for j in jobs),
+        "at_stake_gpu_hours": sum(j["at_stake"] for j in jobs) / 3600,
+        "redone_gpu_hours": sum(j["useful"] - j["gpus"] * j["duration"] for j in finished) / 3600,
     }

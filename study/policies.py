@@ -137,6 +137,19 @@ class GangkeeperController:
         """Consistency checks that found the incremental index off the caches (the product's metric)."""
         return int(self.controller.metrics.registry.get_sample_value("gangkeeper_index_inconsistencies_total"))
 
+    @property
+    def rollbacks(self) -> int:
+        """Groups the controller rolled back (the product's metric)."""
+        return int(self.controller.metrics.registry.get_sample_value("gangkeeper_rollbacks_total"))
+
+    @property
+    def preemptions(self) -> dict[str, int]:
+        """Work the controller preempted, by how it took it (the product's metric: `suspended`,
+        `deleted`, `evicted`)."""
+        return {sample.labels["reason"]: int(sample.value)
+                for metric in self.controller.metrics.preemptions.collect() for sample in metric.samples
+                if sample.name.endswith("_total")}
+
 
 # --- quota-only gate (study scaffolding) ------------------------------------------------------
 
@@ -179,12 +192,17 @@ QUOTA_USER = User("system:serviceaccount:study:quota-gate")
 
 
 class QuotaGate:
-    """Releases whole PyTorchJobs in submission order while their GPUs fit under the quota.
+    """Releases whole PyTorchJobs, by priority then in submission order, while their GPUs fit
+    under the quota.
 
     quota = Σ GPUs the nodes have; usage = Σ GPUs of released workloads that have not finished.
-    BestEffortFIFO: a workload over the quota is skipped and later ones may still go. The queue
-    is looked at again only when it can have changed: a workload got all its pods, one finished,
-    or a node changed.
+    A workload's priority is its pods' highest `spec.priority`, as Kueue takes a workload's
+    priority from its pods' PriorityClass. BestEffortFIFO: a workload over the quota is skipped
+    and later ones may still go. The queue is looked at again only when it can have changed: a
+    workload got all its pods, one finished, or a node changed. A released workload stays
+    admitted: a pod its operator recreates (one the kube-scheduler preempted) is ungated at once,
+    as Kueue leaves the replacement pods of an admitted workload alone. The gate itself never
+    preempts (Kueue's `withinClusterQueue: Never`).
     """
 
     resources = (PODS, NODES, PYTORCHJOBS)
@@ -195,7 +213,9 @@ class QuotaGate:
         self.jobs: dict[str, dict] = {}  # uid → job, in submission order
         self.pods: dict[str, dict[str, dict]] = {}  # job uid → pod name → pod
         self.ready: dict[str, float] = {}  # uid → GPUs, for unreleased jobs whose pods all exist, gated
+        self.priority: dict[str, int] = {}  # uid → the highest spec.priority of the job's pods
         self.released: dict[str, float] = {}  # job uid → GPUs it takes from the quota
+        self.replacements: dict[str, dict] = {}  # pod name → a gated pod of a released job
         self.dirty = False
         self.releases = 0
 
@@ -212,6 +232,7 @@ class QuotaGate:
                 self.jobs.pop(uid, None)
                 self.pods.pop(uid, None)
                 self.ready.pop(uid, None)
+                self.priority.pop(uid, None)
                 self.dirty |= self.released.pop(uid, None) is not None  # its GPUs go back to the quota
             else:
                 self.jobs[uid] = obj
@@ -220,11 +241,16 @@ class QuotaGate:
             owner = next((r["uid"] for r in obj["metadata"].get("ownerReferences") or () if r.get("controller")), None)
             if owner is None:
                 return
-            pods = self.pods.setdefault(owner, {})
+            pods, name = self.pods.setdefault(owner, {}), obj["metadata"]["name"]
             if deleted:
-                pods.pop(obj["metadata"]["name"], None)
+                pods.pop(name, None)
+                self.replacements.pop(name, None)
             else:
-                pods[obj["metadata"]["name"]] = obj
+                pods[name] = obj
+                self.priority[owner] = max(self.priority.get(owner, 0), (obj.get("spec") or {}).get("priority") or 0)
+                if owner in self.released and _gate_index(obj) is not None:
+                    self.replacements[name] = obj
+                    self.dirty = True
             self._check_ready(owner)
 
     def _check_ready(self, uid: str) -> None:
@@ -242,9 +268,12 @@ class QuotaGate:
         if not self.dirty:
             return False
         self.dirty = False
-        free = sum(self.node_gpus.values()) - sum(self.released.values())
         wrote = False
-        for uid in [uid for uid in self.jobs if uid in self.ready]:  # submission order
+        while self.replacements:
+            wrote |= self._ungate(self.replacements.popitem()[1])
+        free = sum(self.node_gpus.values()) - sum(self.released.values())
+        in_order = sorted((uid for uid in self.jobs if uid in self.ready), key=lambda uid: -self.priority.get(uid, 0))
+        for uid in in_order:  # by priority, then in submission order (the sort is stable)
             gpus = self.ready[uid]
             if gpus > free:
                 continue

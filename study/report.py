@@ -28,7 +28,8 @@ def _hours(seconds: float | None) -> str:
     return "—" if seconds is None else f"{seconds / 3600:.1f} h"
 
 
-def _delay(seconds: float | None) -> str:
+def delay_text(seconds: float | None) -> str:
+    """Seconds below ten minutes, minutes from there; a dash for no value."""
     if seconds is None:
         return "—"
     return f"{seconds:.0f} s" if seconds < 600 else f"{seconds / 60:.0f} min"
@@ -52,7 +53,7 @@ def table(results: dict) -> str:
                 f"| {f['not_completed']} ({f['never_started']}) | {f['stuck_partial']} "
                 f"| {f['partial_gpu_hours']:,.1f} | ${f['partial_gpu_hours'] * GPU_HOUR_PRICE:,.0f} "
                 f"| {f['startup_gpu_hours']:,.1f} | {f['utilisation']:.1%} "
-                f"| {_delay(f['mean_delay_s'])} / {_delay(f['p95_delay_s'])} | {makespan} |")
+                f"| {delay_text(f['mean_delay_s'])} / {delay_text(f['p95_delay_s'])} | {makespan} |")
     return "\n".join(lines)
 
 
@@ -95,8 +96,9 @@ def packing_notes(results: dict) -> list[str]:
             f"load {load:g}: utilisation {ours['utilisation']:.1%} vs {packed['utilisation']:.1%} "
             f"({(ours['utilisation'] - packed['utilisation']) * 100:+.1f} points); GPU-h held by incomplete groups "
             f"{ours['partial_gpu_hours']:,.1f} vs {packed['partial_gpu_hours']:,.1f}; delay mean "
-            f"{_delay(ours['mean_delay_s'])} vs {_delay(packed['mean_delay_s'])}, p95 {_delay(ours['p95_delay_s'])} "
-            f"vs {_delay(packed['p95_delay_s'])}; not completed {ours['not_completed']} vs {packed['not_completed']}")
+            f"{delay_text(ours['mean_delay_s'])} vs {delay_text(packed['mean_delay_s'])}, "
+            f"p95 {delay_text(ours['p95_delay_s'])} vs {delay_text(packed['p95_delay_s'])}; "
+            f"not completed {ours['not_completed']} vs {packed['not_completed']}")
     if gaps and max(gaps) < 1.0:
         notes.append(f"utilisation is the same within {max(gaps):.1f} points at every load: gangkeeper's gain over "
                      "the default stock scheduler comes from packing GPUs onto few nodes, which the bin-packing "
@@ -117,8 +119,8 @@ def delay_notes(results: dict) -> list[str]:
                 lowest = min(values.values())
                 winners = [LABELS[p] for p, v in values.items() if v <= lowest + max(DELAY_TIE, 0.01 * lowest)]
                 verdict = f"lowest under {winners[0]}" if len(winners) == 1 else f"a tie between {' and '.join(winners)}"
-                notes.append(f"load {load:g}, {measure} delay: {verdict} "
-                             f"({', '.join(f'{LABELS[p]} {_delay(v)}' for p, v in values.items())})")
+                listed = ", ".join(f"{LABELS[p]} {delay_text(v)}" for p, v in values.items())
+                notes.append(f"load {load:g}, {measure} delay: {verdict} ({listed})")
     return notes
 
 

@@ -20,23 +20,38 @@ from dataclasses import asdict, dataclass
 import yaml
 
 from gangkeeper import names
+from gangkeeper.controller.reconciler import Preempting, Settings
 from sim.accounting import Accounting
 from sim.api import ADMIN, APIError, WatchEvent
 from sim.apiserver import APIServer
 from sim.clock import VirtualClock
-from sim.cluster import emulated_cluster
+from sim.cluster import Component, emulated_cluster
 from sim.names import GPU, PYTORCHJOBS
 from sim.placement import MOST_ALLOCATED, Scoring
 from sim.spec import load
 from study import policies
 from study.metrics import Holdings, summarise
-from study.trace import DURATIONS, PHILLY_LIKE_SIZES, Draw, Job, draw, offered_load, size_shares, trace
+from study.trace import (
+    DURATIONS,
+    PHILLY_LIKE_SIZES,
+    PRIORITY_CLASSES,
+    Draw,
+    Job,
+    draw,
+    offered_load,
+    size_shares,
+    trace,
+)
 
 # The three policies of the study, and a sensitivity variant: the stock scheduler with the
 # bin-packing profile many GPU clusters configure (NodeResourcesFit MostAllocated, GPUs weighted),
 # to show how much of the difference is packing rather than gang admission.
 POLICIES = ("stock", "stock-binpack", "quota", "gangkeeper")
 BASELINES = ("stock", "quota")
+# gangkeeper's settings by policy name: its defaults (preemption of lower priorities on), and with
+# preemption off, a variant the priority mix (`study.priorities`) replays beside them.
+GANGKEEPER = {"gangkeeper": Settings(), "gangkeeper-no-preemption": Settings(preemption=Preempting.NEVER)}
+KNOWN_POLICIES = (*POLICIES, "gangkeeper-no-preemption")
 BINPACK = Scoring(MOST_ALLOCATED, {"cpu": 1, "memory": 1, GPU: 3})
 NAMESPACE = "ml"
 DRAIN_SECONDS = 24 * 3600.0  # past the last arrival: the longest job (12 h) and the backlog fit in it
@@ -85,25 +100,34 @@ class FinishedJobCleaner:
 
 
 def spec_for(jobs: Sequence[Job], cluster: Cluster) -> dict:
-    """The emulation's scenario: the nodes, and each job as a PyTorchJob submitted on time."""
+    """The emulation's scenario: the nodes, the PriorityClasses the jobs name, and each job as a
+    PyTorchJob submitted on time (its pods in its PriorityClass, when it has one)."""
     workloads = [{"kind": "PyTorchJob", "name": job.name, "namespace": NAMESPACE, "size": job.pods,
                   "gpusPerPod": job.gpus_per_pod, "cpuPerPod": str(cluster.cpu_per_gpu * job.gpus_per_pod),
                   "memoryPerPod": f"{cluster.memory_gi_per_gpu * job.gpus_per_pod}Gi",
-                  "durationSeconds": job.duration, "submitSeconds": job.submit} for job in jobs]
+                  "durationSeconds": job.duration, "submitSeconds": job.submit,
+                  **({"priorityClassName": job.priority_class} if job.priority_class else {})} for job in jobs]
+    classes = [{"name": name, "value": PRIORITY_CLASSES[name].value}
+               for name in sorted({job.priority_class for job in jobs if job.priority_class})]
     nodes = [{"count": cluster.nodes, "gpusPerNode": cluster.gpus_per_node,
               "cpu": str(cluster.gpus_per_node * cluster.cpu_per_gpu * 2),
               "memory": f"{cluster.gpus_per_node * cluster.memory_gi_per_gpu * 2}Gi"}]
-    return load(yaml.safe_dump({"nodes": nodes, "workloads": workloads}))
+    return load(yaml.safe_dump({"nodes": nodes, "priorityClasses": classes, "workloads": workloads}))
 
 
-def run_policy(policy: str, jobs: Sequence[Job], spec: dict, cluster: Cluster, drain: float) -> dict:
-    """One replay; returns the figures, the per-job rows and counters of the policy's components."""
-    if policy not in POLICIES:
-        raise ValueError(f"policy {policy!r} is not one of {', '.join(POLICIES)}")
+def run_policy(policy: str, jobs: Sequence[Job], spec: dict, cluster: Cluster, drain: float, *,
+               watchers: Sequence[Component] = ()) -> dict:
+    """One replay; returns the figures, the per-job rows and counters of the policy's components.
+
+    `watchers`: more measuring components, added to the cluster beside `Holdings`; the caller
+    reads them once the replay is over.
+    """
+    if policy not in KNOWN_POLICIES:
+        raise ValueError(f"policy {policy!r} is not one of {', '.join(KNOWN_POLICIES)}")
     clock = VirtualClock()
-    if policy == "gangkeeper":
+    if policy in GANGKEEPER:
         api, webhook = policies.gangkeeper_api(clock.now)
-        component = controller = policies.GangkeeperController(api, clock=clock.now)
+        component = controller = policies.GangkeeperController(api, clock=clock.now, settings=GANGKEEPER[policy])
     elif policy == "quota":
         api = policies.quota_api(clock.now)
         component = gate = policies.QuotaGate(api)
@@ -112,7 +136,7 @@ def run_policy(policy: str, jobs: Sequence[Job], spec: dict, cluster: Cluster, d
     scoring = BINPACK if policy == "stock-binpack" else Scoring()
     api.create("namespaces", {"metadata": {"name": NAMESPACE, "labels": {
         names.ENFORCE_LABEL: names.ENFORCE_VALUE, "kubernetes.io/metadata.name": NAMESPACE}}})
-    extra = [Holdings(), FinishedJobCleaner(api)] + ([component] if component else [])
+    extra = [Holdings(), *watchers, FinishedJobCleaner(api)] + ([component] if component else [])
     started_wall = time.perf_counter()
     emulated = emulated_cluster(api, clock, spec=spec, extra=extra, scoring=scoring)
     holdings, accounting = emulated.component(Holdings), emulated.component(Accounting)
@@ -133,14 +157,15 @@ def run_policy(policy: str, jobs: Sequence[Job], spec: dict, cluster: Cluster, d
     figures = summarise(rows, cluster_gpus=cluster.gpus, window=window, horizon=horizon,
                         useful_in_window=useful_in_window)
     counters = {"wall_seconds": round(time.perf_counter() - started_wall, 1), "writes": api.store.resource_version}
-    if policy == "gangkeeper":
+    if policy in GANGKEEPER:
         counters.update(passes=controller.passes, failed_actions=controller.failed_actions,
                         index_inconsistencies=controller.inconsistencies,
-                        webhook_requests=webhook.requests, controller_writes=controller.kube.requests)
+                        webhook_requests=webhook.requests, controller_writes=controller.kube.requests,
+                        rollbacks=controller.rollbacks, preemptions=controller.preemptions)
     elif policy == "quota":
         counters.update(releases=gate.releases)
     return {"policy": policy, "figures": figures, "counters": counters,
-            "jobs": [{k: row[k] for k in ("job", "submitted", "started", "finished", "partial", "state")}
+            "jobs": [{k: row[k] for k in ("job", "submitted", "started", "finished", "partial", "useful", "state")}
                      for row in rows]}
 
 

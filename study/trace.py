@@ -15,11 +15,15 @@ jobs in the same order and the loads differ in nothing but arrival rate.
 
 Offered load = Σ (GPUs × duration) over the jobs ÷ (arrival span × cluster GPUs): the GPU-seconds
 demanded per second of arrivals, per GPU of the cluster.
+
+A priority mix (`with_priorities`) puts a fixed share of the jobs in the PriorityClass `HIGH` and
+the rest in `LOW`; which jobs is drawn from the seed alone, independently of sizes, durations and
+arrivals, so every load puts the same jobs in the same class.
 """
 
 import math
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 # (GPUs per job, share of jobs). Approximation of the Philly shape; see the module docstring.
 PHILLY_LIKE_SIZES: tuple[tuple[int, float], ...] = (
@@ -44,11 +48,23 @@ WHOLE_NODE_FROM = 8  # jobs of 8 GPUs or more run as 8-GPU workers; smaller ones
 
 
 @dataclass(frozen=True)
+class PriorityClass:
+    name: str
+    value: int  # the pods' spec.priority; both classes preempt lower priorities (the default policy)
+
+
+HIGH = PriorityClass("high", 1000)
+LOW = PriorityClass("low", 100)
+PRIORITY_CLASSES = {c.name: c for c in (HIGH, LOW)}
+
+
+@dataclass(frozen=True)
 class Job:
     name: str
     submit: float  # seconds after the start of the run
     gpus: int
     duration: float  # seconds of training progress, counted only while all workers run
+    priority_class: str | None = None  # a name in PRIORITY_CLASSES; None: no class (priority 0)
 
     @property
     def pods(self) -> int:
@@ -120,3 +136,25 @@ def size_shares(jobs: list[Job]) -> dict[int, float]:
     for job in jobs:
         counts[job.gpus] = counts.get(job.gpus, 0) + 1
     return {size: counts[size] / len(jobs) for size in sorted(counts)}
+
+
+def with_priorities(jobs: list[Job], high_share: float, seed: int) -> list[Job]:
+    """The jobs with exactly round(`high_share` × len(jobs)) of them in `HIGH` and the rest in `LOW`.
+
+    The high ones are a uniform sample of positions in the trace, drawn from `seed` by a generator
+    of their own (not the one that drew sizes, durations and gaps), so they are the same jobs at
+    every load and the mix is independent of size, duration and arrival.
+    """
+    if not 0 <= high_share <= 1:
+        raise ValueError(f"high_share must be within [0, 1], not {high_share}")
+    high = set(random.Random(f"priorities/{seed}").sample(range(len(jobs)), round(high_share * len(jobs))))
+    return [replace(job, priority_class=(HIGH if index in high else LOW).name) for index, job in enumerate(jobs)]
+
+
+def priority_shares(jobs: list[Job]) -> dict[str, float]:
+    """Share of jobs per PriorityClass name ("" for jobs without one), as drawn."""
+    counts: dict[str, int] = {}
+    for job in jobs:
+        name = job.priority_class or ""
+        counts[name] = counts.get(name, 0) + 1
+    return {name: counts[name] / len(jobs) for name in sorted(counts)}

@@ -1,7 +1,10 @@
-"""The store and planner sections at toy sizes: they run, and their tables carry the figures."""
+"""The store, planner and priorities sections at toy sizes: they run, and their tables carry the figures."""
 
 from bench import planner as bench_planner
 from bench import store as bench_store
+from bench.cli import SECTIONS, measured_section, merge
+from study import priorities, priority_report
+from study.run import Cluster
 
 
 def test_the_store_section_reports_every_list_it_timed():
@@ -17,3 +20,18 @@ def test_the_planner_section_has_one_row_per_cluster_size():
     figures = bench_planner.run(nodes=(32, 64), bound_pods=100, waiting_groups=10)
     rows = [line for line in bench_planner.markdown(figures).splitlines() if line.startswith("| ") and "---" not in line]
     assert [row.split(" | ")[0] for row in rows[1:]] == ["| 32", "| 64"]
+
+
+def test_the_priorities_section_renders_one_row_per_policy_between_its_markers():
+    results = priorities.run(jobs=12, seed=5, cluster=Cluster(nodes=4), horizon=4 * 3600)
+    body = priority_report.markdown(results)
+    assert body.startswith("## Priority mix: 20% of the jobs at high priority, load 0.9")
+    rows = [line for line in body.splitlines() if line.startswith("| ") and "---" not in line]
+    assert [row.split(" | ")[0] for row in rows[1:]] == [
+        "| stock scheduler", "| quota-only gate", "| gangkeeper (preemption on)", "| gangkeeper (preemption off)"]
+    assert "Which policy does best" in body and "Checks:" in body
+    assert "- gangkeeper (preemption on), replayed a second time from the same trace: " in body
+    assert "priorities" in SECTIONS
+    written = merge("", {"priorities": measured_section("priorities", body, "gangkeeper bench priorities",
+                                                        (0.5, 0.5, 0.5))})
+    assert "<!-- section: priorities -->\n" in written and written.rstrip().endswith("<!-- /section: priorities -->")

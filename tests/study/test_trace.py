@@ -1,8 +1,20 @@
-"""Trace generation: pure, seeded, the same jobs at every load, sizes as configured."""
+"""Trace generation: pure, seeded, the same jobs at every load, sizes and the priority mix as configured."""
 
 import pytest
 
-from study.trace import PHILLY_LIKE_SIZES, Job, LogNormal, draw, offered_load, size_shares, trace
+from study.trace import (
+    HIGH,
+    LOW,
+    PHILLY_LIKE_SIZES,
+    Job,
+    LogNormal,
+    draw,
+    offered_load,
+    priority_shares,
+    size_shares,
+    trace,
+    with_priorities,
+)
 
 
 def test_one_seed_draws_one_trace_and_another_seed_another():
@@ -57,3 +69,26 @@ def test_bad_inputs_are_refused():
         trace(draw(5, seed=1, cluster_gpus=8), 0, 8)
     with pytest.raises(ValueError, match="fits"):
         draw(5, seed=1, cluster_gpus=8, sizes=((16, 1.0),))
+
+
+def test_the_priority_mix_puts_the_share_asked_in_high_and_the_rest_in_low():
+    jobs = trace(draw(1000, seed=9, cluster_gpus=512), 0.9, 512)
+    mixed = with_priorities(jobs, 0.2, seed=9)
+    assert priority_shares(mixed) == {HIGH.name: 0.2, LOW.name: 0.8}
+    assert sum(job.priority_class == HIGH.name for job in with_priorities(jobs[:7], 0.2, seed=9)) == 1  # round(1.4)
+    assert [(j.name, j.submit, j.gpus, j.duration) for j in mixed] == [(j.name, j.submit, j.gpus, j.duration) for j in jobs]
+
+
+def test_the_priority_mix_is_drawn_from_the_seed_alone_the_same_at_every_load():
+    drawn = draw(300, seed=3, cluster_gpus=512)
+    classes = {load: [job.priority_class for job in with_priorities(trace(drawn, load, 512), 0.2, seed=3)]
+               for load in (0.7, 0.9)}
+    assert classes[0.7] == classes[0.9]
+    again = [job.priority_class for job in with_priorities(trace(drawn, 0.9, 512), 0.2, seed=3)]
+    other = [job.priority_class for job in with_priorities(trace(drawn, 0.9, 512), 0.2, seed=4)]
+    assert again == classes[0.9] and other != classes[0.9]
+
+
+def test_a_share_outside_zero_to_one_is_refused():
+    with pytest.raises(ValueError, match="high_share"):
+        with_priorities(trace(draw(5, seed=1, cluster_gpus=8), 0.9, 8), 1.5, seed=1)
