@@ -132,7 +132,7 @@ class ClusterIndex:
             except Exception:
                 log.exception("%s %s: change not applied to the index", resource, key)
                 failed += 1
-        self._serve_extended(everywhere=devices_changed)
+        self.occupancy.serve_extended(self.ledger, self.nodes, everywhere=devices_changed)
         if self._claiming:  # their device rooms made now, with the change, rather than in the next pass
             self.occupancy.index_rooms(self._claiming, self.pool)
             self._claiming = []
@@ -259,16 +259,6 @@ class ClusterIndex:
             self.occupancy.count(member, self.nodes.get(member.reserved_node))
         if not member.terminal and member.reserved_node and not member.node:
             self.reserved_accelerators += sign * int(sum(accelerators(member.requests, self.patterns).values()))
-
-    def _serve_extended(self, everywhere: bool) -> None:
-        """What DRA serves of extended resources may have changed: on every node when devices,
-        classes or claims changed, else on the nodes where explicit claims or holds of the pods
-        just counted took or gave back devices. The ledger counts it (`Occupancy.capacity`)."""
-        changed = self.occupancy.devices.explicit_changes()
-        for name in (self.nodes if everywhere else changed):
-            node = self.nodes.get(name)
-            if node is not None:
-                self.ledger.set_node(self.occupancy.capacity(node))
 
     def _regroup(self, key: str, old: PodFacts | None, new: PodFacts | None) -> None:
         before, after = self._bucket_of(old), self._bucket_of(new)

@@ -19,6 +19,7 @@ the pod's binding and the claim's update arriving they count twice, which errs o
 from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import replace
 
+from gangkeeper.controller.capacity import Ledger
 from gangkeeper.controller.dra import DeviceDemand, Inventory, Unresolved, device_demand, sharing_key
 from gangkeeper.controller.interpod import NO_RULES, Placements, SpreadScope, refusal
 from gangkeeper.controller.model import ClaimRef, Member, Node
@@ -102,6 +103,16 @@ class Occupancy:
         serves there and the allocatable does not list (`dra.Inventory.extended_allocatable`)."""
         served = self.devices.extended_allocatable(node)
         return replace(node, allocatable={**node.allocatable, **served}) if served else node
+
+    def serve_extended(self, ledger: Ledger, nodes: Mapping[str, Node], everywhere: bool = False) -> None:
+        """Give the ledger the capacity of the nodes where explicit claims or holds took or gave
+        back devices since last asked (of every node when `everywhere`: devices, classes or
+        claims changed), so that its count of what DRA serves of extended resources stays exact."""
+        changed = self.devices.explicit_changes()
+        for name in (nodes if everywhere else changed):
+            node = nodes.get(name)
+            if node is not None:
+                ledger.set_node(self.capacity(node))
 
     def count(self, member: Member, node: Node | None) -> None:
         """A pod that takes its node's capacity (bound, or reserved on `node`): its neighbours see it."""

@@ -131,8 +131,7 @@ def apply(plan: Plan | NoFit, ledger: Ledger, occupancy: Occupancy | None = None
         if occupancy is not None:
             occupancy.place(member, pool.nodes[node], _devices_of(member, occupancy))
     if occupancy is not None:  # devices the claims now hold serve no extended resource there
-        for name in occupancy.devices.explicit_changes():
-            ledger.set_node(occupancy.capacity(pool.nodes[name]))
+        occupancy.serve_extended(ledger, pool.nodes)
 
 
 @dataclass(slots=True)
