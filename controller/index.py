@@ -28,6 +28,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
+from gangkeeper.controller.budgets import POD_DISRUPTION_BUDGETS, Budgets
 from gangkeeper.controller.capacity import Ledger
 from gangkeeper.controller.eligibility import NodePool
 from gangkeeper.controller.groups import (
@@ -85,6 +86,7 @@ class ClusterIndex:
         self.workloads = Workloads()
         self.ledger = Ledger((), self.patterns)
         self.occupancy = Occupancy()
+        self.budgets = Budgets()
         self.reserved_accelerators = 0
         self._pool: NodePool | None = None
         self._buckets: dict[Bucket, dict[str, PodFacts]] = {}
@@ -104,7 +106,8 @@ class ClusterIndex:
               accelerator_patterns: Iterable[str] = DEFAULT_ACCELERATORS, *, namespace: str | None = None,
               objects: Iterable[Change] = ()) -> "ClusterIndex":
         """An index of whole lists (every bucket dirty): a restart, or a caller without informers.
-        `objects` are the devices, claims and volumes (`occupancy.RESOURCES`) as changes."""
+        `objects` are the devices, claims and volumes (`occupancy.RESOURCES`) and the
+        PodDisruptionBudgets (`budgets.POD_DISRUPTION_BUDGETS`, as `budget_from_api` reads them), as changes."""
         index = cls(accelerator_patterns, namespace=namespace)
         index.apply([(NODES, node.name, node) for node in nodes])
         index.apply(objects)
@@ -127,6 +130,8 @@ class ClusterIndex:
                 elif resource in OCCUPANCY_RESOURCES:
                     self.occupancy.put(resource, key, value)
                     devices_changed = True
+                elif resource == POD_DISRUPTION_BUDGETS:
+                    self.budgets.put(key, value)
                 else:
                     self.put_workload(_workload_key(resource, key), value)
             except Exception:
@@ -190,10 +195,11 @@ class ClusterIndex:
 
     def preemption_candidates(self) -> list[Candidate]:
         """The work a group may preempt (`controller.preemption`): every group whose members hold
-        capacity, and every lone pod bound. O(groups + pods): asked only when a group does not fit."""
+        capacity, and every lone pod bound, with the budgets selecting it. O(groups + pods): asked
+        only when a group does not fit."""
         groups = [(view.group.key, view.group.members) for views in self._views.values() for view in views]
         lone = [facts.member for facts in self.pods.values() if facts.group is None]
-        return holders(groups, lone, self.ledger)
+        return holders(groups, lone, self.ledger, self.budgets)
 
     def view(self, key: GroupKey) -> GangView | None:
         """The group's view as last grouped, decided this pass or not."""

@@ -57,11 +57,14 @@ PERSISTENT_VOLUME_CLAIMS = Resource("", "v1", "persistentvolumeclaims", "Persist
 PERSISTENT_VOLUMES = Resource("", "v1", "persistentvolumes", "PersistentVolume", namespaced=False)
 OCCUPANCY = (DEVICE_CLASSES, RESOURCE_SLICES, RESOURCE_CLAIMS, RESOURCE_CLAIM_TEMPLATES, PERSISTENT_VOLUME_CLAIMS,
              PERSISTENT_VOLUMES)
+# Whom preemption may evict (controller.budgets).
+POD_DISRUPTION_BUDGETS = Resource("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget")
 # Named for the code that uses these kinds by name: the Executor writes Gangs, tests watch PyTorchJobs.
 GANGS = gang.RESOURCE
 PYTORCHJOBS = pytorchjob.RESOURCE
 
-RESOURCES = {r.name: r for r in (PODS, NODES, NAMESPACES, EVENTS, LEASES, *OCCUPANCY, *integrations.RESOURCES)}
+RESOURCES = {r.name: r for r in (PODS, NODES, NAMESPACES, EVENTS, LEASES, *OCCUPANCY, POD_DISRUPTION_BUDGETS,
+                                 *integrations.RESOURCES)}
 
 
 # --- errors ---------------------------------------------------------------------------------

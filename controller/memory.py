@@ -55,6 +55,18 @@ class HeldOwner:
     resumed: bool = False  # a resume was sent (it is reported once, and sent again until it shows)
 
 
+@dataclass(frozen=True, slots=True)
+class Room:
+    """The room a preemption booked for a group on top of its victims: since when, the victims'
+    pods it waits to see gone (`namespace/name` → their uid and the victim group, None for a lone
+    pod), and when the writes that take them were last sent (they are sent again while a victim
+    stands that is not on its way out: a suspension refused with a conflict, an eviction refused)."""
+
+    since: float
+    victims: Mapping[str, tuple[str, GroupKey | None]]
+    sent: float
+
+
 @dataclass(frozen=True)
 class Memory:
     first_seen: Mapping[GroupKey, float] = field(default_factory=dict)
@@ -68,8 +80,8 @@ class Memory:
     # Groups a rollback gave up (every member deleted, none to recreate them), by the uids
     # deleted: they stay Failed while those pods go, and their Gang is kept when they are gone.
     given_up: Mapping[GroupKey, frozenset[str]] = field(default_factory=dict)
-    # Groups reserved where other pods still hold capacity (preempted ones on their way out), since when.
-    preempting: Mapping[GroupKey, float] = field(default_factory=dict)
+    # Groups reserved where the work they preempted still holds capacity: the room they wait for.
+    preempting: Mapping[GroupKey, Room] = field(default_factory=dict)
 
 
 def after_pass(memory: Memory, pending: Pending, now: float, *, rollbacks: Mapping[GroupKey, tuple[int, float]],

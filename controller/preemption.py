@@ -15,7 +15,12 @@ by whole groups:
     pods, then are the youngest: the least work lost.
   - at most `MAX_CANDIDATES` candidates are weighed, the least important ones, and only those
     holding what the group asks for (its accelerators, when it asks for any) on nodes some
-    waiting member may use.
+    waiting member may use;
+  - PodDisruptionBudgets (`controller.budgets`): a lone pod more than one budget selects is no
+    candidate (the Eviction API refuses it always); the pods whose eviction a budget would refuse
+    (the least important beyond what it allows, as the scheduler counts them) are given back
+    before any other, and when the victims left still need more than a budget allows, nothing is
+    preempted: the Eviction API would refuse them, and the room would never come free.
 
 Pure: the ledger and occupancy given are copied, never changed.
 """
@@ -24,6 +29,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from math import ceil
 
+from gangkeeper.controller.budgets import Budget, Budgets
 from gangkeeper.controller.capacity import Ledger
 from gangkeeper.controller.eligibility import NodePool
 from gangkeeper.controller.model import Group, GroupKey, Member
@@ -43,6 +49,7 @@ class Candidate:
     priority: int
     accelerators: int
     started: float  # when its oldest member was created
+    budgets: tuple[Budget, ...] = ()  # the PodDisruptionBudgets selecting a lone pod
 
     @property
     def name(self) -> str:
@@ -60,16 +67,17 @@ class Preemption:
     victims: tuple[Candidate, ...]
 
 
-def candidate(group: GroupKey | None, members: Iterable[Member], ledger: Ledger) -> Candidate | None:
+def candidate(group: GroupKey | None, members: Iterable[Member], ledger: Ledger,
+              budgets: tuple[Budget, ...] = ()) -> Candidate | None:
     """The live members holding capacity as one candidate; None when none holds any. Members on
     their way out (terminating: preempted, rolled back, their owner suspended) are no candidates:
-    they are going already."""
+    they are going already. `budgets` are those selecting a lone pod."""
     holding = tuple(m for m in members if not m.terminal and not m.terminating and (m.node or m.reserved_node))
     if not holding:
         return None
     held = sum(ceil(value) for m in holding for name, value in m.requests.items() if ledger.is_accelerator(name))
     started = min((m.created for m in holding if m.created is not None), default=0.0)
-    return Candidate(group, holding, max(m.priority for m in holding), held, started)
+    return Candidate(group, holding, max(m.priority for m in holding), held, started, budgets)
 
 
 def preempt(group: Group, candidates: Iterable[Candidate], pool: NodePool, ledger: Ledger,
@@ -87,11 +95,14 @@ def preempt(group: Group, candidates: Iterable[Candidate], pool: NodePool, ledge
     if not isinstance(plan_group(group, pool, working, topology, around), Plan):
         return None
     victims = []
-    for victim in sorted(weighed, key=_importance, reverse=True):  # the most important given back first
+    violating = _violating(weighed)
+    for victim in sorted(weighed, key=lambda c: (c.name in violating, _importance(c)), reverse=True):
         _give_back(victim, working, around, pool)
         if not isinstance(plan_group(group, pool, working, topology, around), Plan):
             _take(victim, working, around)
             victims.append(victim)
+    if _violating(victims):
+        return None
     plan = plan_group(group, pool, working, topology, around)
     assert isinstance(plan, Plan)  # the set taken last is the one just found to fit
     return Preemption(plan, tuple(sorted(victims, key=_importance)))
@@ -106,10 +117,23 @@ def _weighed(group: Group, candidates: Iterable[Candidate], pool: NodePool, ledg
         usable |= pool.eligible(member)
         wanted |= {name for name, value in member.requests.items() if value > 0 and name != "pods"}
     needs = {name for name in wanted if ledger.is_accelerator(name)} or wanted
-    lower = [c for c in candidates if c.priority < group.priority and c.group != group.key
+    lower = [c for c in candidates if c.priority < group.priority and c.group != group.key and len(c.budgets) <= 1
              and any((m.node or m.reserved_node) in usable for m in c.members)
              and any(m.requests.get(name, 0) > 0 for m in c.members for name in needs)]
     return sorted(lower, key=_importance)[:MAX_CANDIDATES]
+
+
+def _violating(victims: Iterable[Candidate]) -> set[str]:
+    """The names of the victims whose eviction a budget would refuse: the budget's allowance goes
+    to the most important of the pods it selects first (the scheduler's count), the rest violate it."""
+    left: dict[str, int] = {}
+    violating = set()
+    for victim in sorted(victims, key=_importance, reverse=True):
+        for budget in victim.budgets:
+            left[budget.key] = left.get(budget.key, budget.allowed) - 1
+            if left[budget.key] < 0:
+                violating.add(victim.name)
+    return violating
 
 
 def _importance(victim: Candidate) -> tuple:
@@ -136,8 +160,10 @@ def _give_back(victim: Candidate, ledger: Ledger, occupancy: Occupancy | None, p
 
 
 def holders(groups: Sequence[tuple[GroupKey, Sequence[Member]]], lone: Iterable[Member],
-            ledger: Ledger) -> list[Candidate]:
-    """Every candidate: one per group holding capacity, one per lone pod bound."""
+            ledger: Ledger, budgets: Budgets | None = None) -> list[Candidate]:
+    """Every candidate: one per group holding capacity, one per lone pod bound (with the budgets
+    selecting it)."""
     found = [candidate(key, members, ledger) for key, members in groups]
-    found += [candidate(None, (member,), ledger) for member in lone if member.node]
+    found += [candidate(None, (member,), ledger, budgets.covering(member) if budgets is not None else ())
+              for member in lone if member.node]
     return [c for c in found if c is not None]

@@ -65,7 +65,6 @@ from datetime import datetime, timezone
 
 from gangkeeper import integrations, names
 from gangkeeper.controller import gangs
-from gangkeeper.controller.capacity import Ledger
 from gangkeeper.controller.decisions import (
     Action,
     DeleteGang,
@@ -84,16 +83,19 @@ from gangkeeper.controller.decisions import (
 )
 from gangkeeper.controller.groups import GangView, PodFacts, Workload, WorkloadIndex, WorkloadKey, settled_phase
 from gangkeeper.controller.index import ClusterIndex, Pending
-from gangkeeper.controller.memory import Channel, HeldOwner, Memory, News, after_pass
+from gangkeeper.controller.memory import Channel, HeldOwner, Memory, News, Room, after_pass
 from gangkeeper.controller.model import Group, GroupKey, Member, Node
 from gangkeeper.controller.patches import release_patch
 from gangkeeper.controller.planner import Plan, apply, plan_group
-from gangkeeper.controller.preemption import Candidate, Preemption
+from gangkeeper.controller.preemption import Preemption
 from gangkeeper.controller.queue import Order, QueuePolicy, Waiting, plan_pass
 from gangkeeper.resources import accelerators
 
 log = logging.getLogger("gangkeeper.controller.reconciler")
 NAMED = 10  # members a message names at most
+# How long a preemptor waits before taking again a victim that still stands and is not on its way
+# out (its suspension lost a conflict, its eviction was refused): the Eviction API's Retry-After.
+RETAKE_SECONDS = 10.0
 
 
 class Preempting(enum.StrEnum):
@@ -167,10 +169,10 @@ class _Pass:
     held: dict[WorkloadKey, HeldOwner] = field(default_factory=dict)
     given_up: dict[GroupKey, frozenset[str]] = field(default_factory=dict)
     preemptions: Counter = field(default_factory=Counter)
-    preempting: dict[GroupKey, float] = field(default_factory=dict)
+    preempting: dict[GroupKey, Room] = field(default_factory=dict)
     preempted: dict[GroupKey, str] = field(default_factory=dict)  # what took each victim's place, this pass
     decided: frozenset[GroupKey] = frozenset()  # the groups this pass decides (the pending views)
-    ledger: Ledger | None = None  # the index's: whether a reserved member's node is free yet
+    index: ClusterIndex | None = None  # whether a reserved member's node is free yet, its victims gone
 
 
 def reconcile(pods: Sequence[PodFacts], workloads: WorkloadIndex, nodes: Sequence[Node], memory: Memory,
@@ -186,7 +188,7 @@ def reconcile(pods: Sequence[PodFacts], workloads: WorkloadIndex, nodes: Sequenc
         index = ClusterIndex.build(pods, workloads, nodes, settings.accelerator_patterns)
     pending = index.pending(memory.first_seen, now)
     state = _Pass(now, settings, memory, index.workloads, index.serves_gangs, rollbacks=dict(memory.rollbacks),
-                  ledger=index.ledger)
+                  index=index)
     state.decided = frozenset(view.group.key for view in pending.views)
     _held_owners(state, pending)
     queue, extras = [], []
@@ -443,7 +445,8 @@ def _preempt(state: _Pass, view: GangView, preemption: Preemption, view_of) -> N
     is evicted. The preemptor is released once its nodes are free (`_release`)."""
     group = view.group
     _reserve(state, view, preemption.plan)
-    state.preempting[group.key] = state.now
+    victims = {f"{m.namespace}/{m.name}": (m.uid, victim.group) for victim in preemption.victims for m in victim.members}
+    state.preempting[group.key] = Room(state.now, victims, state.now)
     taken = ", ".join(victim.name for victim in preemption.victims[:NAMED])
     message = (f"{len(preemption.plan.assignments)} members reserved; preempting {len(preemption.victims)} of lower "
                f"priority ({taken}); released once they are gone")
@@ -453,7 +456,7 @@ def _preempt(state: _Pass, view: GangView, preemption: Preemption, view_of) -> N
         why = f"preempted by {group} (priority {group.priority}, above its {victim.priority})"
         victim_view = view_of(victim.group) if victim.group is not None else None
         if victim_view is None:
-            _evict(state, victim, why)
+            _evict(state, victim.members[0], why)
         else:
             _preempt_group(state, victim_view, why)
 
@@ -484,13 +487,36 @@ def _preempt_group(state: _Pass, view: GangView, why: str) -> None:
         _save_status(state, view, verdict, False, state.preempted[key], now=True)
 
 
-def _evict(state: _Pass, victim: Candidate, why: str) -> None:
-    pod = victim.members[0]
+def _evict(state: _Pass, pod: Member, why: str) -> None:
     key = (pod.namespace, pod.name)
     state.actions.append(EvictPod(key, pod.name, pod.uid, why))
     state.actions.append(Report(key, GangEvent.PREEMPTED, Reason.PREEMPTED, f"{why}: evicted through the Eviction "
                                 f"API", ("v1", "Pod", pod.name), warning=True))
     state.preemptions["evicted"] += 1
+
+
+def _take_again(state: _Pass, preemptor: Group, standing: Sequence[tuple[PodFacts, GroupKey | None]]) -> None:
+    """Send again the writes that take the victims still standing and not on their way out: the
+    first ones were refused or lost (a suspension's conflict, an eviction a budget refused at the
+    time). Counted and reported once, when first taken; the owner's suspension is reported again."""
+    why = f"preempted by {preemptor} (priority {preemptor.priority}); taken again: the last write did not take"
+    groups = {}
+    for facts, victim in standing:
+        if facts.member.terminating:
+            continue
+        if victim is None:
+            state.actions.append(EvictPod((facts.member.namespace, facts.member.name), facts.member.name,
+                                          facts.member.uid, why))
+        else:
+            groups.setdefault(victim, []).append(facts)
+    for victim, pods in groups.items():
+        view = state.index.view(victim) if state.index is not None else None
+        owner = _owner(state, view) if view is not None else None
+        if owner is not None and not owner[1].suspend.suspended:
+            _suspend_owner(state, victim, owner, state.rollbacks.get(victim, (0, 0.0))[0],
+                           math.ceil(state.now + state.settings.rollback_backoff_seconds), why, "preempted")
+        elif owner is None:
+            state.actions += [DeletePod(victim, f.member.name, f.member.uid, why, Reason.PREEMPTED) for f in pods]
 
 
 def _still_given_up(state: _Pass, view: GangView) -> Verdict | None:
@@ -589,24 +615,51 @@ def _rfc3339(moment: float) -> str:
 
 
 def _waiting_for_room(state: _Pass, view: GangView) -> bool:
-    """Whether reserved members wait to be released because their nodes are over-committed: the
-    pods a preemption took still hold them (a terminating pod keeps its node). They wait at most
-    the bind timeout; if the room is lost by then, they are released anyway, fail to bind and the
-    group is rolled back to plan again, rather than wait forever."""
+    """Whether reserved members wait to be released because the work their group preempted is
+    still there: a victim's pod not gone (a terminating pod keeps its node, its devices, its ports
+    and its place in its neighbours' pod rules), or their nodes over-committed in the ledger (the
+    victims of a preemption decided before a restart). A victim that stands and is not on its way
+    out is taken again every `RETAKE_SECONDS`. They wait at most the bind timeout; if the room is
+    lost by then, they are released anyway, fail to bind and the group is rolled back to plan
+    again, rather than wait forever."""
     key = view.group.key
+    room = state.memory.preempting.get(key) or state.preempting.get(key)
+    standing = _standing(state, room)
     crowded = sorted({m.reserved_node for m in view.group.members if m.gated and m.reserved_node and not m.terminal
-                      and any(value < 0 for value in state.ledger.free(m.reserved_node).values())})
-    if not crowded:
+                      and any(value < 0 for value in state.index.ledger.free(m.reserved_node).values())})
+    if not crowded and not standing:
         return False
-    since = min(state.memory.preempting.get(key, state.now), state.preempting.get(key, state.now))
+    since, sent = (room.since, room.sent) if room is not None else (state.now, state.now)
     timeout = state.settings.bind_timeout_seconds
     if state.now - since >= timeout:
         return False
-    state.preempting[key] = since
-    state.due.append(since + timeout)
-    state.verdicts[key] = Verdict(Phase.ADMITTED, Reason.PREEMPTING, f"reserved; waiting for the pods still on "
-                                  f"{', '.join(crowded[:NAMED])} to go (at most {timeout - (state.now - since):.0f}s more)")
+    if state.now - sent >= RETAKE_SECONDS and any(not facts.member.terminating for facts, _ in standing):
+        _take_again(state, view.group, standing)
+        sent = state.now
+    state.preempting[key] = Room(since, room.victims if room is not None else {}, sent)
+    state.due += [since + timeout] + ([sent + RETAKE_SECONDS] if standing else [])
+    left = f"at most {timeout - (state.now - since):.0f}s more"
+    if standing:
+        pods = sorted(f"{facts.member.namespace}/{facts.member.name}" for facts, _ in standing)
+        more = f" and {len(pods) - NAMED} more" if len(pods) > NAMED else ""
+        message = f"reserved; waiting for {len(pods)} preempted pods to go: {', '.join(pods[:NAMED])}{more} ({left})"
+    else:
+        message = f"reserved; waiting for the pods still on {', '.join(crowded[:NAMED])} to go ({left})"
+    state.verdicts[key] = Verdict(Phase.ADMITTED, Reason.PREEMPTING, message)
     return True
+
+
+def _standing(state: _Pass, room: Room | None) -> list[tuple[PodFacts, GroupKey | None]]:
+    """The victims' pods still there and not finished (the same pods: a pod recreated under the
+    name is another one), with the victim group of each."""
+    if room is None:
+        return []
+    found = []
+    for key, (uid, victim) in room.victims.items():
+        facts = state.index.pods.get(key)
+        if facts is not None and facts.member.uid == uid and not facts.member.terminal:
+            found.append((facts, victim))
+    return found
 
 
 def _release(state: _Pass, view: GangView) -> None:

@@ -43,6 +43,7 @@ from gangkeeper import integrations
 from gangkeeper.audit import AuditLog
 from gangkeeper.controller import kube as api
 from gangkeeper.controller.actions import Executor
+from gangkeeper.controller.budgets import budget_from_api
 from gangkeeper.controller.groups import pod_facts, workload_from_api
 from gangkeeper.controller.index import PODS, Change, ClusterIndex
 from gangkeeper.controller.informer import Hooks, Informer, Transform, object_key
@@ -110,7 +111,8 @@ class Controller:
         self.workloads = [informer(resource, partial(workload_from_api, resource.name), namespace)
                           for resource in WORKLOADS]
         self.gangs = self.workloads[WORKLOADS.index(api.GANGS)]
-        self.objects = [informer(resource, cached_object) for resource in api.OCCUPANCY]
+        self.objects = [*(informer(resource, cached_object) for resource in api.OCCUPANCY),
+                        informer(api.POD_DISRUPTION_BUDGETS, budget_from_api)]
         self.executor = Executor(kube, audit, dry_run=dry_run, written=self._assume,
                                  clock=lambda: datetime.fromtimestamp(clock.wall(), timezone.utc))
 

@@ -22,7 +22,10 @@ has finished, *released* once it no longer carries gangkeeper's scheduling gate.
   yet bound request never exceeds its allocatable (DESIGN.md, "Capacity": the scheduler's count
   and gangkeeper's reservations together). Room held for a preemptor is the one exception: while
   members reserved there are still gated, bound pods of lower priority than every one of them
-  are not counted (they are the victims on their way out); once one is released, everything is. A node never registered has nothing to give; one that
+  are not counted (they are the victims on their way out): those being deleted for as long as
+  they take, the others (a suspended owner's pods its operator has not deleted yet) for at most
+  the bind timeout and the reaction time since the room was first held; once a member reserved
+  there is released, everything is. A node never registered has nothing to give; one that
   was deleted promises nothing (its pods are on their way out);
   a resource a DeviceClass serves (`extendedResourceName`) where the node does not list it is
   counted in devices instead, below; a pod with ResourceClaims holds accelerators while bound;
@@ -195,6 +198,7 @@ class Checker:
     _extended: set[str] = field(default_factory=set)  # resources DeviceClasses serve (KEP-5004)
     _devices: dict[tuple, str] = field(default_factory=dict)  # device (driver, pool, name) → claim allocated it
     _claimed: dict[str, tuple] = field(default_factory=dict)  # claim → its allocated devices
+    _room_since: dict[str, float] = field(default_factory=dict)  # node → since when room is held there for a preemptor
 
     # --- input ------------------------------------------------------------------------------
     def observe(self, resource: str, event_type: str, obj: Mapping, now: float) -> None:
@@ -326,7 +330,11 @@ class Checker:
         holding = [p for p in counted if not p.node and p.gated]
         if over and holding:  # room held for a preemptor: the pods of lower priority it takes are going
             outranked = min(p.priority for p in holding)
-            over = self._over([p for p in counted if not (p.node and p.priority < outranked)], allocatable)
+            within = now - self._room_since.setdefault(node, now) <= self.bind_timeout + self.reaction
+            over = self._over([p for p in counted if not (p.node and p.priority < outranked and (p.deleting or within))],
+                              allocatable)
+        else:
+            self._room_since.pop(node, None)
         detail = ", ".join(f"{r} {float(u):g} > {float(a):g}" for r, (u, a) in sorted(over.items()))
         registered = "" if node in self.nodes else " (a node never registered)"
         self._verdict(bool(over), now, "over-commit", node,

@@ -2,6 +2,7 @@
 
 from dataclasses import replace
 
+from gangkeeper.controller.budgets import Budgets, budget_from_api
 from gangkeeper.controller.model import group_of
 from gangkeeper.controller.preemption import candidate, holders, preempt
 from tests.controller.builders import cluster, member, node
@@ -116,3 +117,56 @@ def test_node_agents_without_accelerators_do_not_crowd_out_the_work_that_holds_t
     low = job("low", [("n1", 8), ("n2", 8)], priority=10)
     outcome, _ = plan_for(waiting("high", 1, gpus=8, priority=1000), [low], agents)
     assert chosen(outcome) == ["team/low"]
+
+
+# --- PodDisruptionBudgets: the Eviction API refuses what they protect ---------------------------
+
+def budget(name, allowed, selector=None):
+    return budget_from_api({"metadata": {"namespace": "team", "name": name},
+                            "spec": {"selector": {"matchLabels": {"app": name}} if selector is None else selector},
+                            "status": {"disruptionsAllowed": allowed}})
+
+
+def labelled(name, node_name, gpus, priority, app):
+    return replace(running(name, node_name, gpus, priority), labels={"app": app})
+
+
+def plan_with_budgets(preemptor, lone, *found):
+    pool, ledger = cluster(NODES, [(m.node, m) for m in lone])
+    budgets = Budgets()
+    for b in found:
+        budgets.put(b.key, b)
+    return preempt(preemptor, holders([], lone, ledger, budgets), pool, ledger)
+
+
+def test_a_lone_pod_a_budget_protects_is_spared_where_another_choice_exists():
+    # The protected pod is the cheaper victim (lower priority); the unprotected one is taken instead.
+    lone = [labelled("web", "n1", 8, 5, app="web"), labelled("batch", "n2", 8, 10, app="batch")]
+    outcome = plan_with_budgets(waiting("high", 1, gpus=8, priority=1000), lone, budget("web", allowed=0))
+    assert chosen(outcome) == ["team/batch"]
+
+
+def test_a_budget_that_allows_a_disruption_lets_its_pod_be_taken():
+    lone = [labelled("web", "n1", 8, 5, app="web"), labelled("batch", "n2", 8, 10, app="batch")]
+    outcome = plan_with_budgets(waiting("high", 1, gpus=8, priority=1000), lone, budget("web", allowed=1))
+    assert chosen(outcome) == ["team/web"]
+
+
+def test_nothing_is_preempted_when_only_protected_pods_would_make_room():
+    lone = [labelled(f"web-{i}", f"n{i + 1}", 8, 5, app="web") for i in range(2)]
+    assert plan_with_budgets(waiting("high", 1, gpus=8, priority=1000), lone, budget("web", allowed=0)) is None
+
+
+def test_of_the_pods_one_budget_selects_only_as_many_as_it_allows_are_taken():
+    lone = [labelled(f"web-{i}", "n1", 4, 5, app="web") for i in range(2)]
+    lone += [labelled(f"batch-{i}", "n2", 4, 10, app="batch") for i in range(2)]
+    outcome = plan_with_budgets(waiting("high", 2, gpus=4, priority=1000), lone, budget("web", allowed=1))
+    taken = chosen(outcome)
+    assert len(taken) == 2 and sum(name.startswith("team/web") for name in taken) <= 1
+
+
+def test_a_pod_two_budgets_select_is_no_candidate():
+    lone = [labelled("web", "n1", 8, 5, app="web"), labelled("batch", "n2", 8, 10, app="batch")]
+    everything = budget("all", allowed=5, selector={})
+    outcome = plan_with_budgets(waiting("high", 1, gpus=8, priority=1000), lone, budget("web", allowed=5), everything)
+    assert chosen(outcome) == ["team/batch"], "the Eviction API refuses a pod more than one budget selects"

@@ -11,8 +11,9 @@ from gangkeeper.controller.decisions import (
     SaveGang,
     SuspendOwner,
 )
+from gangkeeper.controller.gangs import STATUS_DETAILS_REFRESH_SECONDS
 from gangkeeper.controller.groups import JOBS
-from gangkeeper.controller.reconciler import Preempting, Settings
+from gangkeeper.controller.reconciler import RETAKE_SECONDS, Preempting, Settings
 from tests.controller.builders import pod_object
 from tests.controller.test_rollback import BACKOFF, CREATED, JobController, Owners, Run, nodes, of, reports
 from tests.controller.world import NS, member_object
@@ -107,3 +108,59 @@ def test_with_preemption_off_or_equal_priority_nothing_is_taken():
         urgent(run.world)
         outcome = run.step()
         assert not of(outcome, SuspendOwner) and not of(outcome, Reserve) and not outcome.preemptions
+
+
+# --- victims that still stand ------------------------------------------------------------------
+
+def lone_pods_and_a_preemptor() -> Run:
+    """Four 2-GPU lone pods fill the node; a 4-GPU group of high priority arrives. The stand-in API
+    takes no eviction: the pods stay, as when the Eviction API refuses them."""
+    world = Owners(nodes(1))
+    for i in range(4):
+        world.add(pod_object(f"lone-{i}", gpus=2, gated=False, node_name="n0", phase="Running", priority=5))
+    run = Run(world, Settings())
+    world.add(member_object("half-0", group="half", min_count=1, gpus=4, priority=HIGH, created=CREATED))
+    return run
+
+
+def test_a_victim_whose_eviction_did_not_take_is_evicted_again_and_counted_once():
+    run = lone_pods_and_a_preemptor()
+    first = sorted(e.pod for e in of(run.step(), EvictPod))
+    soon = run.step()
+    assert of(soon, EvictPod) == [], "the first eviction is given time"
+    later = [run.step() for _ in range(int(RETAKE_SECONDS))]
+    again = [e for outcome in later for e in of(outcome, EvictPod)]
+    assert sorted(e.pod for e in again) == first
+    assert "taken again" in again[0].why
+    assert not any(outcome.preemptions for outcome in [soon, *later]), "a victim is counted when first taken"
+    assert not any(of(outcome, Release) for outcome in [soon, *later]), "still waiting for the room"
+
+
+def test_the_preemptor_waits_for_its_victims_even_where_the_ledger_shows_room():
+    # The victims may hold what the ledger does not count (devices, ports, a place in pod rules):
+    # here the two pods that were not taken are deleted by their user, so the node's figures add
+    # up, yet the two victims still run.
+    run = lone_pods_and_a_preemptor()
+    victims = sorted(e.pod for e in of(run.step(), EvictPod))
+    for name in {f"lone-{i}" for i in range(4)} - set(victims):
+        run.world.delete(f"{NS}/{name}")
+    held = [run.step() for _ in range(int(STATUS_DETAILS_REFRESH_SECONDS) + 1)]
+    assert not any(of(outcome, Release) for outcome in held)
+    said = [a.status["conditions"][0]["message"] for outcome in held for a in of(outcome, SaveGang)
+            if a.group == (NS, "half")]
+    assert any(f"waiting for 2 preempted pods to go: {', '.join(f'{NS}/{v}' for v in victims)}" in m for m in said)
+    for name in victims:
+        run.world.delete(f"{NS}/{name}")
+    assert [a.pod for a in of(run.step(), Release)] == ["half-0"]
+
+
+def test_a_job_whose_suspension_was_lost_is_suspended_again():
+    run = running_job()
+    urgent(run.world)
+    patch_owner, run.world.patch_owner = run.world.patch_owner, lambda *args: None  # the write is lost
+    assert of(run.step(), SuspendOwner)
+    run.world.patch_owner = patch_owner
+    retried = [run.step() for _ in range(int(RETAKE_SECONDS))]
+    suspended = [a for outcome in retried for a in of(outcome, SuspendOwner)]
+    assert [(a.resource.name, a.name) for a in suspended] == [(JOBS, "train")]
+    assert run.world.owner(JOBS, "train")["spec"]["suspend"] is True

@@ -27,6 +27,15 @@ def completed(emulation, name: str) -> dict | None:
     return job if job is not None and "Complete" in conditions(job) else None
 
 
+def lone_pod(emulation, name: str, gpus: int = 2, priority_class: str = "low", **labels) -> None:
+    """A pod of no group in the LONE namespace (not enforced), gone as soon as it is deleted."""
+    emulation.api.create("pods", {"metadata": {"name": name, "labels": labels}, "spec": {
+        "priorityClassName": priority_class, "terminationGracePeriodSeconds": 0,
+        "containers": [{"name": "c", "image": "busybox:1.36",
+                        "resources": {"limits": {"nvidia.com/gpu": str(gpus), "cpu": "1", "memory": "1Gi"}}}]}},
+        namespace=LONE)
+
+
 def preempted(audit) -> list[str]:
     """The groups taken, by the group label their audit line names."""
     return [line["group"] for line in audit.lines if line["event"] == "gang.preempted"]
@@ -89,7 +98,10 @@ workloads:
     assert watch.violations() == []
 
 
-def test_lone_lower_priority_pods_are_evicted_only_as_many_as_needed(cluster):
+def urgent_pod_among_lone_pods(cluster, pods: dict[str, dict], budgets: tuple[dict, ...] = ()):
+    """One 8-GPU node full of 2-GPU lone pods of low priority (name → labels) and `budgets` over
+    them, then an urgent 4-GPU pod; the controller starts once the lone pods are bound. Returns the
+    emulation, the invariants' watch and the audit once the urgent pod ran."""
     emulation, watch, _, _ = cluster(f"""
 nodes: [{{count: 1, gpusPerNode: 8}}]
 {CLASSES}
@@ -98,18 +110,36 @@ workloads:
       submitSeconds: 1}}
 """, min_count=1, submit=True)
     emulation.api.create("namespaces", {"metadata": {"name": LONE}})
-    for i in range(4):
-        emulation.api.create("pods", {"metadata": {"name": f"lone-{i}"}, "spec": {
-            "priorityClassName": "low", "terminationGracePeriodSeconds": 0,
-            "containers": [{"name": "c", "image": "busybox:1.36",
-                            "resources": {"limits": {"nvidia.com/gpu": "2", "cpu": "1", "memory": "1Gi"}}}]}},
-            namespace=LONE)
+    for name, labels in pods.items():
+        lone_pod(emulation, name, **labels)
+    for budget in budgets:
+        emulation.api.create("poddisruptionbudgets", budget, namespace=LONE)
     eventually(lambda: all(p["spec"].get("nodeName") for p in emulation.pods(LONE).values()), what="lone pods bound")
     _, audit = emulation.controller(FAST)
     eventually(lambda: emulation.pods(NS).get("urgent", {}).get("status", {}).get("phase") == "Succeeded",
                timeout=20, what="the urgent pod ran")
-    evicted = [line["pod"] for line in audit.lines if line.get("decision") == "evicted"]
-    assert len(evicted) == 2 and len(emulation.pods(LONE)) == 2, "two 2-GPU pods make room for four GPUs"
+    return emulation, watch, audit
+
+
+def evicted(audit) -> list[str]:
+    return sorted(line["pod"] for line in audit.lines if line.get("decision") == "evicted")
+
+
+def test_lone_lower_priority_pods_are_evicted_only_as_many_as_needed(cluster):
+    emulation, watch, audit = urgent_pod_among_lone_pods(cluster, {f"lone-{i}": {} for i in range(4)})
+    assert len(evicted(audit)) == 2 and len(emulation.pods(LONE)) == 2, "two 2-GPU pods make room for four GPUs"
+    assert watch.violations() == []
+
+
+def test_lone_pods_a_disruption_budget_protects_are_spared_where_others_can_go(cluster):
+    # The protected pods sort first among equals (by name), so without reading the budget they
+    # would be chosen, the Eviction API would refuse them, and the urgent pod would wait in vain.
+    web = {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "web"},
+           "spec": {"minAvailable": 2, "selector": {"matchLabels": {"app": "web"}}}}
+    pods = {"a-web-0": {"app": "web"}, "a-web-1": {"app": "web"}, "b-batch-0": {"app": "batch"},
+            "b-batch-1": {"app": "batch"}}
+    emulation, watch, audit = urgent_pod_among_lone_pods(cluster, pods, (web,))
+    assert evicted(audit) == ["b-batch-0", "b-batch-1"] and sorted(emulation.pods(LONE)) == ["a-web-0", "a-web-1"]
     assert watch.violations() == []
 
 
@@ -124,7 +154,9 @@ workloads:
 """, min_count=1, submit=True)
     _, audit = emulation.controller(Settings(bind_timeout_seconds=5.0, preemption=Preempting.NEVER))
     eventually(lambda: completed(emulation, "urgent"), timeout=40, what="the urgent Job ran after the other")
-    assert completed(emulation, "running")["status"]["failed"] == 0 and preempted(audit) == []
+    # The Job controller may mark the first Job Complete after the second ran: its pods finished first.
+    running = eventually(lambda: completed(emulation, "running"), timeout=10, what="the first Job complete")
+    assert running["status"]["failed"] == 0 and preempted(audit) == []
     assert watch.violations() == []
 
 
@@ -139,11 +171,7 @@ workloads:
     eventually(lambda: all(p["spec"].get("nodeName") for p in emulation.pods().values()) and len(emulation.pods()) == 2,
                timeout=20, what="the pair bound")
     emulation.api.create("namespaces", {"metadata": {"name": LONE}})
-    emulation.api.create("pods", {"metadata": {"name": "vip"}, "spec": {
-        "priorityClassName": "high", "terminationGracePeriodSeconds": 0,
-        "containers": [{"name": "c", "image": "busybox:1.36",
-                        "resources": {"limits": {"nvidia.com/gpu": "8", "cpu": "1", "memory": "1Gi"}}}]}},
-        namespace=LONE)  # the stock scheduler takes one member of the pair for it
+    lone_pod(emulation, "vip", gpus=8, priority_class="high")  # the stock scheduler takes one member of the pair for it
     eventually(lambda: emulation.pods(LONE)["vip"]["spec"].get("nodeName"), timeout=20, what="the vip pod bound")
     eventually(lambda: "gang.rolled_back" in audit.events(), timeout=20, what="the pair rolled back")
     eventually(lambda: emulation.pods() == {}, timeout=20, what="nothing of the pair left holding a GPU")

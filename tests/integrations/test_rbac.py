@@ -12,8 +12,10 @@ from tests.deploy.rendered_manifests import find, of_kind, render
 
 WRITES = frozenset({"create", "update", "patch", "delete", "deletecollection"})
 # The controller's own resources, not any workload kind's: members (and evicting lone pods a
-# preemption takes), capacity (nodes, DRA devices and claims, the volumes of members' claims), Events.
-CORE = {("", "pods"), ("", "pods/eviction"), ("", "nodes"), ("", "events"), ("", "persistentvolumeclaims"), ("", "persistentvolumes"),
+# preemption takes, with the budgets protecting them), capacity (nodes, DRA devices and claims, the
+# volumes of members' claims), Events.
+CORE = {("", "pods"), ("", "pods/eviction"), ("policy", "poddisruptionbudgets"), ("", "nodes"), ("", "events"),
+        ("", "persistentvolumeclaims"), ("", "persistentvolumes"),
         *(("resource.k8s.io", resource)
           for resource in ("deviceclasses", "resourceslices", "resourceclaims", "resourceclaimtemplates"))}
 WATCHED = [integration for integration in integrations.ALL if integration.resource is not None]
@@ -64,3 +66,4 @@ def test_every_integration_watches_what_it_reads():
 
 def test_the_controller_may_evict_pods_and_nothing_else_on_them(cluster_rules):
     assert granted(cluster_rules, "", "pods/eviction") == {"create"}
+    assert granted(cluster_rules, "policy", "poddisruptionbudgets") == {"get", "list", "watch"}

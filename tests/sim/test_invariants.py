@@ -100,6 +100,29 @@ def test_room_held_for_a_preemptor_over_lower_priority_pods_is_no_over_commit_un
     assert kinds(c) == ["over-commit"], "released over the victim: the scheduler would refuse it"
 
 
+def test_room_held_over_victims_that_do_not_go_is_over_commit_once_the_bind_timeout_is_past():
+    c = checker()  # bind timeout 10
+    victim = with_priority(pod("victim", group="", size=1, gpus=8, node_name="n1", phase="Running"), 10)
+    c.observe("pods", "ADDED", victim, 1)
+    c.observe("pods", "ADDED", with_priority(pod("urgent", group="u", size=1, gpus=8, reserved="n1", gated=True),
+                                             1000), 2)
+    c.observe("pods", "MODIFIED", victim, 11)
+    assert kinds(c) == [], "within the bind timeout the victim may still be on its way out"
+    c.observe("pods", "MODIFIED", victim, 13)
+    assert kinds(c) == ["over-commit"], "room promised over a victim nobody takes away"
+
+
+def test_room_held_over_a_victim_being_deleted_holds_for_as_long_as_it_takes():
+    c = checker()
+    victim = with_priority(pod("victim", group="", size=1, gpus=8, node_name="n1", phase="Running"), 10)
+    c.observe("pods", "ADDED", victim, 1)
+    c.observe("pods", "ADDED", with_priority(pod("urgent", group="u", size=1, gpus=8, reserved="n1", gated=True),
+                                             1000), 2)
+    victim["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    c.observe("pods", "MODIFIED", victim, 60)
+    assert kinds(c) == []
+
+
 def test_room_held_over_pods_of_equal_priority_is_over_commit():
     c = checker()
     c.observe("pods", "ADDED", with_priority(pod("peer", group="", size=1, gpus=8, node_name="n1",
