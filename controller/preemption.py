@@ -10,9 +10,12 @@ by whole groups:
   - every candidate is taken away at once; when the group does not fit even then, nothing is
     taken. Otherwise candidates are given back, the most important first, and each one stays
     given back when the group still fits without it: the scheduler's reprieve. Importance is
-    priority, then accelerators held, then pods, then age (the oldest has done the most work),
-    so the victims left are of the lowest priorities, then hold the fewest accelerators and
-    pods, then are the youngest: the least work lost.
+    priority, then accelerators held, then pods, then age (the oldest has done the most work).
+    The reprieve is run twice, within a priority once the largest and once the smallest given
+    back first (one large group on one node against several small pods on another, as the
+    scheduler weighs node against node), and the cheaper set is taken: the lowest highest
+    priority, then the fewest accelerators, then the fewest pods, then the youngest (the least
+    work lost);
   - at most `MAX_CANDIDATES` candidates are weighed, the least important ones, and only those
     holding what the group asks for (its accelerators, when it asks for any) on nodes some
     waiting member may use;
@@ -89,23 +92,41 @@ def preempt(group: Group, candidates: Iterable[Candidate], pool: NodePool, ledge
     weighed = _weighed(group, candidates, pool, ledger)
     if not weighed:
         return None
-    working, around = ledger.copy(), occupancy.copy() if occupancy is not None else None
-    for victim in weighed:
-        _take(victim, working, around)
+    working, around = _without(weighed, ledger, occupancy)
     if not isinstance(plan_group(group, pool, working, topology, around), Plan):
         return None
-    victims = []
     violating = _violating(weighed)
-    for victim in sorted(weighed, key=lambda c: (c.name in violating, _importance(c)), reverse=True):
+    found = [_reprieved(group, weighed, sorted(weighed, key=lambda c: (c.name in violating, *order(c)), reverse=True),
+                        pool, ledger, topology, occupancy) for order in (_importance, _smallest_spared)]
+    victims = min((taken for taken in found if not _violating(taken)), key=_cost, default=None)
+    if victims is None:
+        return None
+    working, around = _without(victims, ledger, occupancy)
+    plan = plan_group(group, pool, working, topology, around)
+    assert isinstance(plan, Plan)  # the set taken is one just found to fit
+    return Preemption(plan, tuple(sorted(victims, key=_importance)))
+
+
+def _without(victims: Iterable[Candidate], ledger: Ledger, occupancy: Occupancy | None) -> tuple:
+    """Copies of the ledger and occupancy with the victims taken away."""
+    working, around = ledger.copy(), occupancy.copy() if occupancy is not None else None
+    for victim in victims:
+        _take(victim, working, around)
+    return working, around
+
+
+def _reprieved(group: Group, weighed: list[Candidate], order: list[Candidate], pool: NodePool, ledger: Ledger,
+               topology: Topology, occupancy: Occupancy | None) -> list[Candidate]:
+    """The victims left once candidates are given back in `order`, each staying given back when
+    the group still fits without it (every candidate taken fits, as the caller checked)."""
+    working, around = _without(weighed, ledger, occupancy)
+    victims = []
+    for victim in order:
         _give_back(victim, working, around, pool)
         if not isinstance(plan_group(group, pool, working, topology, around), Plan):
             _take(victim, working, around)
             victims.append(victim)
-    if _violating(victims):
-        return None
-    plan = plan_group(group, pool, working, topology, around)
-    assert isinstance(plan, Plan)  # the set taken last is the one just found to fit
-    return Preemption(plan, tuple(sorted(victims, key=_importance)))
+    return victims
 
 
 def _weighed(group: Group, candidates: Iterable[Candidate], pool: NodePool, ledger: Ledger) -> list[Candidate]:
@@ -134,6 +155,19 @@ def _violating(victims: Iterable[Candidate]) -> set[str]:
             if left[budget.key] < 0:
                 violating.add(victim.name)
     return violating
+
+
+def _smallest_spared(victim: Candidate) -> tuple:
+    """Ascending, like `_importance`, but within a priority the smallest last: given back first,
+    so that one large victim is weighed against several small ones."""
+    return victim.priority, -victim.accelerators, -len(victim.members), -victim.started, victim.name
+
+
+def _cost(victims: Sequence[Candidate]) -> tuple:
+    """What taking `victims` costs, the cheapest least: the highest priority taken, then the
+    accelerators and pods taken, then the work lost (the youngest set loses the least)."""
+    return (max(v.priority for v in victims), sum(v.accelerators for v in victims),
+            sum(len(v.members) for v in victims), -min(v.started for v in victims))
 
 
 def _importance(victim: Candidate) -> tuple:

@@ -71,6 +71,22 @@ def test_only_as_many_lone_pods_as_needed_are_taken():
     assert len(outcome.victims) == 2
 
 
+def test_one_large_group_is_taken_rather_than_several_small_pods_that_free_as_much():
+    # n1: one 8-GPU group; n2: four 2-GPU lone pods, all of one priority. Both free 8 GPUs; the
+    # group is one pod, so it is the cheaper victim, as the scheduler would find node against node.
+    large = job("large", [("n1", 8)], priority=10)
+    small = [running(f"small-{i}", "n2", 2, 10) for i in range(4)]
+    outcome, _ = plan_for(waiting("urgent", 1, gpus=8, priority=1000), [large], lone=small)
+    assert chosen(outcome) == ["team/large"]
+
+
+def test_several_small_pods_of_lower_priority_go_before_one_large_group_of_higher():
+    large = job("large", [("n1", 8)], priority=20)
+    small = [running(f"small-{i}", "n2", 2, 10) for i in range(4)]
+    outcome, _ = plan_for(waiting("urgent", 1, gpus=8, priority=1000), [large], lone=small)
+    assert sorted(chosen(outcome)) == [f"team/small-{i}" for i in range(4)]
+
+
 def test_equal_or_higher_priority_is_never_preempted():
     same = job("same", [("n1", 8), ("n2", 8)], priority=100)
     assert plan_for(waiting("peer", 1, gpus=8, priority=100), [same])[0] is None
