@@ -9,6 +9,7 @@ this class. Besides the verbs it serves the pods/binding and pods/eviction subre
 
 from __future__ import annotations
 
+import random
 import re
 import time
 from typing import Callable, Iterable
@@ -73,15 +74,17 @@ class APIServer:
 
     def __init__(self, *, native_pod_groups: bool = False, unserved: Iterable[str] = (),
                  webhook_services: dict[str, str | InProcessWebhook] | None = None,
-                 history_size: int = 200_000, clock: Callable[[], float] = time.time):
+                 history_size: int = 200_000, clock: Callable[[], float] = time.time, seed: int | None = None):
         """`native_pod_groups` serves scheduling.k8s.io/v1beta1 PodGroups, as a 1.37 cluster with the gate on;
         `webhook_services` maps `NAME.NAMESPACE.svc[:PORT]` to `HOST:PORT`, or to a callable that serves
         the webhook in process (`sim.admission.InProcessWebhook`); `clock` gives epoch seconds.
-        `unserved` leaves resources out (`pytorchjobs.kubeflow.org`), as when their CRD is not installed."""
+        `unserved` leaves resources out (`pytorchjobs.kubeflow.org`), as when their CRD is not installed.
+        `seed` draws uids and generated names from a seeded generator (a replay that is the same every time)."""
         self.kinds = Registry(native_pod_groups, frozenset(unserved))
         self.store = Store(history_size)
         self.admission = Admission(self._webhook_configurations, self._namespace_labels, webhook_services)
         self.clock = clock
+        self._draw = random.Random(seed) if seed is not None else None
         for name in INITIAL_NAMESPACES:
             self.create("namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
         for definition in priority.SYSTEM_CLASSES:
@@ -164,7 +167,7 @@ class APIServer:
         attrs = Attributes(kind, "CREATE", meta.get("name", ""), namespace, user, dry_run=dry_run,
                            options=dict(options or {}))
         obj, mutate_warnings = self.admission.mutate(attrs, obj)
-        prepare_for_create(kind.plural, obj, self._now())
+        prepare_for_create(kind.plural, obj, self._now(), self._draw)
         if kind.plural == PODDISRUPTIONBUDGETS:
             obj["status"] = disruption.initial_status()
         self._validate_create(kind, obj)

@@ -32,8 +32,14 @@ def rfc3339(epoch_seconds: float) -> str:
     return datetime.fromtimestamp(epoch_seconds, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def random_suffix(length: int = 5) -> str:
-    return "".join(random.choices(_SUFFIX_ALPHABET, k=length))
+def random_suffix(length: int = 5, draw: random.Random | None = None) -> str:
+    return "".join((draw or random).choices(_SUFFIX_ALPHABET, k=length))
+
+
+def new_uid(draw: random.Random | None = None) -> str:
+    """A version-4 UUID, as the API server gives every object; from `draw` when given (a seeded
+    emulation: the same uids on every replay)."""
+    return str(uuid.uuid4() if draw is None else uuid.UUID(int=draw.getrandbits(128), version=4))
 
 
 def apply_defaults(resource: str, obj: dict, creating: bool) -> None:
@@ -115,12 +121,13 @@ def _serialize_event(event: dict) -> None:
         event.setdefault(key, zero)
 
 
-def prepare_for_create(resource: str, obj: dict, timestamp: str) -> None:
-    """Identity and initial status, given after mutating admission and before validation."""
+def prepare_for_create(resource: str, obj: dict, timestamp: str, draw: random.Random | None = None) -> None:
+    """Identity and initial status, given after mutating admission and before validation; the
+    generated name and the uid from `draw` when given."""
     meta = obj.setdefault("metadata", {})
     if not meta.get("name") and meta.get("generateName"):
-        meta["name"] = meta["generateName"] + random_suffix()
-    meta["uid"] = str(uuid.uuid4())
+        meta["name"] = meta["generateName"] + random_suffix(draw=draw)
+    meta["uid"] = new_uid(draw)
     meta["creationTimestamp"] = timestamp
     meta.pop("deletionTimestamp", None)
     meta.pop("resourceVersion", None)

@@ -73,6 +73,11 @@ class WebhookInProcess:
         return orjson.loads(reply.get_data())
 
 
+# The emulated API server draws uids and generated pod names from this seed, so that a replay is
+# the same every time: they break ties (between equally cheap victims, equally good nodes).
+CLUSTER_SEED = 20261201
+
+
 def install_webhook(api: APIServer, handler: WebhookInProcess) -> None:
     """The product's webhook configurations, served by `handler` (the API server must map
     `WEBHOOK_SERVICE` to it; see `gangkeeper_api`)."""
@@ -81,7 +86,7 @@ def install_webhook(api: APIServer, handler: WebhookInProcess) -> None:
 
 def gangkeeper_api(clock: Callable[[], float]) -> tuple[APIServer, WebhookInProcess]:
     webhook = WebhookInProcess()
-    api = APIServer(clock=clock, webhook_services={WEBHOOK_SERVICE: webhook})
+    api = APIServer(clock=clock, webhook_services={WEBHOOK_SERVICE: webhook}, seed=CLUSTER_SEED)
     install_webhook(api, webhook)
     return api, webhook
 
@@ -183,7 +188,7 @@ def quota_configuration() -> dict:
 
 
 def quota_api(clock: Callable[[], float]) -> APIServer:
-    api = APIServer(clock=clock, webhook_services={QUOTA_SERVICE: quota_gate_webhook})
+    api = APIServer(clock=clock, webhook_services={QUOTA_SERVICE: quota_gate_webhook}, seed=CLUSTER_SEED)
     api.create("mutatingwebhookconfigurations", quota_configuration())
     return api
 

@@ -27,11 +27,10 @@ from study.run import DRAIN_SECONDS, NAMESPACE, Cluster, run_policy, spec_for
 from study.trace import HIGH, LOW, Job, draw, offered_load, priority_shares, trace, with_priorities
 
 POLICIES = ("stock", "quota", "gangkeeper", "gangkeeper-no-preemption")
-# Replayed a second time, to show how far one replay can be trusted: object UIDs are random, and
-# gangkeeper's preemption breaks ties between equally cheap victims (and its queue, between groups
-# first seen in one turn) by names that hold them, so from the first such tie on one replay
-# differs from the next. The other policies gave the same figures in both full-size runs made
-# while this was written.
+# Replayed a second time, to show that one replay can be trusted: gangkeeper's preemption breaks
+# ties between equally cheap victims (and its queue, between groups first seen in one turn) by
+# names and uids, which the emulated API server draws from `policies.CLUSTER_SEED`; while they
+# were random, 2 of 7 full-size replays differed from the others.
 REPLAYED_TWICE = ("gangkeeper",)
 LOAD = 0.9  # the study's middle load: busy enough to queue, not overloaded
 HIGH_SHARE = 0.2

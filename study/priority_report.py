@@ -248,11 +248,11 @@ Checks:
 
 {bullets['checks']}
 
-How far one replay can be trusted. Object UIDs are random, and gangkeeper's preemption breaks ties between
-equally cheap victims (its queue, between groups first seen in one controller turn) by names that hold them:
-from the first such tie on, one replay of gangkeeper with preemption on goes its own way. It is replayed a second
-time from the same trace; the figures it gave otherwise are the spread of that row, and a verdict above that
-turns on a difference smaller than that spread is not one:
+Whether one replay can be trusted. gangkeeper's preemption breaks ties between equally cheap victims (its
+queue, between groups first seen in one controller turn) by names and uids; the emulated API server draws them
+from a fixed seed (`study.policies.CLUSTER_SEED`), so a replay is the same every time (while they were random,
+2 of 7 full-size replays of gangkeeper with preemption on went their own way from the first tie on). It is
+replayed a second time from the same trace to show it; any figure it gave otherwise is listed here:
 
 {bullets['repeats']}
 

@@ -132,7 +132,7 @@ def run_policy(policy: str, jobs: Sequence[Job], spec: dict, cluster: Cluster, d
         api = policies.quota_api(clock.now)
         component = gate = policies.QuotaGate(api)
     else:
-        api, component = APIServer(clock=clock.now), None
+        api, component = APIServer(clock=clock.now, seed=policies.CLUSTER_SEED), None
     scoring = BINPACK if policy == "stock-binpack" else Scoring()
     api.create("namespaces", {"metadata": {"name": NAMESPACE, "labels": {
         names.ENFORCE_LABEL: names.ENFORCE_VALUE, "kubernetes.io/metadata.name": NAMESPACE}}})

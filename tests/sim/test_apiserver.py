@@ -35,6 +35,22 @@ def test_generate_name(api):
     assert created["metadata"]["name"].startswith("gen-") and len(created["metadata"]["name"]) == 9
 
 
+def identities(seed):
+    """The uid and generated name of three pods on a new server seeded with `seed`."""
+    server = APIServer(clock=lambda: 1_800_000_000.0, seed=seed)
+    made = [server.create("pods", {"metadata": {"generateName": "gen-"}, "spec": pod("x")["spec"]}, namespace="default")
+            for _ in range(3)]
+    return [(obj["metadata"]["uid"], obj["metadata"]["name"]) for obj in made]
+
+
+def test_a_seeded_server_gives_the_same_uids_and_generated_names_every_time():
+    assert identities(7) == identities(7)
+    assert identities(7) != identities(8)
+    assert identities(None) != identities(None), "unseeded, as a real server: random"
+    uid = identities(7)[0][0]
+    assert len(uid) == 36 and uid[14] == "4", "a version-4 UUID"
+
+
 def test_create_in_missing_namespace_is_404(api):
     error = refused(lambda: api.create("pods", pod("p"), namespace="nowhere"))
     assert (error.code, error.status["message"]) == (404, 'namespaces "nowhere" not found')
