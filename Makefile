@@ -13,11 +13,13 @@ PYTEST_ARGS ?=
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
+# Quiet, and on stderr: what a target prints on stdout is its output (`make render > x.yaml`).
 $(STAMP): setup.cfg pyproject.toml harness/setup.cfg harness/pyproject.toml
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --disable-pip-version-check --upgrade pip
-	$(BIN)/pip install --quiet --disable-pip-version-check -e . -e './harness[test]'
-	touch $(STAMP)
+	@echo "installing gangkeeper and its harness into $(VENV)/ ..." >&2
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV) >&2
+	@$(BIN)/pip install --quiet --disable-pip-version-check --upgrade pip >&2
+	@$(BIN)/pip install --quiet --disable-pip-version-check -e . -e './harness[test]' >&2
+	@touch $(STAMP)
 
 install: $(STAMP) ## create .venv/ with gangkeeper and its harness (editable), the test tools and kubectl
 	@$(BIN)/gangkeeper --version
@@ -28,11 +30,16 @@ test: lint ## run every test (unit, HTTP, end-to-end, the built wheel) after the
 test-fast: lint ## the tests that start no processes (no end-to-end suites)
 	$(BIN)/pytest -m 'not e2e' $(PYTEST_ARGS)
 
-lint: $(STAMP) ## ruff (unused or undefined names, import order, the component folders imported by their folder names)
+lint: $(STAMP) ## ruff (unused or undefined names, import order, component folders by folder name), hadolint (Dockerfile)
 	$(BIN)/ruff check --no-cache .
+	$(BIN)/hadolint Dockerfile
 
 demo: $(STAMP) ## run the main scenario on the built-in cluster emulation
 	$(BIN)/gangkeeper demo
+
+.PHONY: playground
+playground: $(STAMP) ## the emulated cluster with gangkeeper installed, for kubectl (PLAYGROUND_ARGS: sim serve flags)
+	$(BIN)/gangkeeper sim serve $(PLAYGROUND_ARGS)
 
 bench: $(STAMP) ## run the benchmarks and write bench/RESULTS.md
 	$(BIN)/gangkeeper bench all --results bench/RESULTS.md

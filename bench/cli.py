@@ -17,6 +17,11 @@ from pathlib import Path
 from gangkeeper.config import add_flag
 
 DEFAULT_RESULTS = "bench/RESULTS.md"
+DESCRIPTION = """Run gangkeeper's benchmarks and studies and write their figures to --results.
+
+Each section records when, with what command and on what machine it ran; the sections not
+named keep their figures. Compare ratios measured within one run: the machines are shared.
+--quick checks that the sections work; its figures measure nothing."""
 
 
 def _webhook(quick: bool) -> str:
@@ -92,6 +97,18 @@ def _priorities(quick: bool) -> str:
     return priority_report.markdown(results)
 
 
+def _topology(quick: bool) -> str:
+    from study import run, topology, topology_report
+
+    if quick:
+        results = topology.run(jobs=200, seed=20190710, cluster=run.Cluster(nodes=16),
+                               layout=topology.Layout(zone_nodes=16, block_nodes=8), progress=print)
+    else:
+        results = topology.run(jobs=2_000, seed=20190710, progress=print)
+    topology_report.save(results, Path(DEFAULT_RESULTS).parent / ("topology-quick.json" if quick else "topology.json"))
+    return topology_report.markdown(results)
+
+
 def _reliability(quick: bool) -> str:
     import tempfile
 
@@ -128,6 +145,7 @@ SECTIONS: dict[str, Callable[[bool], str]] = {
     "fuzz": _fuzz,
     "study": _study,
     "priorities": _priorities,
+    "topology": _topology,
     "reliability": _reliability,
     "load": _load,
 }
@@ -169,7 +187,7 @@ def _section(text: str) -> str:
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("bench", help="run the benchmarks and write bench/RESULTS.md",
-                                   description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+                                   description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("sections", nargs="*", metavar="SECTION", type=_section,
                         help=f"which benchmarks to run: all (the default), {', '.join(SECTIONS)}")
     add_flag(parser, "--results", default=DEFAULT_RESULTS, help="Markdown file the figures are written to")

@@ -7,6 +7,11 @@ binds `bound_pods` pods to it (GPU and CPU pods, never beyond a node's allocatab
   - one full planning pass over every waiting group (`plan_pass`), the first (eligibility not
     yet remembered) and a second one,
   - `plan_group` per group, and for a 64 × 8-GPU group alone on that cluster and on an idle one,
+  - the pass again with a topology rule on every group (`TopologyRule`, issue 13): each one
+    requires one zone, and those of 4 members or more come in slices of 4 ranks, each slice
+    inside one rack; this pass and the plain one are timed in turn `TOPOLOGY_ROUNDS` times and
+    the least of each is reported with their ratio (the machines are noisy), with checks that every
+    admitted group sits in one zone and each of its slices in one rack,
 and measures with tracemalloc the memory held by the bound pods' model, the ledger and the
 node pool. Everything is seeded: two runs plan the same thing.
 """
@@ -14,12 +19,13 @@ node pool. Everything is seeded: two runs plan the same thing.
 import random
 import time
 import tracemalloc
+from dataclasses import replace
 from statistics import median
 
 from gangkeeper import names
 from gangkeeper.controller.capacity import Ledger
 from gangkeeper.controller.eligibility import NodePool
-from gangkeeper.controller.model import Group, Member, Node, group_of, member_from_api, node_from_api
+from gangkeeper.controller.model import Group, Member, Node, TopologyRule, group_of, member_from_api, node_from_api
 from gangkeeper.controller.planner import Plan, Topology, plan_group
 from gangkeeper.controller.queue import QueuePolicy, plan_pass
 
@@ -28,6 +34,9 @@ RACK_LABEL = "example.com/rack"
 ZONES = 4
 RACK_SIZE = 16
 TOPOLOGY = Topology(rack_label=RACK_LABEL)
+ZONE_LABEL = "topology.kubernetes.io/zone"
+SLICE_SIZE = 4
+TOPOLOGY_ROUNDS = 3  # passes of each kind, in turn
 GPU_TAINT = {"key": GPU, "value": "present", "effect": "NoSchedule"}
 GPU_TOLERATION = {"key": GPU, "operator": "Exists", "effect": "NoSchedule"}
 
@@ -54,6 +63,7 @@ def _scenario(node_count: int, bound_pods: int, waiting_groups: int) -> dict:
     big_times = [_timed(lambda: plan_group(big, pool, ledger, TOPOLOGY)) for _ in range(5)]
     idle = Ledger(node_list)
     idle_times = [_timed(lambda: plan_group(big, pool, idle, TOPOLOGY)) for _ in range(5)]
+    topology = _topology_passes(groups, pool, ledger, policy)
     return {
         "bound_pods": len(bound),
         "free_gpus": sum(int(ledger.free(n.name).get(GPU, 0)) for n in node_list),
@@ -70,7 +80,40 @@ def _scenario(node_count: int, bound_pods: int, waiting_groups: int) -> dict:
         "plan_64x8gpu_idle_cluster_ms": _ms(median(seconds for seconds, _ in idle_times)),
         "plan_64x8gpu_idle_cluster_fits": isinstance(idle_times[0][1], Plan),
         **_memory(node_list, bound_pods, node_count),
+        **topology,
     }
+
+
+def _ruled(group: Group) -> Group:
+    """The group requiring one zone, and in slices of `SLICE_SIZE` ranks, each in one rack, when it is that large."""
+    members = tuple(replace(member, rank=(position,)) for position, member in enumerate(group.members))
+    sliced = len(members) >= SLICE_SIZE
+    rule = TopologyRule(required=ZONE_LABEL, slice_required=RACK_LABEL if sliced else None,
+                        slice_size=SLICE_SIZE if sliced else None)
+    return replace(group, members=members, topology=rule)
+
+
+def _topology_passes(groups: list[Group], pool: NodePool, ledger: Ledger, policy: QueuePolicy) -> dict:
+    """The plain pass and the pass with every group ruled, in turn; the least time of each."""
+    ruled = [_ruled(group) for group in groups]
+    plain_times, ruled_times = [], []
+    plain = result = None
+    for _ in range(TOPOLOGY_ROUNDS):
+        seconds, plain = _timed(lambda: plan_pass(groups, pool, ledger, now=1_000.0, policy=policy))
+        plain_times.append(seconds)
+        seconds, result = _timed(lambda: plan_pass(ruled, pool, ledger, now=1_000.0, policy=policy))
+        ruled_times.append(seconds)
+    zones, racks = pool.label_values(ZONE_LABEL), pool.label_values(RACK_LABEL)
+    in_one_zone = sum(len({zones[node] for node in plan.nodes}) == 1 for _, plan in result.admitted)
+    slices = [[node for member, node in sorted(plan.assignments, key=lambda a: a[0].rank)]
+              for group, plan in result.admitted if group.topology.slice_required]
+    runs = [nodes[start:start + SLICE_SIZE] for nodes in slices for start in range(0, len(nodes), SLICE_SIZE)]
+    return {"topology_plain_ms": _ms(min(plain_times)), "topology_ruled_ms": _ms(min(ruled_times)),
+            "topology_ratio": round(min(ruled_times) / min(plain_times), 2),
+            "topology_plain_admitted": len(plain.admitted), "topology_admitted": len(result.admitted),
+            "topology_waiting": len(result.waiting), "topology_in_one_zone": in_one_zone,
+            "topology_slices": len(runs), "topology_slices_in_one_rack": sum(len({racks[n] for n in run}) == 1
+                                                                             for run in runs)}
 
 
 def _memory(node_list: list[Node], bound_pods: int, node_count: int) -> dict:
@@ -174,10 +217,24 @@ def markdown(figures: dict) -> str:
             f"| {row['plan_group_p50_ms']} / {row['plan_group_p95_ms']} "
             f"| {row['plan_64x8gpu_ms']} / {row['plan_64x8gpu_idle_cluster_ms']} "
             f"| {row['members_mib']} / {row['ledger_mib']} / {row['pool_mib']} |")
+    ruled = ["| nodes | plain pass ms (least of {rounds}) | ruled pass ms (least of {rounds}) | ratio "
+             "| admitted (plain / ruled) | ruled admitted in one zone | slices in one rack |".format(rounds=TOPOLOGY_ROUNDS),
+             "|" + "---|" * 7]
+    for label, row in figures.items():
+        ruled.append(
+            f"| {label.split('=')[1]} | {row['topology_plain_ms']} | {row['topology_ruled_ms']} "
+            f"| {row['topology_ratio']} | {row['topology_plain_admitted']} / {row['topology_admitted']} "
+            f"| {row['topology_in_one_zone']} of {row['topology_admitted']} "
+            f"| {row['topology_slices_in_one_rack']} of {row['topology_slices']} |")
     return ("## Planner: one full planning pass over 500 waiting groups\n\n"
             "`bench/planner.py`: 8-GPU nodes in 4 zones and racks of 16, bound pods spread over "
             "them, 500 waiting gangs of 1–64 members. Target: a full pass ≤ 1 s at 5,000 nodes.\n\n"
-            + "\n".join(lines) + "\n")
+            + "\n".join(lines) + "\n\n"
+            "With a topology rule on every group: each requires one zone "
+            "(`topology.kubernetes.io/zone`), and those of 4 members or more come in slices of 4 ranks, "
+            "each inside one rack (`example.com/rack`); timed in turn with the plain pass on the same "
+            "cluster. Target: the ruled pass ≤ 1 s at 5,000 nodes.\n\n"
+            + "\n".join(ruled) + "\n")
 
 
 if __name__ == "__main__":

@@ -13,10 +13,11 @@ import sys
 from pathlib import Path
 
 from gangkeeper import names
-from gangkeeper.certs.files import write_certs
+from gangkeeper.certs.files import CA_CRT, TLS_CRT, TLS_KEY, write_certs
 from gangkeeper.certs.install import ClusterError, Target, install
 from gangkeeper.certs.issue import DAYS_RANGE, issue
 from gangkeeper.certs.renewal import DEFAULT_RENEW_BEFORE_FRACTION
+from gangkeeper.cli import CommandError, credentials_problem, one_line
 from gangkeeper.config import add_flag, int_in_range
 
 ENV_PREFIX = "GANGKEEPER_CERTS_"
@@ -24,27 +25,53 @@ DEFAULT_DAYS = 365
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
+DESCRIPTION = """\
+The TLS certificate the API server checks when it calls gangkeeper's webhook.
+
+  install  what the cluster runs (deploy/ runs it as an init container of the webhook):
+           keep a CA and a serving certificate for the webhook's Service in a
+           kubernetes.io/tls Secret, issue them when missing and renew them when due,
+           put the CA in the caBundle of both webhook configurations, and write the
+           files the webhook serves with to --dir.
+  issue    write a new CA, certificate and key to a directory, for a webhook run by
+           hand (gangkeeper webhook --cert-dir DIR) or for `certs install` to use.
+
+Every flag can also be set by an environment variable, GANGKEEPER_CERTS_<FLAG>
+(`gangkeeper certs install --help` lists them).
+"""
+
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     """Register `certs` with its two subcommands on the `gangkeeper` command."""
     parser = subparsers.add_parser("certs", help="issue and install the webhook's TLS certificates",
-                                   description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+                                   description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="certs_command", metavar="COMMAND", required=True)
 
-    issue_parser = commands.add_parser("issue", help="write a new CA, serving certificate and key to a directory")
+    issue_parser = commands.add_parser(
+        "issue", help="write a new CA, serving certificate and key to a directory",
+        description=f"Write a new CA ({CA_CRT}), a serving certificate for the webhook's Service ({TLS_CRT}) and "
+                    f"its key ({TLS_KEY}, mode 0600) to --out. Nothing in the cluster changes: serve them with "
+                    f"`gangkeeper webhook --cert-dir`, or install them with `gangkeeper certs install`.")
     _flag(issue_parser, "--out", "directory to write ca.crt, tls.crt and tls.key (mode 0600) to", type=Path,
           default=None, required=True)
     _flag(issue_parser, "--service", "name of the webhook's Service", type=dns_label, default=names.WEBHOOK_SERVICE)
     _flag(issue_parser, "--namespace", "namespace of the Service", type=dns_label, default=names.DEFAULT_NAMESPACE)
-    _flag(issue_parser, "--dns", "extra DNS names for the certificate, comma-separated; repeatable",
+    _flag(issue_parser, "--dns", "extra DNS names for the certificate (beyond the Service's), comma-separated; "
+          "repeatable",
           type=dns_names, default=None, action="extend")
-    _flag(issue_parser, "--ip", "IP addresses for the certificate, comma-separated; repeatable",
+    _flag(issue_parser, "--ip", "IP addresses for the certificate (none unless given), comma-separated; "
+          "repeatable",
           type=ip_addresses, default=None, action="extend")
     _flag(issue_parser, "--days", "validity in days", type=days, default=DEFAULT_DAYS)
     issue_parser.set_defaults(run=run_issue)
 
     install_parser = commands.add_parser(
-        "install", help="issue when missing or due, then patch both caBundles and write the TLS Secret")
+        "install", help="issue when missing or due, then patch both caBundles and write the TLS Secret",
+        description="Make the cluster trust the webhook: keep its certificate in the TLS Secret (issued when "
+                    "missing, renewed when due or when it does not name the Service), put its CA in the caBundle "
+                    "of both webhook configurations, and write the files to --dir. Run again at any time: what is "
+                    "current is kept. Credentials: --kubeconfig, else the pod's service account, else "
+                    "$KUBECONFIG or ~/.kube/config.")
     _flag(install_parser, "--dir", "directory that receives the installed files; read when the Secret "
           "holds none, so that certificates made by `certs issue` can be installed", type=Path,
           default=None, required=True)
@@ -58,7 +85,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     _flag(install_parser, "--validating", "name of the ValidatingWebhookConfiguration", type=dns_subdomain,
           default=names.WEBHOOK_CONFIGURATION)
     _flag(install_parser, "--kubeconfig", "kubeconfig file; when unset: the pod's service account, "
-          "else ~/.kube/config", default=None)
+          "else $KUBECONFIG or ~/.kube/config", default=None)
     _flag(install_parser, "--renew-before-fraction", "renew once less than this fraction of the lifetime is left",
           type=fraction, default=DEFAULT_RENEW_BEFORE_FRACTION)
     _flag(install_parser, "--days", "validity of newly issued certificates in days", type=days, default=DEFAULT_DAYS)
@@ -68,26 +95,59 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 def run_issue(args: argparse.Namespace) -> int:
     now = datetime.datetime.now(datetime.timezone.utc)
     issued = issue(args.service, args.namespace, now, args.days, tuple(args.dns or ()), tuple(args.ip or ()))
-    write_certs(args.out, issued)
+    try:
+        write_certs(args.out, issued)
+    except OSError as error:
+        raise _unwritable(args.out, "--out", error) from None
     print(f"wrote {args.out}/ca.crt, tls.crt, tls.key for {args.service}.{args.namespace}.svc")
     return 0
 
 
 def run_install(args: argparse.Namespace) -> int:
-    from gangkeeper.certs.cluster import (
-        kubernetes_cluster,  # the client is loaded only by the one command that needs it
-    )
+    from urllib3.exceptions import HTTPError
+
+    # The client is loaded only by the one command that needs it, through the one module that imports it.
+    from gangkeeper.certs.cluster import config, kubernetes_cluster
 
     target = Target(namespace=args.namespace, secret=args.secret, service=args.service, mutating=args.mutating,
                     validating=args.validating, days=args.days, renew_before_fraction=args.renew_before_fraction)
+    _check_writable(args.dir)  # before the cluster is changed, not after
     try:
-        report = install(kubernetes_cluster(args.kubeconfig), target, args.dir,
-                         datetime.datetime.now(datetime.timezone.utc))
+        cluster = kubernetes_cluster(args.kubeconfig)
+    except (config.ConfigException, OSError) as error:
+        raise credentials_problem(args.kubeconfig, "--kubeconfig", f"{ENV_PREFIX}KUBECONFIG", error) from None
+    try:
+        report = install(cluster, target, args.dir, datetime.datetime.now(datetime.timezone.utc))
     except ClusterError as err:
         print(f"gangkeeper certs install: {err}", file=sys.stderr)
         return 1
+    except HTTPError as error:  # no answer at all: the server named in the kubeconfig is not there
+        raise CommandError(f"cannot reach the API server ({one_line(_reason(error))}); check that the cluster is up "
+                           f"and --kubeconfig (env {ENV_PREFIX}KUBECONFIG) names it") from None
+    except OSError as error:
+        raise _unwritable(args.dir, "--dir", error) from None
     print("\n".join(report))
     return 0
+
+
+def _reason(error: Exception) -> object:
+    """urllib3's innermost reason (MaxRetryError wraps the connection error that says what happened)."""
+    return getattr(error, "reason", None) or error
+
+
+def _check_writable(directory: Path) -> None:
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        if not os.access(directory, os.W_OK | os.X_OK):
+            raise PermissionError(13, "Permission denied")
+    except OSError as error:
+        raise _unwritable(directory, "--dir", error) from None
+
+
+def _unwritable(directory: Path, flag: str, error: OSError) -> CommandError:
+    variable = ENV_PREFIX + flag.lstrip("-").upper()
+    return CommandError(f"cannot write to {directory}: {one_line(error.strerror or error)}; pass a directory you "
+                        f"can write with {flag} (env {variable})")
 
 
 def _flag(parser: argparse.ArgumentParser, flag: str, text: str, *, required: bool = False, **kwargs) -> None:

@@ -6,9 +6,14 @@ Patch `test`) means the cache was behind: the action is dropped and the next pas
 retried blindly. Any other failure is logged and the remaining actions still run: one bad object
 never stops the loop. `--dry-run` records the decisions (audit, log) and writes nothing.
 
-Events are core/v1 Events named after the object and a hash of reason and message, so that
-the same news bumps `count` on one Event instead of piling up new ones. A report goes to its
-Gang (or first pod) and, when it says so (release, rollback), to each pod it names as well. A
+Events are core/v1 Events named after the object and a hash of its uid, reason and message, so
+that the same news bumps `count` on one Event instead of piling up new ones, and an object
+recreated under the same name gets Events of its own. Their `involvedObject` carries the object's
+uid, as `kubectl describe` selects by it. A report goes to its Gang (or first pod) and, when it
+says so (release, rollback), to each pod it names as well. A Gang the same pass creates has no uid
+when the pass decides: its Event is written after the Gang's own write (Events go last), with the
+uid the API answered with; if that write failed the Gang is read, and if it does not exist the
+Event is left out (the audit line says what happened) rather than written about no object. A
 member deleted by a rollback gets an audit line of its own, naming it: a deleted pod is on record
 whatever the size of its group.
 """
@@ -26,6 +31,7 @@ from gangkeeper.controller.decisions import (
     DeletePod,
     EvictPod,
     GangEvent,
+    Involved,
     Reason,
     Release,
     Report,
@@ -64,10 +70,12 @@ class Executor:
         self._kube, self._audit, self._dry_run = kube, audit, dry_run
         self._written, self._clock = written, clock
         self._event_counts: OrderedDict[str, int] = OrderedDict()
+        self._gang_uids: dict[tuple[str, str], str] = {}  # Gangs written in this execute(), by (namespace, name)
 
     def execute(self, actions: Iterable[Action], proceed: Callable[[], bool] = lambda: True) -> int:
         """Run every action while `proceed()` (still the leader, say); return how many failed or were left."""
         failed = 0
+        self._gang_uids = {}
         actions = sorted(actions, key=_urgency)
         for position, action in enumerate(actions):
             if not proceed():
@@ -113,25 +121,46 @@ class Executor:
                     self._kube.create(GANGS, namespace, action.create)
                 except AlreadyExists:
                     pass
-            self._kube.patch_status(GANGS, namespace, action.name, {"status": dict(action.status)}, MERGE_PATCH)
+            saved = self._kube.patch_status(GANGS, namespace, action.name, {"status": dict(action.status)},
+                                            MERGE_PATCH)
+            self._gang_uids[(namespace, action.name)] = ((saved or {}).get("metadata") or {}).get("uid", "")
         elif isinstance(action, DeleteGang):
             try:
                 self._kube.delete(GANGS, namespace, action.name)
             except NotFound:
                 pass
         elif isinstance(action, Report):
-            self._event(action, action.involved, action.message)
+            involved = self._with_uid(namespace, action.involved)
+            if involved is not None:
+                self._event(action, involved, action.message)
             if action.on_pods:
                 group = "/".join(action.group)
                 for pod in action.pods:
-                    self._event(action, ("v1", "Pod", pod), f"group {group}: {action.message}")
+                    self._event(action, pod, f"group {group}: {action.message}")
+
+    def _with_uid(self, namespace: str, involved: Involved) -> Involved | None:
+        """`involved` with its uid: a Gang created this pass has it from its write, or else from a read."""
+        if involved.uid:
+            return involved
+        uid = self._gang_uids.get((namespace, involved.name))
+        if uid is None:  # not written this pass (its write failed): read it
+            try:
+                uid = self._kube.get(GANGS, namespace, involved.name)["metadata"].get("uid", "")
+            except NotFound:
+                uid = ""
+        if not uid:
+            log.info("%s/%s: no Event on %s %s, which does not exist", namespace, involved.name, involved.kind,
+                     involved.name)
+            return None
+        return involved._replace(uid=uid)
 
     def _record(self, report: Report) -> None:
         namespace, group = report.group
         self._audit.record(report.event, decision=report.event.decision, reason=report.reason, namespace=namespace,
-                           group=group, details={"message": report.message, "pods": list(report.pods[:16]),
+                           group=group, details={"message": report.message, "pods": [pod.name for pod in report.pods[:16]],
                                                  "dry_run": self._dry_run})
-        log.info("%s/%s %s: %s %s", namespace, group, report.event, report.reason, report.message)
+        # The audit line is the record (stdout, or --audit-file); at INFO the log would say it a second time.
+        log.debug("%s/%s %s: %s %s", namespace, group, report.event, report.reason, report.message)
 
     def _record_deletion(self, deletion: DeletePod | EvictPod) -> None:
         namespace, group = deletion.group
@@ -141,10 +170,10 @@ class Executor:
                            pod=deletion.pod, details={"pod_uid": deletion.uid, "why": deletion.why,
                                                       "dry_run": self._dry_run})
 
-    def _event(self, report: Report, involved: tuple[str, str, str], message: str) -> None:
+    def _event(self, report: Report, involved: Involved, message: str) -> None:
         namespace = report.group[0]
-        api_version, kind, name = involved
-        digest = hashlib.sha256(f"{kind}/{name}/{report.reason}/{message}".encode()).hexdigest()[:12]
+        api_version, kind, name, uid = involved
+        digest = hashlib.sha256(f"{kind}/{name}/{uid}/{report.reason}/{message}".encode()).hexdigest()[:12]
         event_name = f"{name}.{digest}"[-253:].lstrip(".-")
         stamp = self._clock().strftime("%Y-%m-%dT%H:%M:%SZ")
         count = self._event_counts.pop(event_name, 0) + 1
@@ -155,7 +184,8 @@ class Executor:
             self._kube.patch(EVENTS, namespace, event_name, {"count": count, "lastTimestamp": stamp}, MERGE_PATCH)
             return
         body = {"apiVersion": "v1", "kind": "Event", "metadata": {"name": event_name, "namespace": namespace},
-                "involvedObject": {"apiVersion": api_version, "kind": kind, "name": name, "namespace": namespace},
+                "involvedObject": {"apiVersion": api_version, "kind": kind, "name": name, "namespace": namespace,
+                                   "uid": uid},
                 "reason": report.reason, "message": message[:1024], "type": "Warning" if report.warning
                 else "Normal", "source": {"component": COMPONENT}, "firstTimestamp": stamp, "lastTimestamp": stamp,
                 "count": 1}

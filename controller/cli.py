@@ -2,20 +2,33 @@
 
 import argparse
 import logging
+import os
 import signal
+import sys
 import threading
 
 from gangkeeper import names
 from gangkeeper.audit import open_audit_log
-from gangkeeper.config import add_bool_flag, add_flag, int_in_range, log_config, one_of, port, positive_int
+from gangkeeper.cli import CommandError, check_can_listen, credentials_problem, listen_problem, one_line
+from gangkeeper.config import add_bool_flag, add_flag, env_name, int_in_range, log_config, one_of, port, positive_int
 
 log = logging.getLogger("gangkeeper.controller")
 SYNC_TIMEOUT_SECONDS = 120.0
+DESCRIPTION = (
+    "Admit training jobs whole. The controller watches the pods gangkeeper's webhook gated, groups them "
+    "(by job, JobSet, PyTorchJob, PodGroup or gangkeeper.io/group label), and when the cluster has room "
+    "for a whole group it reserves the nodes and removes the members' scheduling gate, so that the "
+    "kube-scheduler binds them together; a group that does not fit waits in a queue, whole. Each group's "
+    "state is in its Gang (kubectl get gangs) and its Events. Audit lines (one JSON object per decision) "
+    "go to stdout, or to --audit-file; log lines go to stderr. Run two replicas: one leads (a Lease), the "
+    "other waits to take over.")
 
 
 def add_parser(subparsers) -> None:
-    parser = subparsers.add_parser("controller", help="reserve capacity for whole groups and release their gates")
-    add_flag(parser, "--kubeconfig", default=None, help="kubeconfig file; in-cluster credentials when unset")
+    parser = subparsers.add_parser("controller", help="reserve capacity for whole groups and release their gates",
+                                   description=DESCRIPTION)
+    add_flag(parser, "--kubeconfig", default=None,
+             help="kubeconfig file; when unset: the pod's service account, else $KUBECONFIG or ~/.kube/config")
     add_flag(parser, "--namespace", default=None,
              help="only manage groups in this namespace (all when unset); pods of every namespace still count "
                   "against node capacity")
@@ -46,11 +59,11 @@ def add_parser(subparsers) -> None:
                        "instead of reporting TimedOut and waiting on")
     add_flag(parser, "--health-port", default=8081, type=port, help="/healthz and /readyz")
     add_flag(parser, "--metrics-port", default=8080, type=port, help="Prometheus /metrics")
-    add_flag(parser, "--audit-file", default="", help="rotating audit log file; stdout when empty")
+    add_flag(parser, "--audit-file", default="", help="audit log file, size-rotated; stdout when unset")
     add_flag(parser, "--lease-namespace", default=names.DEFAULT_NAMESPACE, help="namespace of the leader Lease")
     add_flag(parser, "--lease-name", default=names.CONTROLLER_LEASE, help="name of the leader Lease")
     add_flag(parser, "--identity", default=None,
-             help="leader election identity (default $POD_NAME plus a random suffix)")
+             help="leader election identity; $POD_NAME plus a random suffix when unset")
     parser.set_defaults(run=run)
 
 
@@ -72,11 +85,16 @@ def run(args: argparse.Namespace, stop: threading.Event | None = None) -> int:
     from gangkeeper.controller.metrics import Metrics
     from gangkeeper.controller.runner import Controller
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    # Log lines to stderr, audit lines to stdout (or --audit-file): one stream per purpose.
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s",
+                        stream=sys.stderr)
+    kube = _load(load, args.kubeconfig)
+    audit = _open_audit_log(args.audit_file)
+    if not args.once:
+        for flag, what in (("--health-port", "/healthz and /readyz"), ("--metrics-port", "/metrics")):
+            check_can_listen("0.0.0.0", getattr(args, flag[2:].replace("-", "_")), what, flag, env_name(flag))
     log_config("controller", args)
-    kube = load(args.kubeconfig)
     metrics = Metrics()
-    audit = open_audit_log("controller", args.audit_file)
     controller = Controller(kube, settings_from(args), audit, metrics,
                             namespace=args.namespace, dry_run=args.dry_run,
                             resync_seconds=float(args.resync_seconds)).start()
@@ -93,6 +111,34 @@ def run(args: argparse.Namespace, stop: threading.Event | None = None) -> int:
         controller.stop()
 
 
+def _load(load, kubeconfig: str | None):
+    """The API client, or a one-line CommandError saying which credentials are missing."""
+    from kubernetes.config.config_exception import ConfigException
+
+    try:
+        return load(kubeconfig)
+    except (ConfigException, OSError) as error:  # OSError: a file the kubeconfig names (a CA) is missing
+        in_cluster = kubeconfig is None and "KUBERNETES_SERVICE_HOST" in os.environ
+        raise credentials_problem(kubeconfig, "--kubeconfig", env_name("--kubeconfig"), error, in_cluster) from None
+
+
+def _open_audit_log(path: str):
+    try:
+        return open_audit_log("controller", path)
+    except OSError as error:
+        raise CommandError(f"cannot write the audit log {path}: {one_line(error.strerror or error)}; pass a file "
+                           f"you can write with --audit-file (env {env_name('--audit-file')}), or none for "
+                           f"stdout") from None
+
+
+def _listening(start, port: int, what: str, flag: str):
+    """`start(port)`, the port's trouble (in use, privileged) said in one line."""
+    try:
+        return start(port)
+    except OSError as error:
+        raise listen_problem(error, f"0.0.0.0:{port}", what, flag, env_name(flag)) from None
+
+
 def _stopped_by_sigterm() -> threading.Event:
     """Set on SIGTERM (the kubelet stopping the pod): the leader hands its Lease back on the way out,
     so that the other replica takes over at its next try instead of after a whole lease duration."""
@@ -102,9 +148,14 @@ def _stopped_by_sigterm() -> threading.Event:
 
 
 def _serve(args, controller, metrics, kube, stop, serve_health, elector_class, audit=None) -> int:
-    health = serve_health(args.health_port, lambda: controller.alive(3 * args.resync_seconds + 30),
-                          controller.synced)
-    metrics_server = metrics.serve(args.metrics_port)
+    health = _listening(lambda port: serve_health(port, lambda: controller.alive(3 * args.resync_seconds + 30),
+                                                  controller.synced),
+                        args.health_port, "/healthz and /readyz", "--health-port")
+    try:
+        metrics_server = _listening(metrics.serve, args.metrics_port, "/metrics", "--metrics-port")
+    except CommandError:
+        health.shutdown()
+        raise
     elector = None
 
     def leadership(event: str) -> None:

@@ -9,6 +9,7 @@ alongside for output only and are never tested.
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from gangkeeper.controller.model import GroupKey
 from gangkeeper.integrations.kind import Resource
@@ -146,17 +147,29 @@ class ResumeOwner:
     patch: Mapping
 
 
+class Involved(NamedTuple):
+    """The object an Event is about, as its `involvedObject` names it: `kubectl describe` finds an
+    object's Events by its uid (and name, namespace, kind). The uid is "" only for a Gang the
+    same pass creates, which has none yet: the executor writes the Event once the Gang exists,
+    with the uid the API gave it (`controller.actions`)."""
+
+    api_version: str
+    kind: str
+    name: str
+    uid: str
+
+
 @dataclass(frozen=True)
 class Report:
-    """One decision worth an audit line and an Event on `involved` (api_version, kind, name),
-    and with `on_pods` one on each of `pods` too (what `kubectl describe pod` shows)."""
+    """One decision worth an audit line and an Event on `involved`, and with `on_pods` one on
+    each of `pods` too (what `kubectl describe pod` shows)."""
 
     group: GroupKey
     event: GangEvent
     reason: Reason | str
     message: str
-    involved: tuple[str, str, str]
-    pods: tuple[str, ...] = ()
+    involved: Involved
+    pods: tuple[Involved, ...] = ()
     warning: bool = False
     on_pods: bool = False
 

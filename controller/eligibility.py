@@ -116,12 +116,14 @@ class NodePool:
     """
 
     REMEMBERED = 1024
-    __slots__ = ("nodes", "_answers", "_label_values")
+    __slots__ = ("nodes", "_answers", "_label_values", "_domains", "_capacities")
 
     def __init__(self, nodes: Iterable[Node]):
         self.nodes: dict[str, Node] = {node.name: node for node in sorted(nodes, key=lambda n: n.name)}
         self._answers: dict[tuple, tuple[frozenset[str], Counter]] = {}
         self._label_values: dict[str, dict[str, str]] = {}
+        self._domains: dict[str, dict[str, frozenset[str]]] = {}
+        self._capacities: dict[tuple[str, str], dict[str, int]] = {}
 
     def label_values(self, label: str) -> Mapping[str, str]:
         """Node name → value of `label`, for the nodes that have it (topology domains)."""
@@ -130,6 +132,26 @@ class NodePool:
             values = self._label_values[label] = {
                 name: node.labels[label] for name, node in self.nodes.items() if label in node.labels}
         return values
+
+    def domains(self, label: str) -> Mapping[str, frozenset[str]]:
+        """Value of `label` → names of the nodes that have it: the label's topology domains."""
+        domains = self._domains.get(label)
+        if domains is None:
+            grouped: dict[str, set[str]] = {}
+            for name, value in self.label_values(label).items():
+                grouped.setdefault(value, set()).add(name)
+            domains = self._domains[label] = {value: frozenset(names) for value, names in grouped.items()}
+        return domains
+
+    def capacity(self, label: str, resource: str) -> Mapping[str, int]:
+        """Value of `label` → the whole units of `resource` its nodes' allocatable lists, in all."""
+        key = (label, resource)
+        capacity = self._capacities.get(key)
+        if capacity is None:
+            capacity = self._capacities[key] = {
+                value: sum(int(self.nodes[name].allocatable.get(resource, 0)) for name in names)
+                for value, names in self.domains(label).items()}
+        return capacity
 
     def eligible(self, member: Member) -> frozenset[str]:
         """Names of the nodes that pass the member's `placement_refusal`."""

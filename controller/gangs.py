@@ -40,8 +40,9 @@ _DECLARED_BY_USERS = frozenset({names.SOURCE_EXPLICIT, names.SOURCE_NATIVE_POD_G
 
 # A waiting group's details (how many placeable, how much free) change with every pod that
 # starts or ends; rewriting its Gang on each would cost an API write per waiting group per
-# change. Phase, counts and condition reasons are written at once; details at most this often.
-STATUS_DETAILS_REFRESH_SECONDS = 30.0
+# change. Phase, counts and condition reasons are written at once; details at most this often
+# (and then at once: the pass that falls due writes them, not the next resync).
+STATUS_DETAILS_REFRESH_SECONDS = 10.0
 
 
 def keeps_gang(view: GangView, served: bool) -> bool:
@@ -153,7 +154,11 @@ def gang_status(view: GangView, verdict: Verdict, timed_out: bool, attempts: int
         since = previous.get("lastTransitionTime") if previous.get("status") == value else None
         conditions.append({"type": kind, "status": value, "reason": str(why), "message": text[:32768],
                            "lastTransitionTime": since or _rfc3339(now)})
-    return {"phase": verdict.phase.value, "present": len(live), "minCount": view.group.min_count,
+    waiting = verdict.phase is Phase.WAITING
+    return {"phase": verdict.phase.value, "reason": str(verdict.reason),
+            # null removes it (the status is written as a merge patch): only a waiting group has it
+            "waitingSince": _rfc3339(view.group.first_seen) if waiting else None,
+            "present": len(live), "minCount": view.group.min_count,
             "accelerators": int(sum(sum(accelerators(m.requests, patterns).values()) for m in live)),
             "conditions": conditions}
 
@@ -169,20 +174,21 @@ def gang_body(view: GangView, name: str) -> dict:
             "spec": {"minCount": view.group.min_count, "groupName": view.label}}
 
 
-def status_due(current: Mapping, wanted: Mapping, last_written: float | None, now: float) -> bool:
-    """Whether `wanted` is worth a write over `current`: at once when more than a condition's
-    message changed; when only messages did (the details), once this controller's last write
-    (`last_written`, None if it made none) is `STATUS_DETAILS_REFRESH_SECONDS` old."""
+def status_due(current: Mapping, wanted: Mapping, last_written: float | None, now: float) -> float | None:
+    """When `wanted` is worth a write over `current` (None: never, it says nothing new): at once
+    (`now`) when more than a condition's message changed; when only messages did (the details),
+    once this controller's last write (`last_written`, None if it made none) is
+    `STATUS_DETAILS_REFRESH_SECONDS` old."""
     def without_messages(status: Mapping) -> dict:
         conditions = [{k: v for k, v in condition.items() if k != "message"}
                       for condition in status.get("conditions") or ()]
         return {**{k: status.get(k) for k in wanted}, "conditions": conditions}
 
     if {k: current.get(k) for k in wanted} == dict(wanted):
-        return False
-    if last_written is None or now - last_written >= STATUS_DETAILS_REFRESH_SECONDS:
-        return True
-    return without_messages(current) != without_messages(wanted)
+        return None
+    if last_written is None or without_messages(current) != without_messages(wanted):
+        return now
+    return max(now, last_written + STATUS_DETAILS_REFRESH_SECONDS)
 
 
 def _rfc3339(moment: float) -> str:

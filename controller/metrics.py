@@ -1,19 +1,70 @@
-"""Prometheus metrics of the controller, on their own registry so that tests can make many."""
+"""Prometheus metrics of the controller, on their own registry so that tests can make many.
 
-from collections.abc import Mapping
+Labels stay bounded: by namespace (those holding groups), phase (five), accelerator resource
+(the kinds the cluster has) and preemption reason; never by group or pod. A namespace's series
+go when its last group does, but the wait histogram's: removing a histogram's series would
+reset what Prometheus has summed of it.
+"""
+
+import collections
+from collections.abc import Iterable, Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
+from gangkeeper.controller.model import GroupKey
+from gangkeeper.controller.reconciler import Outcome
+
 PHASES = ("Waiting", "Admitted", "Running", "Succeeded", "Failed")
+# Waits from seconds (a group that fits at once) to a day (a large job behind others).
+WAIT_BUCKETS = (1, 5, 15, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200, 14400, 28800, 86400)
+
+
+class GroupPhases:
+    """The phase of every group, kept from the passes that decide some of them (`Outcome`)."""
+
+    def __init__(self):
+        self._phases: dict[GroupKey, str] = {}
+        self.counts: collections.Counter = collections.Counter()  # (namespace, phase) -> groups
+
+    def update(self, decided: Mapping[GroupKey, str], gone: Iterable[GroupKey], complete: bool) -> collections.Counter:
+        if complete:
+            self._phases.clear()
+            self.counts.clear()
+        for key in [*gone, *decided]:
+            phase = self._phases.pop(key, None)
+            if phase is not None:
+                self.counts[key[0], phase] -= 1
+        for key, phase in decided.items():
+            self._phases[key] = phase
+            self.counts[key[0], phase] += 1
+        self.counts = +self.counts
+        return self.counts
+
+    @property
+    def namespaces(self) -> set[str]:
+        return {namespace for namespace, _ in self.counts}
 
 
 class Metrics:
     def __init__(self, registry: CollectorRegistry | None = None):
         self.registry = registry or CollectorRegistry()
-        self.groups = Gauge("gangkeeper_groups", "Groups by phase", ["phase"], registry=self.registry)
+        self.groups = Gauge("gangkeeper_groups", "Groups by namespace and phase", ["namespace", "phase"],
+                            registry=self.registry)
+        self.group_wait = Histogram(
+            "gangkeeper_group_wait_seconds", "Seconds from a group first seen (its oldest member's creation) to "
+            "its release, by namespace", ["namespace"], buckets=WAIT_BUCKETS, registry=self.registry)
+        self.longest_wait = Gauge("gangkeeper_longest_wait_seconds", "Seconds the longest-waiting group of the "
+                                  "namespace has waited so far (0: none waits)", ["namespace"], registry=self.registry)
+        self.waiting_accelerators = Gauge(
+            "gangkeeper_waiting_accelerators", "Accelerators requested by the members of groups waiting to be "
+            "admitted, by namespace and resource", ["namespace", "resource"], registry=self.registry)
         self.complete_to_released = Histogram(
             "gangkeeper_complete_to_released_seconds", "Seconds from a group being complete to its release",
             buckets=(0.1, 0.5, 1, 5, 15, 60, 300, 900, 3600, 14400), registry=self.registry)
+        self.complete_to_bound = Histogram(
+            "gangkeeper_group_complete_to_bound_seconds", "Seconds from a group being complete to its min count "
+            "of members seen bound (gangkeeper's passes, its writes and the scheduler's binding)",
+            buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 15, 60, 300, 900, 3600), registry=self.registry)
         self.reserved_accelerators = Gauge("gangkeeper_reserved_accelerators",
                                            "Accelerators reserved for members not yet bound", registry=self.registry)
         self.rollbacks = Counter("gangkeeper_rollbacks", "Groups rolled back", registry=self.registry)
@@ -27,18 +78,56 @@ class Metrics:
         self.index_inconsistencies = Counter(
             "gangkeeper_index_inconsistencies", "Consistency checks that found the incremental index off the caches",
             registry=self.registry)
+        self.leader = Gauge("gangkeeper_leader", "1 while this replica leads (decides and writes), else 0",
+                            registry=self.registry)
+        self._phases = GroupPhases()
+        self._namespaces: set[str] = set()  # those with series of groups and longest_wait
+        self._published: set[tuple[str, str]] = set()  # (namespace, resource) of waiting_accelerators
 
-    def observe_pass(self, phases: dict, reserved_accelerators: int, released_after, rollbacks: int,
-                     seconds: float, preemptions: Mapping[str, int] | None = None) -> None:
-        for phase in PHASES:
-            self.groups.labels(phase).set(phases.get(phase, 0))
-        self.reserved_accelerators.set(reserved_accelerators)
-        for delay in released_after:
+    def lead(self, leading: bool) -> None:
+        """Whether this replica leads. A follower decides nothing and drops what it last said of the
+        groups, so that a sum over replicas counts each group once."""
+        self.leader.set(1 if leading else 0)
+        if not leading:
+            self._phases = GroupPhases()
+            self._by_namespace(set())
+            self.reserved_accelerators.set(0)
+
+    def observe_pass(self, outcome: Outcome, seconds: float) -> None:
+        counts = self._phases.update(outcome.decided_phases, outcome.gone, outcome.complete)
+        namespaces = self._phases.namespaces
+        self._by_namespace(namespaces)
+        for namespace in namespaces:
+            for phase in PHASES:
+                self.groups.labels(namespace, phase).set(counts.get((namespace, phase), 0))
+            self.longest_wait.labels(namespace).set(outcome.longest_wait.get(namespace, 0.0))
+        for namespace, waited in outcome.waited:
+            self.group_wait.labels(namespace).observe(waited)
+        for namespace, resource in self._published - outcome.waiting_accelerators.keys():
+            self.waiting_accelerators.labels(namespace, resource).set(0)
+        for (namespace, resource), amount in outcome.waiting_accelerators.items():
+            self.waiting_accelerators.labels(namespace, resource).set(amount)
+        self._published |= outcome.waiting_accelerators.keys()
+        self.reserved_accelerators.set(outcome.reserved_accelerators)
+        for delay in outcome.released_after:
             self.complete_to_released.observe(delay)
-        self.rollbacks.inc(rollbacks)
-        for reason, count in (preemptions or {}).items():
+        for delay in outcome.bound_after:
+            self.complete_to_bound.observe(delay)
+        self.rollbacks.inc(outcome.rollbacks)
+        for reason, count in outcome.preemptions.items():
             self.preemptions.labels(reason).inc(count)
         self.planner_seconds.observe(seconds)
+
+    def _by_namespace(self, namespaces: set[str]) -> None:
+        """Drop the gauges of namespaces that hold no group any more."""
+        for namespace in self._namespaces - namespaces:
+            for phase in PHASES:
+                self.groups.remove(namespace, phase)
+            self.longest_wait.remove(namespace)
+        for namespace, resource in [key for key in self._published if key[0] not in namespaces]:
+            self.waiting_accelerators.remove(namespace, resource)
+            self._published.discard((namespace, resource))
+        self._namespaces = set(namespaces)
 
     def serve(self, port: int, host: str = "0.0.0.0"):
         """Serve /metrics on a thread; returns the server, to shut down."""

@@ -7,7 +7,7 @@ planner groups them and the node pool remembers eligibility per constraint set.
 """
 
 import sys
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from fractions import Fraction
@@ -83,6 +83,33 @@ class Node:
 
 
 @dataclass(frozen=True, slots=True)
+class TopologyRule:
+    """Where a group's members must or should sit, each a node label key naming the domains
+    (`gangkeeper.io/topology-*` on the members, or a Gang's `spec.topology`):
+
+      - `required`: every member on nodes sharing one value of it (nodes without it never qualify);
+      - `preferred`: one domain of it when the group fits in one, else as few as possible
+        (inside the required domain when both are set);
+      - `slice_required` with `slice_size`: members in consecutive slices of `slice_size`, ordered
+        by `Member.rank` and then name (`rank_order`), each slice inside one domain of it.
+
+    A group's rule (`Group.topology`) is set only when `controller.groups` found it consistent and
+    valid: label keys, both slice fields or neither, a slice size dividing the group's min count.
+    """
+
+    required: str | None = None
+    preferred: str | None = None
+    slice_required: str | None = None
+    slice_size: int | None = None
+
+    def __bool__(self) -> bool:
+        return any(value is not None for value in (self.required, self.preferred, self.slice_required))
+
+
+NO_TOPOLOGY = TopologyRule()
+
+
+@dataclass(frozen=True, slots=True)
 class Member:
     """A pod of a group. `affinity_terms` is None when the pod has no required node affinity.
 
@@ -117,6 +144,8 @@ class Member:
     volume_claims: tuple[str, ...] = ()
     preempts: bool = True  # spec.preemptionPolicy is not Never (PriorityClass `preemptionPolicy`)
     terminating: bool = False  # metadata.deletionTimestamp: on its way out, though it still holds its node
+    topology: TopologyRule = NO_TOPOLOGY  # as its own annotations declare it (`member_topology`)
+    rank: tuple = ()  # its place in the group's order, which slices follow (`member_rank`; ties by name)
 
     @property
     def placement_key(self) -> tuple:
@@ -149,6 +178,7 @@ class Group:
     first_seen: float
     schedule_timeout_seconds: float | None = None
     preempts: bool = True
+    topology: TopologyRule = NO_TOPOLOGY  # as the members or the group's Gang declare it
 
     @property
     def complete(self) -> bool:
@@ -215,7 +245,63 @@ def member_from_api(pod: Mapping) -> Member:
         claims=_claim_refs(spec, pod.get("status") or {}),
         volume_claims=tuple(volume["persistentVolumeClaim"].get("claimName", "")
                             for volume in spec.get("volumes") or () if volume.get("persistentVolumeClaim")),
+        topology=member_topology(annotations),
+        rank=member_rank(metadata.get("labels") or {}, annotations),
     )
+
+
+def member_topology(annotations: Mapping[str, str]) -> TopologyRule:
+    """The topology a pod's `gangkeeper.io/topology-*` annotations declare, shared by every pod
+    declaring the same. Read as written, never refused here: a value that is no label key is
+    kept, and a slice size that is no whole number is 0, for `controller.groups` to report (the
+    webhook refuses both; a pod admitted without it must not stop the controller)."""
+    if not any(key in annotations for key in names.TOPOLOGY_ANNOTATIONS):
+        return NO_TOPOLOGY
+    required, preferred, slice_required, slice_size = (annotations.get(key) for key in names.TOPOLOGY_ANNOTATIONS)
+    return _shared(TopologyRule(required, preferred, slice_required, _slice_size(slice_size)))
+
+
+# The first element of a rank: members with an index come first, in index order; the others by name.
+INDEXED, UNINDEXED = 0, 1
+UNRANKED = (UNINDEXED, "", 0, 0)  # the rank of every pod without an index
+# PyTorchJob replica types in rank order (the operator writes them lowercased): the master is rank 0.
+_REPLICA_TYPE_ORDER = {"master": 0, "worker": 1}
+
+
+def member_rank(labels: Mapping[str, str], annotations: Mapping[str, str]) -> tuple[int, str, int, int]:
+    """A pod's place in its group's order, as its workload numbers its pods: (INDEXED, part, major,
+    minor), or UNRANKED for a pod with no index. Every rank has these types, so the ranks of any
+    two members compare; members of equal rank (none indexed, say) are ordered by name
+    (`rank_order`). Ranks are shared: the pods at one index of every Job hold the same tuple.
+
+      - PyTorchJob: replica type (Master, Worker, then any other), then replica index;
+      - JobSet: the Job's global index (JobSet ≥ 0.7), else its replicated job (`part`, by name)
+        and index within it; then the pod's completion index in its Job;
+      - Job: the completion index (label, or the annotation older clusters set alone).
+    An index that is not a whole number counts as none."""
+    replica_index = _index(labels.get(names.KUBEFLOW_REPLICA_INDEX_LABEL))
+    replica_type = labels.get(names.KUBEFLOW_REPLICA_TYPE_LABEL)
+    if replica_type is not None and replica_index is not None:
+        role = _REPLICA_TYPE_ORDER.get(replica_type.lower(), len(_REPLICA_TYPE_ORDER))
+        return _shared_rank((INDEXED, "", role, replica_index))
+    completion = _index(labels.get(names.JOB_COMPLETION_INDEX) or annotations.get(names.JOB_COMPLETION_INDEX))
+    if names.JOBSET_NAME_LABEL in labels:
+        job = _index(labels.get(names.JOBSET_JOB_GLOBAL_INDEX_LABEL)
+                     or annotations.get(names.JOBSET_JOB_GLOBAL_INDEX_LABEL))
+        part = ""
+        if job is None:
+            job = _index(labels.get(names.JOBSET_JOB_INDEX_LABEL) or annotations.get(names.JOBSET_JOB_INDEX_LABEL))
+            part = labels.get(names.JOBSET_REPLICATED_JOB_LABEL, "")
+        if job is not None:
+            return _shared_rank((INDEXED, part, job, completion or 0))
+    if completion is not None:
+        return _shared_rank((INDEXED, "", completion, 0))
+    return UNRANKED
+
+
+def rank_order(members: Iterable[Member]) -> list[Member]:
+    """Members in their group's order, the order slices follow: by rank, then by name."""
+    return sorted(members, key=lambda member: (member.rank, member.name))
 
 
 def required_affinity_terms(spec: Mapping) -> tuple[Term, ...] | None:
@@ -258,6 +344,13 @@ def _shared(value: Hashable) -> Hashable:
 
 
 @lru_cache(maxsize=4096)
+def _shared_rank(rank: tuple[int, str, int, int]) -> tuple[int, str, int, int]:
+    """The first equal rank seen, in a cache of its own: the indices of large jobs would
+    otherwise push the constraints out of `_shared`'s."""
+    return rank
+
+
+@lru_cache(maxsize=4096)
 def _shared_labels(items: tuple[tuple[str, str], ...]) -> Mapping[str, str]:
     """One read-only mapping per distinct set of labels (the pods of one workload often share theirs)."""
     return MappingProxyType(dict(items))
@@ -285,6 +378,19 @@ def _requirements(raw: Sequence[Mapping] | None) -> tuple[Requirement, ...]:
 
 def _toleration(raw: Mapping) -> Toleration:
     return Toleration(raw.get("key", ""), raw.get("operator", ""), raw.get("value", ""), raw.get("effect", ""))
+
+
+def _index(text: str | None) -> int | None:
+    """An index as its workload's controller writes it (decimal digits); None for anything else."""
+    return int(text) if isinstance(text, str) and text.isascii() and text.isdigit() and len(text) <= 12 else None
+
+
+def _slice_size(text: str | None) -> int | None:
+    """A declared slice size; 0 when it is not a whole number (`controller.groups` reports it)."""
+    if text is None:
+        return None
+    size = _index(text)
+    return 0 if size is None else size
 
 
 def _timestamp(value: str | None) -> float | None:

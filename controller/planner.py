@@ -27,12 +27,30 @@ ScheduleAnyway spread picks the least skewed of the first `SPREAD_CHOICES` such 
 is counted before the next, so a group's own members keep each other apart. A group with spread
 constraints is not kept inside one domain. Members of a volume's claim go only where the volume
 may be used. Everything placed while planning is taken out again: `apply` counts an admitted plan.
+
+Topology rules: a group that declares its own (`Group.topology`, a `model.TopologyRule`) is
+placed by it instead of by the cluster's `Topology`; the packing inside a domain is the same.
+What each domain of a label offers is counted once per plan from the class's room by free
+accelerators (`controller.topology.DomainRoom`), and domains are chosen BestFit (partly used
+first, then fewest accelerators left free; `controller.topology`). The scopes tried, in order:
+  - `required` alone: each domain that holds the group, best first; none: a NoFit naming every
+    domain's free accelerators. Nodes without the label never qualify.
+  - `preferred` alone: each domain that holds the group, best first; then as few domains as hold
+    it together; then anywhere. A group with spread constraints has no preferred domain.
+  - both: domains of `preferred` inside one of `required` that hold the group, best first; then
+    per domain of `required`, best first, as few of `preferred` as hold it, then the whole domain.
+  - `slice_required` with `slice_size`, inside each scope: the group's live members ordered by
+    `Member.rank` in consecutive slices, each placed in turn in the BestFit domain of the slice
+    label that takes it, counting what the earlier slices took (at most `SLICE_TRIES` domains a
+    slice). Members reserved before a restart hold their required domain and their slice's.
+Placing one at a time (devices, neighbours), at most `ONE_BY_ONE_TRIES` domains a level are tried.
 """
 
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from fractions import Fraction
+from functools import partial
 from itertools import islice
 from math import ceil, floor
 
@@ -51,6 +69,7 @@ from gangkeeper.controller.interpod import (
 from gangkeeper.controller.model import Group, GroupKey, Member, Node
 from gangkeeper.controller.occupancy import Occupancy
 from gangkeeper.controller.ports import REFUSAL as PORTS_REFUSAL
+from gangkeeper.controller.topology import DomainRoom, best_fit, fewest, noun, shortage, slices
 from gangkeeper.quantity import format_quantity
 from gangkeeper.resources import Resources, add_into, subtract
 
@@ -60,6 +79,7 @@ SPREAD_CHOICES = 64  # nodes that take a member, among which its ScheduleAnyway 
 
 Assignment = tuple[Member, str]
 Domain = tuple[str, str] | None
+Scope = frozenset[str] | None  # the nodes a placement may use; None: every node
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +130,8 @@ def plan_group(group: Group, pool: NodePool, ledger: Ledger, topology: Topology 
     around a member and its volumes are not looked at). The ledger and occupancy are left as they were."""
     members = group.waiting_members
     classes = _member_classes(members, pool, ledger, occupancy)
+    if group.topology:
+        return _plan_by_rule(group, classes, pool, ledger, occupancy)
     domains = _domains(classes, pool, topology) if _fits_somewhere(classes) else [None]
     if occupancy is not None and any(_one_by_one(cls, occupancy) for cls in classes):
         domains = _best_per_label(domains)  # placing one by one costs more: the best domain of each level
@@ -117,7 +139,7 @@ def plan_group(group: Group, pool: NodePool, ledger: Ledger, topology: Topology 
         occupancy = None  # only resources and node rules decide for every member
     assignments: list[Assignment] = []
     for domain in domains:
-        assignments = _place(classes, pool, ledger, domain, occupancy)
+        assignments = _place(classes, pool, ledger, _scope(pool, domain), occupancy)
         if len(assignments) == len(members):
             return Plan(group.key, tuple(assignments), None if domain is None else "=".join(domain))
     return _no_fit(group, classes, assignments, pool, ledger, occupancy)
@@ -233,33 +255,47 @@ def _best_per_label(domains: list[Domain]) -> list[Domain]:
     return [*best.values(), None]
 
 
-def _place(classes: Sequence[_Class], pool: NodePool, ledger: Ledger, domain: Domain,
+def _scope(pool: NodePool, domain: Domain) -> Scope:
+    return None if domain is None else pool.domains(domain[0]).get(domain[1], frozenset())
+
+
+def _place(classes: Sequence[_Class], pool: NodePool, ledger: Ledger, scope: Scope,
            occupancy: Occupancy | None) -> list[Assignment]:
-    """As many members as fit, class by class; `taken` is what this plan has put on each node.
+    """As many members as fit, class by class, on nodes of the scope (None: anywhere).
 
     Members are counted in the occupancy as they are placed, so that later members see them
     (anti-affinity among a group's own members), and taken out again before returning; the
     last class placed in batches is not counted, as no member comes after it."""
-    taken: dict[str, Resources] = {}
     assignments: list[Assignment] = []
     try:
-        for position, cls in enumerate(classes):
-            if cls.unplaceable:
-                continue
-            if occupancy is not None and _one_by_one(cls, occupancy):
-                placed = _place_one_by_one(cls, pool, ledger, taken, domain, occupancy)
-            else:
-                devices = occupancy if occupancy is not None and _device_bound(cls, occupancy) else None
-                placed = _place_in_batches(cls, pool, ledger, taken, domain, devices)
-                if occupancy is not None and position < len(classes) - 1:  # the last class: no one left to see it
-                    for member, node in placed:
-                        occupancy.place(member, pool.nodes[node], cls.devices)
-            assignments += placed
+        _place_into(classes, pool, ledger, scope, occupancy, {}, assignments)
     finally:
-        if occupancy is not None:
-            for member, _ in assignments:
-                occupancy.uncount(member.uid)
+        _uncount(assignments, occupancy)
     return assignments
+
+
+def _place_into(classes: Sequence[_Class], pool: NodePool, ledger: Ledger, scope: Scope, occupancy: Occupancy | None,
+                taken: dict[str, Resources], assignments: list[Assignment], count_last: bool = False) -> None:
+    """`_place`, adding to `taken` (what this plan has put on each node) and `assignments`, and
+    leaving the members counted in the occupancy (the last class too with `count_last`)."""
+    for position, cls in enumerate(classes):
+        if cls.unplaceable:
+            continue
+        if occupancy is not None and _one_by_one(cls, occupancy):
+            placed = _place_one_by_one(cls, pool, ledger, taken, scope, occupancy)
+        else:
+            devices = occupancy if occupancy is not None and _device_bound(cls, occupancy) else None
+            placed = _place_in_batches(cls, pool, ledger, taken, scope, devices)
+            if occupancy is not None and (count_last or position < len(classes) - 1):  # else no one left to see it
+                for member, node in placed:
+                    occupancy.place(member, pool.nodes[node], cls.devices)
+        assignments += placed
+
+
+def _uncount(assignments: Iterable[Assignment], occupancy: Occupancy | None) -> None:
+    if occupancy is not None:
+        for member, _ in assignments:
+            occupancy.uncount(member.uid)
 
 
 def _device_bound(cls: _Class, occupancy: Occupancy) -> bool:
@@ -284,12 +320,12 @@ def _one_by_one(cls: _Class, occupancy: Occupancy) -> bool:
 
 
 def _place_in_batches(cls: _Class, pool: NodePool, ledger: Ledger, taken: dict[str, Resources],
-                      domain: Domain, devices: Occupancy | None = None) -> list[Assignment]:
+                      scope: Scope, devices: Occupancy | None = None) -> list[Assignment]:
     """Members whose neighbours do not matter: as many to a node as it holds, by its resources
     and, given the occupancy, by the devices it can allocate them one after the other."""
     unplaced = list(cls.members)
     assignments: list[Assignment] = []
-    candidates = _Candidates(cls, pool, ledger, taken, domain, devices)
+    candidates = _Candidates(cls, pool, ledger, taken, scope, devices)
     while unplaced:
         pick = candidates.pick(len(unplaced))
         if pick is None:
@@ -302,11 +338,11 @@ def _place_in_batches(cls: _Class, pool: NodePool, ledger: Ledger, taken: dict[s
 
 
 def _place_one_by_one(cls: _Class, pool: NodePool, ledger: Ledger, taken: dict[str, Resources],
-                      domain: Domain, occupancy: Occupancy) -> list[Assignment]:
+                      scope: Scope, occupancy: Occupancy) -> list[Assignment]:
     """Members whose devices or neighbours decide too: each to the first node in packing order
     that has the resources, can allocate its devices, and whose neighbours let it in; each is
     counted in the occupancy before the next is placed."""
-    order = _one_by_one_order(cls, pool, ledger, taken, domain, occupancy)
+    order = _one_by_one_order(cls, pool, ledger, taken, scope, occupancy)
     assignments: list[Assignment] = []
     rules = cls.members[0].rules
     prefers_spread = bool(rules and rules.soft_spread)
@@ -358,26 +394,25 @@ def _least_skewed(member: Member, takers: Iterable[str], occupancy: Occupancy) -
 
 
 def _one_by_one_order(cls: _Class, pool: NodePool, ledger: Ledger, taken: Mapping[str, Resources],
-                      domain: Domain, occupancy: Occupancy) -> list[str]:
+                      scope: Scope, occupancy: Occupancy) -> list[str]:
     """The class's nodes in packing order: by the accelerator shelf when it asks for one; by
     devices otherwise, nodes that can take every member first (the tightest of them), then the
     ones taking most."""
     blocked = occupancy.mixed_holds(cls.devices, cls.members[0].requests, pool) if cls.devices or cls.extended else ()
-    order = _unblocked_order(cls, pool, ledger, taken, domain, occupancy)
+    order = _unblocked_order(cls, pool, ledger, taken, scope, occupancy)
     return [name for name in order if name not in blocked] if blocked else order
 
 
 def _unblocked_order(cls: _Class, pool: NodePool, ledger: Ledger, taken: Mapping[str, Resources],
-                     domain: Domain, occupancy: Occupancy) -> list[str]:
+                     scope: Scope, occupancy: Occupancy) -> list[str]:
     count = len(cls.members)
     devices = occupancy.devices
     room = occupancy.room(cls.members[0], cls.devices, pool) if cls.devices and cls.accelerator is None else None
     if room is not None:
-        values = pool.label_values(domain[0]) if domain else {}
         counts = sorted(c for c in room if c >= count) + sorted((c for c in room if c < count), reverse=True)
         return [name for c in counts for name in sorted(room[c])
-                if name in cls.eligible and (domain is None or values.get(name) == domain[1])]
-    shelf = sorted(_shelf(cls, pool, ledger, taken, domain), key=lambda item: item[1])
+                if name in cls.eligible and (scope is None or name in scope)]
+    shelf = sorted(_shelf(cls, pool, ledger, taken, scope), key=lambda item: item[1])
     names = [name for name, _ in shelf]
     if not cls.devices or cls.accelerator is not None:
         return names
@@ -420,9 +455,9 @@ class _Candidates:
     """
 
     __slots__ = ("_cls", "_pool", "_ledger", "_taken", "_occupancy", "_per_member", "_by_preference",
-                 "_by_tightness", "_tiers", "_used", "_holds", "_domain")
+                 "_by_tightness", "_tiers", "_used", "_holds", "_checked", "_scope")
 
-    def __init__(self, cls: _Class, pool: NodePool, ledger: Ledger, taken: Mapping[str, Resources], domain: Domain,
+    def __init__(self, cls: _Class, pool: NodePool, ledger: Ledger, taken: Mapping[str, Resources], scope: Scope,
                  occupancy: Occupancy | None = None):
         self._cls, self._pool, self._ledger, self._taken, self._occupancy = cls, pool, ledger, taken, occupancy
         self._used: set[str] = set()
@@ -430,13 +465,14 @@ class _Candidates:
         self._per_member = cls.per_member if cls.accelerator else None
         if occupancy is not None:
             self._used = set(occupancy.mixed_holds(cls.devices, cls.members[0].requests, pool))
-        self._domain: tuple[Mapping[str, str], str] | None = None  # checked as nodes are looked at
+        self._checked = False  # whether eligibility and the scope are checked as nodes are looked at
+        self._scope = scope
         if occupancy is not None and cls.devices and cls.accelerator is None:
             buckets, self._per_member = _device_buckets(cls, pool, occupancy), 1
-            self._domain = ({}, "") if domain is None else (pool.label_values(domain[0]), domain[1])
+            self._checked = True
         else:
             shelved: dict[tuple[int, int], list[str]] = {}
-            for name, key in _shelf(cls, pool, ledger, taken, domain):
+            for name, key in _shelf(cls, pool, ledger, taken, scope):
                 shelved.setdefault(key, []).append(name)
             buckets = shelved
         self._by_preference = sorted(buckets.items())
@@ -488,10 +524,9 @@ class _Candidates:
         return holds
 
     def _inside(self, name: str) -> bool:
-        if self._domain is None:
-            return True  # the shelf holds only the class's nodes in the domain
-        values, value = self._domain
-        return name in self._cls.eligible and (not value or values.get(name) == value)
+        if not self._checked:
+            return True  # the shelf holds only the class's nodes in the scope
+        return name in self._cls.eligible and (self._scope is None or name in self._scope)
 
     def _allocatable(self, name: str, limit: int) -> int:
         """How many members, at most `limit`, get their devices on the node one after the other."""
@@ -505,20 +540,20 @@ class _Candidates:
 
 
 def _shelf(cls: _Class, pool: NodePool, ledger: Ledger, taken: Mapping[str, Resources],
-           domain: Domain) -> Iterable[tuple[str, tuple[int, int]]]:
-    """The class's nodes in the domain, each with its preference key (lowest first).
+           scope: Scope) -> Iterable[tuple[str, tuple[int, int]]]:
+    """The class's nodes in the scope, each with its preference key (lowest first).
 
     With accelerators: partly used nodes (0) before untouched ones (1), most free first. A
     class without accelerators prefers the nodes this plan already uses, then nodes without
     accelerators, so that a launcher pod neither spreads the group nor takes a GPU node's slots.
     """
-    values = pool.label_values(domain[0]) if domain else {}
-
-    def inside(names: Iterable[str]) -> list[str]:
-        return list(names) if domain is None else [name for name in names if values.get(name) == domain[1]]
+    def inside(names: Sequence[str]) -> Iterable[str]:  # the scope's names among them, in their order
+        if scope is None:
+            return names
+        return sorted(scope.intersection(names)) if len(scope) < len(names) else [n for n in names if n in scope]
 
     if cls.accelerator is None:
-        for name in inside(name for name in pool.nodes if name in cls.eligible):
+        for name in (name for name in (pool.nodes if scope is None else sorted(scope)) if name in cls.eligible):
             has_accelerators = any(ledger.is_accelerator(r) for r in pool.nodes[name].allocatable)
             yield name, (0 if name in taken else 1 + has_accelerators, 0)
         return
@@ -539,6 +574,259 @@ def _device_buckets(cls: _Class, pool: NodePool, occupancy: Occupancy) -> dict[t
     Every node with devices is listed; eligibility and the domain are checked when one is looked at."""
     room = occupancy.room(cls.members[0], cls.devices, pool) or {}
     return {(0, -count): occupancy.devices.room_order(cls.devices, count) for count in room}
+
+
+# --- a group's own topology rule (controller.topology) -----------------------------------------
+
+ONE_BY_ONE_TRIES = 3  # domains tried at each level when members are placed one at a time
+SLICE_TRIES = 8  # domains one slice is tried in, at most, in BestFit order
+
+
+def _plan_by_rule(group: Group, classes: Sequence[_Class], pool: NodePool, ledger: Ledger,
+                  occupancy: Occupancy | None) -> Plan | NoFit:
+    """The group's rule instead of the cluster's `Topology` (module docstring, "Topology rules")."""
+    one_by_one = occupancy is not None and any(_one_by_one(cls, occupancy) for cls in classes)
+    if occupancy is not None and not one_by_one and not any(_device_bound(cls, occupancy) for cls in classes):
+        occupancy = None  # only resources and node rules decide for every member
+    return _RuleSearch(group, classes, pool, ledger, occupancy, one_by_one).plan()
+
+
+class _RuleSearch:
+    """The scopes a group with a rule is tried in, best first, and with slices a domain for each
+    slice inside the scope; what each label's domains offer is counted once (`DomainRoom`)."""
+
+    def __init__(self, group: Group, classes: Sequence[_Class], pool: NodePool, ledger: Ledger,
+                 occupancy: Occupancy | None, one_by_one: bool):
+        self.group, self.classes, self.pool, self.ledger, self.occupancy = group, classes, pool, ledger, occupancy
+        self.rule = group.topology
+        self.packed = [cls for cls in classes if cls.accelerator]  # the classes the rooms count
+        self.need = [len(cls.members) for cls in self.packed]
+        self.count = sum(len(cls.members) for cls in classes)
+        self.tries = ONE_BY_ONE_TRIES if one_by_one else None
+        self.best: list[Assignment] = []  # the attempt that placed the most members
+        self.reason: Callable[[], str] | None = None  # why no domain holds the group, when the counts show it
+        self.fallback: Scope = None  # where the members that fit would go when none holds the group
+        self._rooms_of: dict[tuple[str, Scope], dict[str, DomainRoom]] = {}
+
+    def plan(self) -> Plan | NoFit:
+        if not self.count:
+            return Plan(self.group.key, ())
+        fits = _fits_somewhere(self.classes)
+        if fits:
+            for scope, domain in self._scopes():
+                assignments = self._fill(scope)
+                if len(assignments) == self.count:
+                    return Plan(self.group.key, tuple(assignments), domain)
+                if len(assignments) >= len(self.best):
+                    self.best = assignments
+        elif self.rule.required:
+            self._outer()  # for the fallback alone (the roomiest domain)
+        if not self.best and (self.reason is not None or not fits):  # what a starving head would hold
+            self.best = (self._fill(self.fallback) if fits  # the counts bound these: never the whole group
+                         else _place(self.classes, self.pool, self.ledger, self.fallback, self.occupancy))
+        if self.reason is not None and fits:  # else the cluster's shortage explains it
+            return NoFit(self.group.key, self.reason(), ("topology",), len(self.best), self.count, tuple(self.best))
+        no_fit = _no_fit(self.group, self.classes, self.best, self.pool, self.ledger, self.occupancy)
+        return replace(no_fit, reason=f"{self._rule_words()}: {no_fit.reason}") if fits else no_fit
+
+    def _rule_words(self) -> str:
+        rule = self.rule
+        words = [f"{kind} {label}" for kind, label in (("required", rule.required), ("preferred", rule.preferred))
+                 if label]
+        if rule.slice_required:
+            words.append(f"slices of {rule.slice_size or self.count} on {rule.slice_required}")
+        return ", ".join(words)
+
+    # --- which scopes, best first -----------------------------------------------------------
+
+    def _scopes(self) -> Iterable[tuple[Scope, str | None]]:
+        """Each scope once: with `preferred`, single domains of it that hold the group (BestFit,
+        inside a domain of `required` when set), then per domain of `required` (or the whole
+        cluster) as few domains of `preferred` as hold the group, then that whole domain."""
+        outer = self._outer()
+        if outer is None:
+            return
+        seen: set[Scope] = set()
+        spread = any(cls.members[0].rules and cls.members[0].rules.spread for cls in self.classes)
+        preferred = None if spread else self.rule.preferred  # asked to be spread: no domain is preferred
+        tried: list[tuple[Scope, str | None]] = []
+        if preferred:
+            rooms, domains = self._rooms(preferred), self.pool.domains(preferred)
+            for room in best_fit(rooms.values(), self.need)[:self.tries]:
+                nodes = domains[room.value]
+                inside = next((nodes if scope is None else nodes & scope
+                               for scope, _ in outer if scope is None or not nodes.isdisjoint(scope)), None)
+                if inside:
+                    tried.append((inside, f"{preferred}={room.value}"))
+        for scope, domain in outer:
+            if preferred:
+                domains = self.pool.domains(preferred)
+                few = fewest(self._rooms(preferred, scope).values(), self.need)
+                if few and len(few) > 1:
+                    union = frozenset().union(*(domains[room.value] for room in few))
+                    tried.append((union if scope is None else union & scope, domain))
+            tried.append((scope, domain))
+        for scope, domain in tried:
+            if scope not in seen:
+                seen.add(scope)
+                yield scope, domain
+
+    def _outer(self) -> list[tuple[Scope, str | None]] | None:
+        """The domains of `required` that hold the group, best first (or the whole cluster
+        without one); None, with the reason, when none does."""
+        label = self.rule.required
+        if not label:
+            return [(None, None)]
+        rooms = self._rooms(label)
+        anchor = self._anchor(label)
+        if anchor is not None:  # members reserved before a restart: the rest go where they are
+            rooms = {anchor: rooms.get(anchor) or DomainRoom(anchor, [0] * len(self.packed))}
+        domains = self.pool.domains(label)
+        if rooms:
+            roomiest = max(rooms.values(), key=lambda r: (r.room[:1], r.free, r.value))
+            self.fallback = domains.get(roomiest.value, frozenset())
+        else:
+            self.fallback = frozenset()
+        fitting = best_fit(rooms.values(), self.need)
+        if not fitting:
+            self.reason = lambda: self._shortage("required", label, rooms)
+            return None
+        return [(domains.get(room.value, frozenset()), f"{label}={room.value}") for room in fitting[:self.tries]]
+
+    def _anchor(self, label: str) -> str | None:
+        values = self.pool.label_values(label)
+        held = Counter(values.get(node) for node in _booked_nodes(self.group.members))
+        held.pop(None, None)
+        return held.most_common(1)[0][0] if held else None
+
+    def _rooms(self, label: str, scope: Scope = None) -> dict[str, DomainRoom]:
+        """What each domain of the label offers the group before it is placed, counting the nodes
+        of the scope alone: members counted from each class's nodes by free accelerators, as
+        `_domains` counts them; free accelerators on the nodes with room for one of the hardest
+        class (what BestFit leaves stranded: choosing a domain changes nothing on the others)."""
+        rooms = self._rooms_of.get((label, scope))
+        if rooms is not None:
+            return rooms
+        rooms = self._rooms_of[label, scope] = {}
+        if not self.packed:  # nothing to count: every domain with nodes each class may use
+            for value, nodes in self.pool.domains(label).items():
+                nodes = nodes if scope is None else nodes & scope
+                if all(not cls.eligible.isdisjoint(nodes) for cls in self.classes):
+                    rooms[value] = DomainRoom(value, [])
+            return rooms
+        values = self.pool.label_values(label)
+        for index, cls in enumerate(self.packed):
+            for free, names in cls.room.items():
+                names = names if scope is None else scope.intersection(names)
+                for value, nodes in Counter(map(values.get, names)).items():
+                    if value is not None:
+                        room = rooms.get(value) or rooms.setdefault(value, DomainRoom(value, [0] * len(self.packed)))
+                        room.room[index] += free // cls.per_member * nodes
+                        room.free += free * nodes if index == 0 else 0
+        capacity = self.pool.capacity(label, self.packed[0].accelerator)
+        for value, room in rooms.items():
+            room.capacity = capacity.get(value, 0)
+        return rooms
+
+    def _shortage(self, kind: str, label: str, rooms: Mapping[str, DomainRoom], need: Sequence[int] | None = None,
+                  what: str = "", after: str = "", every: bool = True) -> str:
+        """`topology.shortage` for the hardest class; `every` lists the label's domains without room too."""
+        need = self.need if need is None else need
+        if not self.packed:
+            return f"{kind} {label}: no {noun(label)} has nodes every member{what} may run on"
+        cls = self.packed[0]
+        units = sum(count * c.per_member for count, c in zip(need, self.packed) if c.accelerator == cls.accelerator)
+        listed = {value: DomainRoom(value, room.room, room.free) for value, room in rooms.items()}
+        for value in self.pool.domains(label) if every else ():
+            listed.setdefault(value, DomainRoom(value, [0] * len(self.packed)))
+        values = self.pool.label_values(label)  # free accelerators too few for one member are free too
+        for free, names in self.ledger.nodes_by_free(cls.accelerator).items():
+            if 0 < free < cls.per_member:
+                for value, nodes in Counter(map(values.get, names & cls.eligible)).items():
+                    if value in listed:
+                        listed[value].free += free * nodes
+        return shortage(kind, label, f"{units} {cls.accelerator}{what}", listed.values(), need[0], units, after)
+
+    # --- placing inside a scope ------------------------------------------------------------
+
+    def _fill(self, scope: Scope) -> list[Assignment]:
+        if not self.rule.slice_required:
+            return _place(self.classes, self.pool, self.ledger, scope, self.occupancy)
+        return self._fill_slices(scope)
+
+    def _fill_slices(self, scope: Scope) -> list[Assignment]:
+        """Slice by slice in rank order, each in the BestFit domain of the slice label inside the
+        scope that takes it (the domain of its members already reserved, if any), counting what
+        the earlier slices took."""
+        label, pool = self.rule.slice_required, self.pool
+        domains = pool.domains(label)
+        rooms = {value: DomainRoom(value, list(room.room), room.free, room.capacity)
+                 for value, room in self._rooms(label, scope).items()}
+        waiting = {member.uid for cls in self.classes for member in cls.members}
+        runs = slices(self.group.members, self.rule.slice_size)
+        taken: dict[str, Resources] = {}
+        assignments: list[Assignment] = []
+        try:
+            for position, run in enumerate(runs):
+                uids = {member.uid for member in run if member.uid in waiting}
+                if not uids:
+                    continue
+                classes = [replace(cls, members=[m for m in cls.members if m.uid in uids]) for cls in self.classes]
+                classes = [cls for cls in classes if cls.members]
+                need = [sum(1 for m in cls.members if m.uid in uids) for cls in self.packed]
+                anchor = self._anchor_of(run, label)
+                candidates = ([rooms.get(anchor) or DomainRoom(anchor, [0] * len(self.packed))] if anchor
+                              else best_fit(rooms.values(), need)[:self.tries or SLICE_TRIES])
+                placed = None
+                for room in candidates:
+                    nodes = domains.get(room.value, frozenset())
+                    trial_taken = {node: dict(resources) for node, resources in taken.items()}
+                    trial: list[Assignment] = []
+                    _place_into(classes, pool, self.ledger, nodes if scope is None else nodes & scope,
+                                self.occupancy, trial_taken, trial, count_last=True)
+                    if len(trial) == len(uids):
+                        placed = trial
+                        self._take_room(room, {node for _, node in trial}, taken, trial_taken)
+                        taken = trial_taken
+                        break
+                    _uncount(trial, self.occupancy)
+                if placed is None:
+                    if self.reason is None and not best_fit(rooms.values(), need):
+                        after = f", {position} of {len(runs)} slices placed" if position else ""
+                        what = f" for each slice of {self.rule.slice_size or self.count} members"
+                        self.reason = partial(self._shortage, "slice-required", label, rooms, need, what, after,
+                                              every=scope is None)
+                    break
+                assignments += placed
+        finally:
+            _uncount(assignments, self.occupancy)
+        return assignments
+
+    def _anchor_of(self, run: Sequence[Member], label: str) -> str | None:
+        values = self.pool.label_values(label)
+        held = Counter(values.get(node) for node in _booked_nodes(run))
+        held.pop(None, None)
+        return held.most_common(1)[0][0] if held else None
+
+    def _take_room(self, room: DomainRoom, nodes: Iterable[str], before: Mapping[str, Resources],
+                   after: Mapping[str, Resources]) -> None:
+        """Count in the domain's room what a slice took on `nodes` (this plan's use `before` and `after` it)."""
+        for name in nodes:
+            free_on = self.ledger.free(name)
+            for index, cls in enumerate(self.packed):
+                if name not in cls.eligible:
+                    continue
+                was, now = (max(0, floor(free_on.get(cls.accelerator, 0) - taken.get(name, {}).get(cls.accelerator, 0)))
+                            for taken in (before, after))
+                room.room[index] += now // cls.per_member - was // cls.per_member
+                if index == 0:  # the free accelerators of nodes with room for a member, as `_rooms` counts them
+                    room.free += (now if now >= cls.per_member else 0) - (was if was >= cls.per_member else 0)
+
+
+def _booked_nodes(members: Iterable[Member]) -> list[str]:
+    """The nodes of the live members already reserved or bound."""
+    return [member.reserved_node or member.node for member in members
+            if not member.waiting and not member.terminal and (member.reserved_node or member.node)]
 
 
 def _no_fit(group: Group, classes: Sequence[_Class], partial: list[Assignment],

@@ -71,6 +71,7 @@ from gangkeeper.controller.decisions import (
     DeletePod,
     EvictPod,
     GangEvent,
+    Involved,
     Phase,
     Reason,
     Release,
@@ -136,6 +137,22 @@ class Outcome:
     # runner wakes then rather than at its next resync, so a timeout is acted on when it expires.
     next_due: float | None = None
     preemptions: Mapping[str, int] = field(default_factory=dict)  # victims by how they were taken
+    # What the metrics read by namespace. A pass decides only the groups under way or changed, so
+    # counting every group by namespace takes keeping, from pass to pass, the phase of each group
+    # decided (`decided_phases`) and forgetting those gone; a `complete` pass decided every group.
+    decided_phases: Mapping[GroupKey, str] = field(default_factory=dict)
+    gone: frozenset[GroupKey] = frozenset()
+    complete: bool = False
+    # (namespace, seconds from first seen) of each group whose wait this pass's release ended.
+    waited: tuple[tuple[str, float], ...] = ()
+    # The accelerators the live members of waiting groups request, by (namespace, resource), and
+    # how long the longest-waiting group of each namespace has waited so far. Waiting groups are
+    # under way, so each pass decides all of them: these are whole.
+    waiting_accelerators: Mapping[tuple[str, str], float] = field(default_factory=dict)
+    longest_wait: Mapping[str, float] = field(default_factory=dict)
+    # Seconds from complete to seen bound (min count of its members), of each group this pass first
+    # saw running since it was last complete: the latency the scheduler's users see.
+    bound_after: tuple[float, ...] = ()
 
 
 class Planning(enum.Enum):
@@ -162,6 +179,7 @@ class _Pass:
     reported: dict[tuple[GroupKey, Channel], News] = field(default_factory=dict)
     rollbacks: dict[GroupKey, tuple[int, float]] = field(default_factory=dict)
     released_after: list[float] = field(default_factory=list)
+    bound_after: list[float] = field(default_factory=list)
     status_written: dict[GroupKey, float] = field(default_factory=dict)
     incomplete_since: dict[GroupKey, float] = field(default_factory=dict)
     due: list[float] = field(default_factory=list)
@@ -297,8 +315,15 @@ def _not_admitted(state: _Pass, view: GangView) -> Planning:
 
 
 def _timed_out(state: _Pass, group: Group) -> bool:
+    """Whether the group waited its schedule timeout out; until it has, the pass falls due when it
+    will (the runner wakes then, not at its next resync, so a "20" times out after 20 s, not 30)."""
     timeout = group.schedule_timeout_seconds
-    return timeout is not None and state.now - group.first_seen >= timeout
+    if timeout is None:
+        return False
+    if state.now - group.first_seen < timeout:
+        state.due.append(group.first_seen + timeout)
+        return False
+    return True
 
 
 def _bind_failed(state: _Pass, view: GangView) -> str | None:
@@ -401,8 +426,7 @@ def _suspend_owner(state: _Pass, group: GroupKey, owner: tuple[WorkloadKey, Work
                f"gangkeeper resumes it")
     state.actions.append(Report(group, GangEvent.SUSPENDED, Reason.SUSPENDED,
                                 f"gangkeeper suspended this {workload.kind} until {stamp} ({cause}) to take its group "
-                                f"{group[1]} back whole: {why}", (workload.api_version, workload.kind, workload.name),
-                                warning=True))
+                                f"{group[1]} back whole: {why}", _about(workload), warning=True))
     return message
 
 
@@ -491,7 +515,7 @@ def _evict(state: _Pass, pod: Member, why: str) -> None:
     key = (pod.namespace, pod.name)
     state.actions.append(EvictPod(key, pod.name, pod.uid, why))
     state.actions.append(Report(key, GangEvent.PREEMPTED, Reason.PREEMPTED, f"{why}: evicted through the Eviction "
-                                f"API", ("v1", "Pod", pod.name), warning=True))
+                                f"API", Involved("v1", "Pod", pod.name, pod.uid), warning=True))
     state.preemptions["evicted"] += 1
 
 
@@ -587,8 +611,7 @@ def _resume_when_due(state: _Pass, key: WorkloadKey, workload: Workload, entry: 
     if not entry.resumed:
         state.actions.append(Report(group, GangEvent.RESUMED, Reason.RESUMED,
                                     f"gangkeeper resumed this {workload.kind}, which it had suspended to roll back "
-                                    f"its group: its pods come back gated", (workload.api_version, workload.kind,
-                                                                               workload.name)))
+                                    f"its group: its pods come back gated", _about(workload)))
 
 
 def _suspended(workload: Workload) -> str:
@@ -708,7 +731,9 @@ def _plan(state: _Pass, queue: list[GangView], extras: list[GangView], index: Cl
         return  # members beyond an admitted group's min count queue behind every group, too
     for view in extras:
         member = view.group.waiting_members[0]
-        plan = plan_group(replace(view.group, members=(member,), min_count=1), pool, working,
+        # With the members that hold their nodes, whose domains a topology rule keeps it to.
+        booked = tuple(m for m in view.group.members if not m.waiting and not m.terminal and (m.node or m.reserved_node))
+        plan = plan_group(replace(view.group, members=(*booked, member), min_count=1), pool, working,
                           state.settings.policy.topology, around)
         if isinstance(plan, Plan):
             apply(plan, working, around, pool)
@@ -763,16 +788,26 @@ def _report(state: _Pass, view: GangView, event: GangEvent, reason: Reason | str
     news = news if news is not None else News(reason)
     state.reported[(key, channel)] = news
     if force or state.memory.reported.get((key, channel)) != news:
-        state.actions.append(Report(key, event, reason, message, _involved(state, view), tuple(pods), warning,
+        uids = {facts.member.name: facts.member.uid for facts in view.pods}
+        state.actions.append(Report(key, event, reason, message, _involved(state, view),
+                                    tuple(Involved("v1", "Pod", pod, uids.get(pod, "")) for pod in pods), warning,
                                     on_pods))
 
 
-def _involved(state: _Pass, view: GangView) -> tuple[str, str, str]:
-    """The Gang when there is (or will be) one, else the group's first pod."""
+def _involved(state: _Pass, view: GangView) -> Involved:
+    """The Gang when there is (or will be) one, else the group's first pod. A Gang this pass
+    creates has no uid yet: the executor learns it when it writes the Gang (`controller.actions`)."""
     place = _gang(state, view)
     if place is not None and (view.problem is None or place.existing is not None):
-        return gangs.API_VERSION, names.GANG_KIND, place.name
-    return "v1", "Pod", view.pods[0].member.name
+        return Involved(gangs.API_VERSION, names.GANG_KIND, place.name,
+                        place.existing.uid if place.existing is not None else "")
+    first = view.pods[0].member
+    return Involved("v1", "Pod", first.name, first.uid)
+
+
+def _about(workload: Workload) -> Involved:
+    """An owner or a Gang, as the Event on it names it."""
+    return Involved(workload.api_version, workload.kind, workload.name, workload.uid)
 
 
 def _gang(state: _Pass, view: GangView) -> gangs.GangPlace | None:
@@ -799,6 +834,8 @@ def _report_and_status(state: _Pass, view: GangView) -> None:
         _report(state, view, GangEvent.WAITING, verdict.reason, verdict.message, warning=problem,
                 news=News(verdict.reason, verdict.message if problem else None))
     elif verdict.phase is Phase.RUNNING:
+        if state.memory.reported.get((key, Channel.STATE)) != News(Reason.BOUND) and key in state.memory.complete_at:
+            state.bound_after.append(state.now - state.memory.complete_at[key])  # first seen bound since complete
         _report(state, view, GangEvent.BOUND, Reason.BOUND, verdict.message)
     timed_out = verdict.reason is Reason.TIMED_OUT or (verdict.phase is Phase.WAITING and _timed_out(state, view.group))
     if timed_out:
@@ -821,9 +858,11 @@ def _save_status(state: _Pass, view: GangView, verdict: Verdict, timed_out: bool
     rollback = verdict.message if key in state.rolled_back else None
     status = gangs.gang_status(view, verdict, timed_out, attempts, state.settings.accelerator_patterns, current,
                                state.now, rollback, preempted)
-    if place.existing is not None and not now and not gangs.status_due(current, status,
-                                                                       state.memory.status_written.get(key), state.now):
-        return
+    if place.existing is not None and not now:
+        due = gangs.status_due(current, status, state.memory.status_written.get(key), state.now)
+        if due is None or due > state.now:
+            state.due += [due] if due is not None else []  # the pass then writes the details
+            return
     state.status_written[key] = state.now
     state.actions.append(SaveGang(key, place.name, status,
                                   None if place.existing is not None else gangs.gang_body(view, place.name)))
@@ -833,8 +872,26 @@ def _outcome(state: _Pass, pending: Pending, index: ClusterIndex) -> Outcome:
     memory = replace(after_pass(state.memory, pending, state.now, rollbacks=state.rollbacks, reported=state.reported,
                                 incomplete_since=state.incomplete_since, status_written=state.status_written),
                      held=state.held, given_up=state.given_up, preempting=state.preempting)
-    phases = Counter(_verdict(state, view).phase.value for view in pending.views)
+    decided = {view.group.key: _verdict(state, view).phase for view in pending.views}
+    phases = Counter(phase.value for phase in decided.values())
     phases.update(pending.settled_phases)
+    released = {action.group for action in state.actions if isinstance(action, Release)}
+    waited, demand, longest = [], Counter(), {}
+    for view in pending.views:
+        group, namespace = view.group, view.group.key[0]
+        live = [member for member in group.members if not member.terminal]
+        # A group's wait ends with its first release: none of its members released before (extras
+        # and replacements come later), nor reported released (a release whose writes failed is sent again).
+        if (group.key in released and all(member.gated for member in live)
+                and state.memory.reported.get((group.key, Channel.STATE)) != News(Reason.RELEASED)):
+            waited.append((namespace, max(state.now - group.first_seen, 0.0)))
+        if decided[group.key] is Phase.WAITING:
+            longest[namespace] = max(longest.get(namespace, 0.0), state.now - group.first_seen)
+            for member in live:
+                for resource, amount in accelerators(member.requests, state.settings.accelerator_patterns).items():
+                    demand[namespace, resource] += float(amount)
     return Outcome(tuple(state.actions), memory, dict(phases), index.reserved_accelerators,
                    tuple(state.released_after), len(state.rolled_back), min(state.due, default=None),
-                   dict(state.preemptions))
+                   dict(state.preemptions), decided_phases={key: phase.value for key, phase in decided.items()},
+                   gone=pending.gone, complete=pending.complete, waited=tuple(waited),
+                   waiting_accelerators=dict(demand), longest_wait=longest, bound_after=tuple(state.bound_after))

@@ -212,6 +212,7 @@ class Controller:
             self.memory = Memory()
             self.index.touch_all()
         self._leading = leading
+        self.metrics.lead(leading)
         if not leading:
             self._next_due = None  # a follower acts on no timeout: it waits for changes and resyncs
             return None
@@ -231,8 +232,7 @@ class Controller:
         writes = self._pod_writes
         self.failed_actions += self.executor.execute(outcome.actions, proceed=still_leading)
         self._wrote = self._pod_writes > writes
-        self.metrics.observe_pass(outcome.phases, outcome.reserved_accelerators, outcome.released_after,
-                                  outcome.rollbacks, seconds, outcome.preemptions)
+        self.metrics.observe_pass(outcome, seconds)
         return outcome
 
     def apply_changes(self) -> None:

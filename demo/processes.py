@@ -59,13 +59,18 @@ def free_port() -> int:
 
 
 class Process:
-    """One child process, its output in `log_path`, stopped with SIGTERM (then SIGKILL)."""
+    """One child process, its output in `log_path`, stopped with SIGTERM (then SIGKILL).
+
+    `process_group` 0 starts it in a process group of its own (a subclass or instance sets it before
+    starting): a Ctrl-C in the terminal then reaches only the parent, which stops it with SIGTERM."""
+
+    process_group: int | None = None
 
     def __init__(self, name: str, command: list[str], log_path: Path):
         self.name, self.command, self.log_path = name, command, log_path
         with open(log_path, "wb") as log:
             self.popen = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                          cwd=REPOSITORY)
+                                          cwd=REPOSITORY, process_group=self.process_group)
 
     def alive(self) -> bool:
         return self.popen.poll() is None
@@ -125,11 +130,25 @@ class WebhookProcess(Process):
     def address(self) -> str:
         return f"{LOOPBACK}:{self.port}"
 
-    def wait_ready(self, timeout: float = 30.0) -> None:
-        """Poll /readyz over TLS, verifying the certificate against our CA, as the API server does."""
+    def wait_ready(self, timeout: float = 30.0, *, server_hostname: str | None = None) -> None:
+        """Poll /readyz over TLS, verifying the certificate against our CA, as the API server does:
+        for 127.0.0.1, or for `server_hostname` (the Service's name, which a certificate from
+        `gangkeeper certs install` names instead of a loopback address)."""
         context = ssl.create_default_context(cadata=self.certs.ca_pem.decode())
-        self.wait_until_ready(lambda: http.client.HTTPSConnection(LOOPBACK, self.port, context=context, timeout=1),
+        self.wait_until_ready(lambda: _HTTPSConnection(LOOPBACK, self.port, context, server_hostname or LOOPBACK),
                               timeout)
+
+
+class _HTTPSConnection(http.client.HTTPSConnection):
+    """HTTPS to HOST:PORT, verifying the certificate for `server_hostname` (SNI and name check)."""
+
+    def __init__(self, host: str, port: int, context: ssl.SSLContext, server_hostname: str, timeout: float = 1):
+        super().__init__(host, port, context=context, timeout=timeout)
+        self._server_hostname = server_hostname
+
+    def connect(self) -> None:
+        raw = socket.create_connection((self.host, self.port), self.timeout)
+        self.sock = self._context.wrap_socket(raw, server_hostname=self._server_hostname)
 
 
 class ControllerProcess(Process):

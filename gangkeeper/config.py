@@ -19,7 +19,7 @@ def add_flag(parser: argparse.ArgumentParser, flag: str, *, default: Any, help: 
     """Add `flag` whose default is read from its environment variable, named in the help text.
 
     A bad value in the environment is reported like a bad flag: naming the variable, the value
-    and what is accepted.
+    and what is accepted. An unset default (None or "") is not shown: `help` says what unset means.
     """
     variable = env or env_name(flag)
     raw = os.environ.get(variable)
@@ -29,8 +29,8 @@ def add_flag(parser: argparse.ArgumentParser, flag: str, *, default: Any, help: 
             value = type(raw)
         except (TypeError, ValueError, argparse.ArgumentTypeError) as error:
             parser.error(f"environment variable {variable}={raw!r} is invalid: {error}")
-    parser.add_argument(flag, default=value, type=type,
-                        help=f"{help} (env {variable}; default: %(default)s)", **kwargs)
+    shown = "" if value is None or value == "" else "; default: %(default)s"
+    parser.add_argument(flag, default=value, type=type, help=f"{help} (env {variable}{shown})", **kwargs)
 
 
 def add_bool_flag(parser: argparse.ArgumentParser, flag: str, *, help: str, env: str | None = None) -> None:

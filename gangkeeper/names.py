@@ -14,6 +14,14 @@ GROUP_LABEL = f"{DOMAIN}/group"
 GROUP_SOURCE_ANNOTATION = f"{DOMAIN}/group-source"
 MIN_COUNT_ANNOTATION = f"{DOMAIN}/min-count"
 SCHEDULE_TIMEOUT_ANNOTATION = f"{DOMAIN}/schedule-timeout-seconds"
+# Where a group's members must or should sit (issue 13), each the key of a node label naming the
+# domains (topology.kubernetes.io/zone, a rack, an NVLink clique): on every member as set in its pod
+# template, or a Gang's `spec.topology` (GANG_TOPOLOGY_FIELDS). Slices: consecutive runs of
+# `…-slice-size` members, in their index order, each within one domain of `…-slice-required`.
+TOPOLOGY_REQUIRED_ANNOTATION = f"{DOMAIN}/topology-required"
+TOPOLOGY_PREFERRED_ANNOTATION = f"{DOMAIN}/topology-preferred"
+TOPOLOGY_SLICE_REQUIRED_ANNOTATION = f"{DOMAIN}/topology-slice-required"
+TOPOLOGY_SLICE_SIZE_ANNOTATION = f"{DOMAIN}/topology-slice-size"
 SCHEDULING_GATE = f"{DOMAIN}/gang"
 RESERVED_NODE_ANNOTATION = f"{DOMAIN}/reserved-node"
 # When the controller removed the gate (RFC 3339, written in the same patch): the bind timeout
@@ -49,6 +57,14 @@ DEFAULT_CONTROLLER_USERNAME = f"system:serviceaccount:{DEFAULT_NAMESPACE}:{CONTR
 NEVER_ENFORCED_NAMESPACES = frozenset({"kube-system"})
 
 MIN_COUNT_RANGE = (1, 100_000)
+# A slice is never bigger than a group.
+SLICE_SIZE_RANGE = MIN_COUNT_RANGE
+
+# The four topology annotations and the Gang's `spec.topology` fields saying the same, in the
+# order of `controller.model.TopologyRule`'s fields (required, preferred, slice_required, slice_size).
+TOPOLOGY_ANNOTATIONS = (TOPOLOGY_REQUIRED_ANNOTATION, TOPOLOGY_PREFERRED_ANNOTATION,
+                        TOPOLOGY_SLICE_REQUIRED_ANNOTATION, TOPOLOGY_SLICE_SIZE_ANNOTATION)
+GANG_TOPOLOGY_FIELDS = ("required", "preferred", "sliceRequired", "sliceSize")
 
 # The pin: required node affinity on the node's name, added to every existing term.
 PIN_FIELD = "metadata.name"

@@ -9,6 +9,7 @@ Objects are stored as the real server serializes them: fields a built-in type al
 (no `omitempty`) are there even when the client left them out, e.g. an Event's `eventTime: null`.
 """
 
+import base64
 import random
 import uuid
 from datetime import datetime, timezone
@@ -24,7 +25,7 @@ _GATED = {"type": "PodScheduled", "status": "False", "lastProbeTime": None, "rea
 _SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # the real server's: no vowels, no look-alikes
 # Kinds whose registry strategy sets no metadata.generation; every other kind served starts at 1.
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
-_NO_GENERATION = ("namespaces", "nodes", "events", "leases", "resourceclaims", "resourceclaimtemplates")
+_NO_GENERATION = ("namespaces", "nodes", "events", "leases", "resourceclaims", "resourceclaimtemplates", "secrets")
 
 
 def rfc3339(epoch_seconds: float) -> str:
@@ -60,6 +61,18 @@ def apply_defaults(resource: str, obj: dict, creating: bool) -> None:
         obj.setdefault("preemptionPolicy", "PreemptLowerPriority")
     elif resource == "events":
         _serialize_event(obj)
+    elif resource == "secrets":
+        _default_secret(obj)
+
+
+def _default_secret(secret: dict) -> None:
+    """`type` Opaque when unset (SetDefaults_Secret); `stringData` is write-only, merged into `data`
+    base64-encoded, its keys winning, as the API's conversion does."""
+    secret["type"] = secret.get("type") or "Opaque"
+    string_data = secret.pop("stringData", None) or {}
+    if string_data:
+        secret["data"] = {**(secret.get("data") or {}),
+                          **{key: base64.b64encode(str(value).encode()).decode() for key, value in string_data.items()}}
 
 
 def _default_pod_spec(spec: dict) -> None:

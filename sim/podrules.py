@@ -10,6 +10,7 @@ import difflib
 import json
 import re
 
+from gangkeeper.quantity import format_quantity, parse_quantity
 from sim.status import FieldError
 
 UPDATABLE = ("`spec.containers[*].image`,`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,"
@@ -31,6 +32,9 @@ def _validate_spec(spec: dict) -> list[FieldError]:
     errors = []
     if not spec.get("containers"):
         errors.append(FieldError("spec.containers", "Required", ""))
+    for field in ("containers", "initContainers"):
+        for i, container in enumerate(spec.get(field) or []):
+            errors += _not_overcommitted((container or {}).get("resources") or {}, f"spec.{field}[{i}].resources")
     names: set[str] = set()
     for i, gate in enumerate(spec.get("schedulingGates") or []):
         name = gate.get("name", "")
@@ -42,6 +46,52 @@ def _validate_spec(spec: dict) -> list[FieldError]:
             errors.append(FieldError(path, "Duplicate", value=name))
         names.add(name)
     return errors
+
+
+def _not_overcommitted(resources: dict, path: str) -> list[FieldError]:
+    """`ValidateResourceRequirements`: a resource that may not be overcommitted (an extended resource
+    such as nvidia.com/gpu, or hugepages) is requested exactly as much as its limit, and has a limit.
+    A limit alone is fine: defaulting copied it into the requests before validation."""
+    requests, limits = resources.get("requests") or {}, resources.get("limits") or {}
+    errors = []
+    for name in sorted(requests):  # the Go map's order is random; sorted, the message is stable
+        if _overcommit_allowed(name):
+            continue
+        if name not in limits:
+            errors.append(FieldError(f"{path}.limits", "Required", "Limit must be set for non overcommitable resources"))
+        elif _amount(requests[name]) != _amount(limits[name]):
+            errors.append(FieldError(f"{path}.requests", "Invalid",
+                                     f"must be equal to {name} limit of {_go_quantity(limits[name])}",
+                                     _go_quantity(requests[name])))
+    return errors
+
+
+def _overcommit_allowed(name: str) -> bool:
+    """`helper.IsOvercommitAllowed`: native resources (no domain, or a kubernetes.io one) but hugepages."""
+    native = "/" not in name or "kubernetes.io/" in name
+    return native and not name.startswith("hugepages-")
+
+
+def _amount(value: object) -> object:
+    try:
+        return parse_quantity(value)
+    except ValueError:
+        return value  # a malformed quantity is refused on its own
+
+
+def _go_quantity(value: object) -> str:
+    """`Quantity.String()` for the values pods carry: decimal amounts canonical (`1000m` → `1`,
+    `0.5` → `500m`), binary ones (`2Gi`) as written."""
+    text = str(value)
+    try:
+        amount = parse_quantity(value)
+    except ValueError:
+        return text
+    if text.strip().endswith("i"):
+        return text
+    if amount.denominator == 1 or (amount * 1000).denominator == 1:
+        return format_quantity(amount)
+    return text
 
 
 def validate_update(old: dict, new: dict) -> list[FieldError]:

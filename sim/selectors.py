@@ -223,7 +223,13 @@ class FieldRequirement:
         return (field_value(obj, self.field) == self.value) != self.negated
 
 
-FIELDS = {"pods": ("metadata.name", "metadata.namespace", "spec.nodeName", "status.phase")}
+FIELDS = {"pods": ("metadata.name", "metadata.namespace", "spec.nodeName", "status.phase"),
+          # core/v1 Events' field labels (`kubectl describe` selects by involvedObject.{name,namespace,kind,uid})
+          "events": ("metadata.name", "metadata.namespace", "involvedObject.kind", "involvedObject.namespace",
+                     "involvedObject.name", "involvedObject.uid", "involvedObject.apiVersion",
+                     "involvedObject.resourceVersion", "involvedObject.fieldPath", "reason", "reportingComponent",
+                     "source", "type")}
+_FIELD_PATHS = {("events", "source"): "source.component"}  # a field label that is not its object path
 _DEFAULT_FIELDS = ("metadata.name", "metadata.namespace")
 
 
@@ -248,5 +254,5 @@ def parse_fields(text: str, kind: Kind, label_selector: str = "") -> list[FieldR
         if field not in FIELDS.get(kind.plural, _DEFAULT_FIELDS):
             raise bad_request(f'Unable to find "{kind.group}/{kind.version}, Resource={kind.plural}" that match label '
                               f'selector "{label_selector}", field selector "{text}": field label not supported: {field}')
-        out.append(FieldRequirement(field, value, operator == "!="))
+        out.append(FieldRequirement(_FIELD_PATHS.get((kind.plural, field), field), value, operator == "!="))
     return out

@@ -3,6 +3,11 @@
 Transport only: paths are parsed into a `Target`, the request is handed to `APIServer`, and the
 answer (object, list, Status or watch stream) is written back the way the real server frames it.
 Every request is answered: refusals as their Status, anything unexpected as a logged 500.
+
+What kubectl needs of a real server is here too: protobuf request bodies read (`sim.protobuf`;
+answers are JSON, which every client accepts after protobuf), Table answers for `kubectl get`
+(`sim.tables`), the OpenAPI v3 documents and `fieldValidation` (`sim.openapi`), and watch-list
+(`sendInitialEvents=true`: the current objects as ADDED, then the bookmark that ends them).
 """
 
 from __future__ import annotations
@@ -19,21 +24,25 @@ from collections import Counter
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from sim import discovery
+from sim import discovery, openapi, protobuf, tables
 from sim.api import APIError, User
 from sim.apiserver import APIServer
 from sim.auth import Authenticator
 from sim.faults import Faults
 from sim.kinds import Kind, Registry
+from sim.patching import JSON_PATCH
 from sim.rbac import Authorizer, refusal, request_from_http, watching
 from sim.selectors import matches, parse_fields, parse_labels
-from sim.status import bad_request, internal, method_not_allowed, page_not_found
+from sim.status import FieldError, bad_request, internal, invalid, method_not_allowed, page_not_found, status
 
 log = logging.getLogger(__name__)
 
 _MAX_BODY = 3 * 1024 * 1024
 _DEFAULT_WATCH_SECONDS = 1800
 _BOOKMARK_SECONDS = 5.0
+INITIAL_EVENTS_END = "k8s.io/initial-events-end"  # the annotation of the bookmark that ends a watch-list's ADDED
+_LIST_OPTIONS = Kind("meta.k8s.io", "v1", "ListOptions", "", False)
+_SERVED_MEDIA = ("application/json", "application/*", "*/*")
 
 
 @dataclass(frozen=True, order=True)
@@ -151,10 +160,13 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _dispatch(self, method: str, path: str, user: User) -> None:
         document = self._discovery(path) if method == "GET" else None
+        if document is None and method == "GET" and path.startswith("/openapi/"):
+            document = self._openapi(path)
         if document is not None:  # a group or version not served answers its Status with its code (404)
             self._send(document.get("code", 200) if document.get("kind") == "Status" else 200, document)
             return
         target = parse_path(self.server.api.kinds, path)
+        self._check_accept()
         if target.subresource == "eviction":
             if method != "POST":
                 raise method_not_allowed(method.lower())
@@ -163,8 +175,10 @@ class _Handler(BaseHTTPRequestHandler):
         elif method == "GET" and not target.name:
             self._watch(target) if watching(self.query) else self._list(target)
         elif method == "GET":
-            self._send(200, self.server.api.get(self.server.api.resource_name(target.kind), target.name,
-                                                namespace=target.namespace))
+            obj = self.server.api.get(self.server.api.resource_name(target.kind), target.name,
+                                      namespace=target.namespace)
+            version = tables.wanted_table(self.headers.get("Accept", ""))
+            self._send(200, self._table(target.kind, [obj], version, obj["metadata"]) if version else obj)
         elif method == "POST" and (target.subresource == "binding" or target.kind.plural == "bindings"):
             binding = self._body()
             name = target.name or (binding.get("metadata") or {}).get("name", "")
@@ -173,14 +187,19 @@ class _Handler(BaseHTTPRequestHandler):
         elif target.kind.plural == "bindings":
             raise method_not_allowed(method.lower())
         elif method == "POST" and not target.name:
-            self._send(201, self.server.api.create(self._resource(target), self._body(), namespace=target.namespace,
+            body = self._body()
+            self._check_fields(target, body)
+            self._send(201, self.server.api.create(self._resource(target), body, namespace=target.namespace,
                                                    user=user, **self._write_options("CREATE")))
         elif method == "PUT" and target.name:
             self._send(200, self._put(target, user))
         elif method == "PATCH" and target.name:
+            body, patch_type = self._body(), self.headers.get("Content-Type", "")
+            if not patch_type.startswith(JSON_PATCH):
+                self._check_fields(target, _without_directives(body))
             self._send(200, self.server.api.patch(
-                self._resource(target), target.name, self._body(), namespace=target.namespace,
-                patch_type=self.headers.get("Content-Type", ""), subresource=target.subresource, user=user,
+                self._resource(target), target.name, body, namespace=target.namespace,
+                patch_type=patch_type, subresource=target.subresource, user=user,
                 **self._write_options("UPDATE")))
         elif method == "DELETE" and target.name:
             self._delete(target, user)
@@ -208,6 +227,53 @@ class _Handler(BaseHTTPRequestHandler):
             return {"status": "ok"}
         return None
 
+    def _openapi(self, path: str) -> dict:
+        """`/openapi/v3` and its group-version documents; v2 (protobuf only, for kubectl) is not served."""
+        if not path.startswith("/openapi/v3"):
+            return page_not_found().status
+        try:
+            documents = self.server.documents()
+            found = documents.index() if path.rstrip("/") == "/openapi/v3" else \
+                documents.group_version(path.removeprefix("/openapi/v3/").strip("/"))
+        except ImportError as missing:  # an install without the harness's kubernetes-validate
+            log.warning("no OpenAPI documents: %s", missing)
+            return page_not_found().status
+        return found if found is not None else page_not_found().status
+
+    def _check_accept(self) -> None:
+        """406 when the client takes neither JSON nor a Table (protobuf alone): answers are JSON only."""
+        accept = self.headers.get("Accept", "")
+        if not accept or tables.wanted_table(accept):
+            return
+        if any(media.split(";")[0].strip().lower() in _SERVED_MEDIA for media in accept.split(",")):
+            return
+        raise APIError(status(406, "NotAcceptable", "only the following media types are accepted: application/json"))
+
+    def _check_fields(self, target: Target, obj) -> None:
+        """`fieldValidation`: Strict refuses fields the kind's schema does not declare, Warn names them."""
+        directive = self.query.get("fieldValidation", "")
+        if directive not in ("Strict", "Warn") or not isinstance(obj, dict):
+            return
+        try:
+            unknown = self.server.documents().unknown_fields(target.kind, obj)
+        except ImportError:
+            return
+        words = [f'unknown field "{path}"' for path in unknown]
+        if words and directive == "Warn":
+            self.warnings.extend(words)
+        elif words:
+            kind = target.kind
+            raise bad_request(f'{kind.kind} in version "{kind.version}" cannot be handled as a {kind.kind}: strict '
+                              f'decoding error: {", ".join(words)}')
+
+    def _table(self, kind: Kind, objects: list[dict], version: str, meta: dict, headers: bool = True) -> dict:
+        version_entry = openapi.crd_version(self.server.crds(), kind) if not kind.strategic_merge else None
+        return tables.table(kind, objects, self.server.api.clock(), version=version,
+                            printer_columns=(version_entry or {}).get("additionalPrinterColumns"),
+                            include_object=self.query.get("includeObject", "Metadata"), headers=headers,
+                            meta={k: v for k, v in meta.items() if k in ("resourceVersion", "continue",
+                                                                          "remainingItemCount")})
+
     def _write_options(self, operation: str) -> dict:
         options = {k: self.query[k] for k in ("fieldManager", "fieldValidation") if k in self.query}
         return {"dry_run": self.query.get("dryRun") == "All", "options": options, "warnings": self.warnings}
@@ -223,6 +289,8 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _body(self):
         raw = self.raw_body
+        if raw and self.headers.get("Content-Type", "").split(";")[0].strip() == protobuf.CONTENT_TYPE:
+            return protobuf.decode(raw)
         try:
             return json.loads(raw) if raw else {}
         except ValueError as e:
@@ -230,6 +298,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _put(self, target: Target, user: User) -> dict:
         body = self._body()
+        self._check_fields(target, body)
         name = (body.get("metadata") or {}).get("name")
         if name != target.name:
             raise bad_request(f"the name of the object ({name}) does not match the name on the URL ({target.name})")
@@ -260,6 +329,10 @@ class _Handler(BaseHTTPRequestHandler):
         objects, rv = self.server.api.select(target.kind, target.namespace, self.query.get("labelSelector", ""),
                                              self.query.get("fieldSelector", ""))
         items, meta = _page(objects, rv, int(self.query.get("limit") or 0), self.query.get("continue", ""))
+        version = tables.wanted_table(self.headers.get("Accept", ""))
+        if version:
+            self._send(200, self._table(target.kind, items, version, meta))
+            return
         if target.kind.strategic_merge:
             # A built-in kind's list items carry no apiVersion or kind on a real server (only the
             # list does); custom resources' items carry both.
@@ -268,42 +341,60 @@ class _Handler(BaseHTTPRequestHandler):
                          "items": items})
 
     def _watch(self, target: Target) -> None:
-        """Chunked JSON lines, one event each, until timeoutSeconds; 410 Gone arrives as an ERROR event."""
+        """Chunked JSON lines, one event each, until timeoutSeconds; 410 Gone arrives as an ERROR event.
+
+        A watch-list (`sendInitialEvents=true`, `resourceVersionMatch=NotOlderThan`) starts with
+        every selected object as ADDED whatever resourceVersion it names (the store is never
+        behind one it handed out), then, when bookmarks are allowed, the bookmark annotated
+        `k8s.io/initial-events-end` at the resourceVersion of that state: how client-go's
+        reflector and `kubectl delete`'s and `kubectl wait`'s watches know the list is over."""
         api, faults = self.server.api, self.server.faults
         selected = watch_filter(target, self.query.get("labelSelector", ""), self.query.get("fieldSelector", ""))
         requested = self.query.get("resourceVersion", "")
+        initial_events = _watch_list(self.query)
         deadline = time.monotonic() + int(self.query.get("timeoutSeconds") or _DEFAULT_WATCH_SECONDS)
-        self._start_stream()
+        self._table_version = tables.wanted_table(self.headers.get("Accept", ""))
         try:
-            if requested not in ("", "0") and faults.force_gone:
+            if requested not in ("", "0") and faults.force_gone and not initial_events:
                 faults.count("410")
                 raise APIError(_gone(requested, api.store.resource_version))
-            watcher, initial = self._open_watch(target, requested, selected)
+            watcher, initial, rv = self._open_watch(target, requested, selected, initial_events)
         except APIError as e:
+            self._start_stream()
             self._write_event({"type": "ERROR", "object": e.status})
             self._end_stream()
             return
         try:
+            self._start_stream()  # once watching: a change made after the client has the headers is in the stream
             for obj in initial:
-                self._write_event({"type": "ADDED", "object": obj})
+                self._write_event({"type": "ADDED", "object": obj}, target.kind)
+            if initial_events and self.query.get("allowWatchBookmarks") in ("1", "true"):
+                self._write_event(_bookmark(target.kind, rv, initial_events_end=True))
             if self._follow(target, watcher, selected, deadline, faults.cut_watch_after):
                 faults.count("watch-cut")
         finally:
             api.store.stop_watch(watcher)
         self._end_stream()
 
-    def _open_watch(self, target: Target, requested: str, selected):
-        """The watcher and, when watching from "now" (no or zero resourceVersion), the current objects as ADDED."""
+    def _open_watch(self, target: Target, requested: str, selected, initial_events: bool | None):
+        """The watcher, the objects to send first as ADDED and the resourceVersion they stand at:
+        the current objects when watching from "now" (no or zero resourceVersion, unless
+        `sendInitialEvents=false`) or when a watch-list asks for them, else none."""
         api = self.server.api
         if requested not in ("", "0"):
             try:
                 since = int(requested)
             except ValueError:
                 raise bad_request(f"invalid resource version: {requested}") from None
-            return api.watch(target.kind, since), []
+            if not initial_events:
+                return api.watch(target.kind, since), [], since
+        if initial_events is False:
+            with api.store.lock:
+                rv = api.store.resource_version
+                return api.watch(target.kind, rv), [], rv
         with api.store.lock:
             objects, rv = api.select(target.kind, target.namespace)
-            return api.watch(target.kind, rv), [o for o in objects if selected(o)]
+            return api.watch(target.kind, rv), [o for o in objects if selected(o)], rv
 
     def _follow(self, target: Target, watcher, selected, deadline: float, cut_after: int | None) -> bool:
         """Stream events until the deadline; True when the stream was cut after `cut_after` events."""
@@ -319,7 +410,7 @@ class _Handler(BaseHTTPRequestHandler):
                 continue
             event = _visible_event(change, selected)
             if event is not None:
-                self._write_event(event)
+                self._write_event(event, target.kind)
                 sent += 1
         return cut_after is not None and sent >= cut_after
 
@@ -330,7 +421,13 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Cache-Control", "no-cache, private")
         self.end_headers()
 
-    def _write_event(self, event: dict) -> None:
+    def _write_event(self, event: dict, kind: Kind | None = None) -> None:
+        """One event; an object event as a one-row Table when the watch asked for Tables (headers once)."""
+        if kind is not None and getattr(self, "_table_version", None):
+            headers = not getattr(self, "_table_headers_sent", False)
+            self._table_headers_sent = True
+            event = {"type": event["type"], "object": self._table(kind, [event["object"]], self._table_version,
+                                                                 event["object"]["metadata"], headers)}
         line = json.dumps(event, separators=(",", ":")).encode() + b"\n"
         self.wfile.write(f"{len(line):x}\r\n".encode() + line + b"\r\n")
         self.wfile.flush()
@@ -364,6 +461,27 @@ class _Server(ThreadingHTTPServer):
         self.api, self.auth, self.faults, self.authorizer = api, auth, faults, authorizer
         self._decisions: Counter[Decision] = Counter()
         self._decisions_lock = threading.Lock()
+        self._crd_files: list[dict] | None = None
+        self._documents: tuple[tuple, openapi.Documents] | None = None
+        self._documents_lock = threading.Lock()
+
+    def crds(self) -> list[dict]:
+        """The CRDs custom resources are described by: stored ones when CRDs are served, else deploy/base's."""
+        kind = self.api.kinds.by_name("customresourcedefinitions")
+        if kind is not None:
+            return self.api.store.list(kind)
+        if self._crd_files is None:
+            self._crd_files = openapi.custom_resource_definitions()
+        return self._crd_files
+
+    def documents(self) -> openapi.Documents:
+        """The OpenAPI documents, built again when the CRDs they describe changed."""
+        crds = self.crds()
+        fingerprint = tuple((c["metadata"].get("name"), c["metadata"].get("resourceVersion")) for c in crds)
+        with self._documents_lock:
+            if self._documents is None or self._documents[0] != fingerprint:
+                self._documents = (fingerprint, openapi.Documents(self.api.kinds, crds))
+            return self._documents[1]
 
     def authorize(self, user: User, method: str, path: str, query: dict[str, str]) -> None:
         """Refuse with the real 403 what the authorizer does not allow; without one, allow everything.
@@ -440,9 +558,37 @@ def _gone(requested: str, current: int) -> dict:
             "message": f"too old resource version: {requested} ({current})", "reason": "Expired", "code": 410}
 
 
-def _bookmark(kind: Kind, rv: int) -> dict:
-    return {"type": "BOOKMARK", "object": {"kind": kind.kind, "apiVersion": kind.api_version,
-                                           "metadata": {"resourceVersion": str(rv)}}}
+def _bookmark(kind: Kind, rv: int, initial_events_end: bool = False) -> dict:
+    meta: dict = {"resourceVersion": str(rv)}
+    if initial_events_end:
+        meta["annotations"] = {INITIAL_EVENTS_END: "true"}
+    return {"type": "BOOKMARK", "object": {"kind": kind.kind, "apiVersion": kind.api_version, "metadata": meta}}
+
+
+def _watch_list(query: dict[str, str]) -> bool | None:
+    """`sendInitialEvents` (None when not given), refused as the real server's ListOptions validation does."""
+    asked, match = query.get("sendInitialEvents"), query.get("resourceVersionMatch", "")
+    errors = []
+    if asked is not None and match != "NotOlderThan":
+        errors.append(FieldError("resourceVersionMatch", "Forbidden",
+                                 "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan"))
+    if match and asked is None:
+        errors.append(FieldError("resourceVersionMatch", "Forbidden",
+                                 "resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided"))
+    elif match and match != "NotOlderThan":
+        errors.append(FieldError("resourceVersionMatch", "NotSupported", '"NotOlderThan"', match))
+    if errors:
+        raise invalid(_LIST_OPTIONS, "", errors)
+    return None if asked is None else asked in ("1", "true")
+
+
+def _without_directives(patch):
+    """A merge or strategic merge patch without its `$patch`, `$setElementOrder/…` directives."""
+    if isinstance(patch, dict):
+        return {k: _without_directives(v) for k, v in patch.items() if not k.startswith("$")}
+    if isinstance(patch, list):
+        return [_without_directives(v) for v in patch]
+    return patch
 
 
 def _visible_event(change, selected) -> dict | None:

@@ -8,6 +8,11 @@ nodes:
     memory: 512Gi
     labels: {pool: a100, topology.kubernetes.io/zone: a}
     taints: [{key: nvidia.com/gpu, value: present, effect: NoSchedule}]
+  - count: 64
+    topology:               # optional: consecutive nodes share a domain of each label, outermost first
+      - {label: topology.kubernetes.io/zone, nodes: 32, values: [b, c]}   # 2 zones of 32 nodes
+      - {label: example.com/rack, nodes: 8}             # 4 racks of 8 per zone: rack-0 … rack-7
+      - {label: nvidia.com/gpu.clique, nodes: 4, prefix: nvl}   # nvl-0 … nvl-15
   - count: 2
     gpusPerNode: 0
     devices:                # DRA: a ResourceSlice per node and a DeviceClass per driver
@@ -27,12 +32,21 @@ workloads:
     durationSeconds: 600    # training progress needed; omit for pods that run until deleted
     submitSeconds: 0        # after the start of the run
     priorityClassName: urgent   # optional: one of priorityClasses, or a system class
+    topology: {required: topology.kubernetes.io/zone, preferred: example.com/rack,   # optional:
+               sliceRequired: nvidia.com/gpu.clique, sliceSize: 4}   # the pods' gangkeeper.io/topology-*
 ```
 
 Loading returns every problem at once, each naming the field, the bad value and what is
 accepted. Building turns the spec into Node and workload manifests; the workloads' pod templates
 carry the sim annotations (run size, duration) that the emulated kubelet reads; node groups
 with `devices` also give a DeviceClass per driver and a ResourceSlice per node.
+
+A node group's `topology` labels its nodes in domains: the n-th node of the group (from 0) has
+the level's `values[n // nodes]`, or `{prefix}-{k}` with k numbering the label's domains on
+across the whole spec (so two groups never share a generated domain; the prefix defaults to the
+last part of the label: `rack`, `gpu.clique`). Each level's `nodes` divides the group's count and
+the level before it, so that the domains nest. A workload's `topology` is written on its pods as
+the `gangkeeper.io/topology-*` annotations.
 """
 
 from dataclasses import dataclass
@@ -40,6 +54,8 @@ from dataclasses import dataclass
 import yaml
 from marshmallow import EXCLUDE, Schema, ValidationError, fields, validate, validates_schema
 
+from gangkeeper import names
+from gangkeeper.integrations.finding import LABEL_KEY_RULE, is_valid_label_key
 from gangkeeper.names import GROUP_LABEL, MIN_COUNT_ANNOTATION
 from gangkeeper.quantity import EXAMPLES, parse_quantity
 from sim.names import (
@@ -141,6 +157,22 @@ class DevicesSchema(StrictSchema):
     attributes = fields.Dict(keys=fields.String(), values=fields.String(), load_default=dict)
 
 
+def label_key(**options) -> fields.String:
+    return fields.String(validate=is_label_key, **options)
+
+
+def is_label_key(value: str) -> None:
+    if not is_valid_label_key(value):
+        raise ValidationError(f"{value!r} is not a label key; write {LABEL_KEY_RULE}")
+
+
+class TopologyLevelSchema(StrictSchema):
+    label = label_key(required=True)
+    nodes = whole(1, required=True)
+    values = fields.List(fields.String(), load_default=None)
+    prefix = fields.String(load_default=None)
+
+
 class NodeGroupSchema(StrictSchema):
     count = whole(1, required=True)
     namePrefix = dns_label(load_default="node")
@@ -152,6 +184,35 @@ class NodeGroupSchema(StrictSchema):
     labels = fields.Dict(keys=fields.String(), values=fields.String(), load_default=dict)
     taints = fields.List(fields.Nested(TaintSchema), load_default=list)
     devices = fields.Nested(DevicesSchema, load_default=None)
+    topology = fields.List(fields.Nested(TopologyLevelSchema), load_default=list)
+
+    @validates_schema(skip_on_field_errors=True)
+    def domains_nest(self, data, **kwargs):
+        outer, problems = data["count"], {}
+        for position, level in enumerate(data["topology"]):
+            where = "the group's count" if position == 0 else f"topology[{position - 1}].nodes"
+            if outer % level["nodes"]:
+                problems[position] = {"nodes": [f"{level['nodes']} does not divide {where} ({outer}); "
+                                                f"use a divisor of it, so that the domains nest"]}
+            elif level["values"] is not None and len(level["values"]) != data["count"] // level["nodes"]:
+                problems[position] = {"values": [f"{len(level['values'])} values for {data['count'] // level['nodes']} "
+                                                 f"domains of {level['nodes']} nodes; give one value per domain"]}
+            outer = level["nodes"]
+        if problems:
+            raise ValidationError({"topology": problems})
+
+
+class WorkloadTopologySchema(StrictSchema):
+    required = label_key(load_default=None)
+    preferred = label_key(load_default=None)
+    sliceRequired = label_key(load_default=None)
+    sliceSize = whole(1, load_default=None)
+
+    @validates_schema(skip_on_field_errors=True)
+    def slices_need_both(self, data, **kwargs):
+        if (data["sliceRequired"] is None) != (data["sliceSize"] is None):
+            missing = "sliceSize" if data["sliceSize"] is None else "sliceRequired"
+            raise ValidationError(f"sliceRequired and sliceSize go together; add {missing}", missing)
 
 
 class WorkloadSchema(StrictSchema):
@@ -167,6 +228,14 @@ class WorkloadSchema(StrictSchema):
     durationSeconds = seconds(0.001, load_default=None)
     submitSeconds = seconds(0, load_default=0.0)
     priorityClassName = fields.String(load_default=None)
+    topology = fields.Nested(WorkloadTopologySchema, load_default=None)
+
+    @validates_schema(skip_on_field_errors=True)
+    def slice_size_divides_size(self, data, **kwargs):
+        size = (data["topology"] or {}).get("sliceSize")
+        if size and data["size"] % size:
+            raise ValidationError({"topology": {"sliceSize": [
+                f"{size} does not divide size {data['size']}; use a divisor of the size"]}})
 
     @validates_schema(skip_on_field_errors=True)
     def pods_per_job_divides_size(self, data, **kwargs):
@@ -296,8 +365,30 @@ def named_nodes(spec: dict) -> list[tuple[dict, str]]:
 
 
 def node_manifests(spec: dict) -> list[dict]:
-    """Ready nodes."""
-    return [node_manifest(group, name) for group, name in named_nodes(spec)]
+    """Ready nodes, labelled with their group's topology domains."""
+    domains = topology_labels(spec)
+    return [node_manifest(group, name, domains.get(name)) for group, name in named_nodes(spec)]
+
+
+def topology_labels(spec: dict) -> dict[str, dict[str, str]]:
+    """Node name → the labels its group's `topology` gives it (module docstring)."""
+    labels: dict[str, dict[str, str]] = {}
+    generated: dict[str, int] = {}  # domains generated so far, per label
+    named = named_nodes(spec)
+    start = 0
+    for group in spec["nodes"]:
+        bases = []  # the number of each level's first domain in this group
+        for level in group["topology"]:
+            bases.append(generated.get(level["label"], 0))
+            if level["values"] is None:
+                generated[level["label"]] = bases[-1] + group["count"] // level["nodes"]
+        for n, (_, name) in enumerate(named[start:start + group["count"]]):
+            if group["topology"]:
+                labels[name] = {level["label"]: level["values"][n // level["nodes"]] if level["values"] is not None
+                                else f"{level['prefix'] or level['label'].rsplit('/', 1)[-1]}-{base + n // level['nodes']}"
+                                for level, base in zip(group["topology"], bases)}
+        start += group["count"]
+    return labels
 
 
 def device_manifests(spec: dict) -> list[tuple[str, dict]]:
@@ -332,14 +423,14 @@ def priority_class_manifests(spec: dict) -> list[dict]:
             for c in spec["priorityClasses"]]
 
 
-def node_manifest(group: dict, name: str) -> dict:
+def node_manifest(group: dict, name: str, domains: dict[str, str] | None = None) -> dict:
     capacity = {"cpu": group["cpu"], "memory": group["memory"], "pods": str(group["pods"])}
     if group["gpusPerNode"]:
         capacity[group["gpuResource"]] = str(group["gpusPerNode"])
     taints = [{k: v for k, v in taint.items() if v or k != "value"} for taint in group["taints"]]
     spec = {"taints": taints} if taints else {}
     return {"apiVersion": "v1", "kind": "Node",
-            "metadata": {"name": name, "labels": {**group["labels"], HOSTNAME_LABEL: name}},
+            "metadata": {"name": name, "labels": {**group["labels"], **(domains or {}), HOSTNAME_LABEL: name}},
             "spec": spec,
             "status": {"capacity": capacity, "allocatable": dict(capacity),
                        "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
@@ -361,6 +452,10 @@ def pod_template(workload: dict, container: str, restart_policy: str) -> dict:
     if workload["gpusPerPod"]:
         resources[GPU] = str(workload["gpusPerPod"])
     annotations = {WORLD_SIZE_ANNOTATION: str(workload["size"])}
+    topology = workload["topology"] or {}
+    for annotation, key in zip(names.TOPOLOGY_ANNOTATIONS, ("required", "preferred", "sliceRequired", "sliceSize")):
+        if topology.get(key) is not None:
+            annotations[annotation] = str(topology[key])
     if workload["durationSeconds"] is not None:
         annotations[DURATION_ANNOTATION] = f"{workload['durationSeconds']:g}"
     spec = {"restartPolicy": restart_policy,

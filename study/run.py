@@ -14,7 +14,7 @@ counted among them). Pods request 4 CPUs and 32 GiB per GPU on nodes of 8 GPUs, 
 """
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 
 import yaml
@@ -99,20 +99,27 @@ class FinishedJobCleaner:
         return None
 
 
-def spec_for(jobs: Sequence[Job], cluster: Cluster) -> dict:
+def spec_for(jobs: Sequence[Job], cluster: Cluster, *, node_topology: Sequence[Mapping] | None = None,
+             rules: Mapping[str, Mapping[str, str]] | None = None, nodes: Sequence[dict] | None = None) -> dict:
     """The emulation's scenario: the nodes, the PriorityClasses the jobs name, and each job as a
-    PyTorchJob submitted on time (its pods in its PriorityClass, when it has one)."""
+    PyTorchJob submitted on time (its pods in its PriorityClass, when it has one). For the
+    topology run: the nodes labelled by `node_topology` (`sim.spec` node topology levels), the
+    jobs named in `rules` with their workload topology, or `nodes` instead of the cluster's."""
+    rules = rules or {}
     workloads = [{"kind": "PyTorchJob", "name": job.name, "namespace": NAMESPACE, "size": job.pods,
                   "gpusPerPod": job.gpus_per_pod, "cpuPerPod": str(cluster.cpu_per_gpu * job.gpus_per_pod),
                   "memoryPerPod": f"{cluster.memory_gi_per_gpu * job.gpus_per_pod}Gi",
                   "durationSeconds": job.duration, "submitSeconds": job.submit,
-                  **({"priorityClassName": job.priority_class} if job.priority_class else {})} for job in jobs]
+                  **({"priorityClassName": job.priority_class} if job.priority_class else {}),
+                  **({"topology": dict(rules[job.name])} if job.name in rules else {})} for job in jobs]
     classes = [{"name": name, "value": PRIORITY_CLASSES[name].value}
                for name in sorted({job.priority_class for job in jobs if job.priority_class})]
-    nodes = [{"count": cluster.nodes, "gpusPerNode": cluster.gpus_per_node,
-              "cpu": str(cluster.gpus_per_node * cluster.cpu_per_gpu * 2),
-              "memory": f"{cluster.gpus_per_node * cluster.memory_gi_per_gpu * 2}Gi"}]
-    return load(yaml.safe_dump({"nodes": nodes, "priorityClasses": classes, "workloads": workloads}))
+    if nodes is None:
+        nodes = [{"count": cluster.nodes, "gpusPerNode": cluster.gpus_per_node,
+                  "cpu": str(cluster.gpus_per_node * cluster.cpu_per_gpu * 2),
+                  "memory": f"{cluster.gpus_per_node * cluster.memory_gi_per_gpu * 2}Gi",
+                  **({"topology": list(node_topology)} if node_topology else {})}]
+    return load(yaml.safe_dump({"nodes": list(nodes), "priorityClasses": classes, "workloads": workloads}))
 
 
 def run_policy(policy: str, jobs: Sequence[Job], spec: dict, cluster: Cluster, drain: float, *,

@@ -6,13 +6,13 @@ Warnings go where the request is allowed but probably not what was meant.
 """
 
 import json
+import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from gangkeeper import names
 from gangkeeper.identity import LABEL_VALUE_RULE, classify, is_valid_label_value
-from gangkeeper.quantity import parse_quantity
-from gangkeeper.resources import is_accelerator
+from gangkeeper.integrations.finding import LABEL_KEY_RULE, is_valid_label_key
 from gangkeeper.webhook.patch import has_gate
 from gangkeeper.webhook.policy import Policy
 from gangkeeper.webhook.review import AdmissionRequest
@@ -28,6 +28,12 @@ _GROUP_DECLARATIONS = (
     ("labels", names.PLUGINS_POD_GROUP_LABEL),
     ("annotations", names.VOLCANO_GROUP_ANNOTATION),
 )
+# The annotations that declare a group's topology, and the size a slice size must divide.
+_TOPOLOGY_DECLARATIONS = tuple(("annotations", key) for key in (*names.TOPOLOGY_ANNOTATIONS,
+                                                                 names.MIN_COUNT_ANNOTATION))
+_SLICE_SIZE_WHAT = "the members in one slice"
+_SLICE_LABEL_WHAT = "the node label key every member of a slice shares one value of, such as nvidia.com/gpu.clique"
+_DIVISORS_SHOWN = 12
 
 
 @dataclass(frozen=True)
@@ -56,7 +62,9 @@ def validate(request: AdmissionRequest, policy: Policy) -> Verdict:
         return Verdict(reason=f"{request.kind}: nothing to check")
     ledger = controller_annotation_problems(old, new, request.username, policy.controller_username)
     if request.operation == "CREATE":
-        warnings = [*accelerator_warnings(new, policy.accelerator_patterns), *_min_count_warnings(new, request, policy)]
+        # No warning for an accelerator request that differs from its limit: the API server refuses
+        # such a pod (extended resources are never overcommitted) before validating webhooks run.
+        warnings = _min_count_warnings(new, request, policy)
         return _verdict([*declaration_problems(new), *ledger], warnings, "pod CREATE")
     problems = [*gate_removal_problems(old, new, request.username, policy.controller_username),
                 *group_change_problems(old, new),
@@ -79,8 +87,11 @@ def gate_removal_problems(old: Mapping, new: Mapping, username: str, controller_
     start alone, which is exactly what gang scheduling exists to prevent."""
     if not has_gate(old) or has_gate(new) or username == controller_username:
         return []
+    namespace = (new.get("metadata") or {}).get("namespace") or (old.get("metadata") or {}).get("namespace")
+    where = f" -n {namespace}" if namespace else ""
     return [f"spec.schedulingGates: {username or 'an anonymous user'} removed the gate {names.SCHEDULING_GATE}; "
-            f"only {controller_username} may remove it, once capacity for the whole group is reserved"]
+            f"only {controller_username} may remove it, once capacity for the whole group is reserved "
+            f"(why its group waits: kubectl get {names.GANG_PLURAL}{where}, column Reason)"]
 
 
 def group_change_problems(old: Mapping, new: Mapping) -> list[str]:
@@ -126,6 +137,8 @@ def declaration_problems(pod: Mapping, keys: Iterable[tuple[str, str]] | None = 
                 problems.append(f"metadata.{section}[{key}]: {_shown(value)} is not accepted: {problem}")
     if wanted is None or wanted & set(_GROUP_DECLARATIONS):
         problems.extend(_conflicting_groups(pod))
+    if wanted is None or wanted & set(_TOPOLOGY_DECLARATIONS):
+        problems.extend(_slice_problems(_metadata(pod, "annotations")))
     return problems
 
 
@@ -147,6 +160,39 @@ def _conflicting_groups(pod: Mapping) -> list[str]:
             "declare one group, or give every declaration the same name"]
 
 
+def _slice_problems(annotations: Mapping) -> list[str]:
+    """A slice needs its label and its size, and a group it divides when the pod says its size.
+
+    Only the pod's own min count is known here: the size an owner declares (a Job, PyTorchJob
+    or JobSet) is the controller's to check, and it reports a group it does not divide."""
+    label, size = names.TOPOLOGY_SLICE_REQUIRED_ANNOTATION, names.TOPOLOGY_SLICE_SIZE_ANNOTATION
+    low, high = names.SLICE_SIZE_RANGE
+    if label in annotations and size not in annotations:
+        return [f"metadata.annotations[{size}]: missing; metadata.annotations[{label}] needs it: write "
+                f"{_SLICE_SIZE_WHAT}, a whole number from {low} to {high}, or remove {label}"]
+    if size in annotations and label not in annotations:
+        return [f"metadata.annotations[{label}]: missing; metadata.annotations[{size}] needs it: write "
+                f"{_SLICE_LABEL_WHAT}, or remove {size}"]
+    checks = _CHECKS[("annotations", size)], _CHECKS[("annotations", names.MIN_COUNT_ANNOTATION)]
+    declared = annotations.get(size), annotations.get(names.MIN_COUNT_ANNOTATION)
+    if any(value is None or check(value) for value, check in zip(declared, checks, strict=True)):
+        return []  # unset, or refused on its own
+    problem = _not_dividing(int(declared[0]), int(declared[1]), f"metadata.annotations[{names.MIN_COUNT_ANNOTATION}]")
+    return [f"metadata.annotations[{size}]: {_shown(declared[0])} is not accepted: {problem}"] if problem else []
+
+
+def _not_dividing(slice_size: int, group_size: int, where: str) -> str:
+    """Why `slice_size` does not fit a group of `group_size` declared at `where`; "" when it does."""
+    if group_size % slice_size == 0:
+        return ""
+    small = [n for n in range(1, math.isqrt(group_size) + 1) if group_size % n == 0]
+    divisors = sorted({*small, *(group_size // n for n in small)})
+    fitting = (", ".join(map(str, divisors[:-1])) + f" or {divisors[-1]}" if 1 < len(divisors) <= _DIVISORS_SHOWN
+               else f"a divisor of {group_size}")
+    return (f"a group of {group_size} ({where}) is not a multiple of it; "
+            f"write a slice size that divides {group_size}: {fitting}")
+
+
 def _whole_number(low: int, high: int, what: str) -> Callable[[object], str]:
     def check(value: object) -> str:
         digits = isinstance(value, str) and value.isascii() and value.isdigit() and len(value) <= 12
@@ -161,45 +207,42 @@ def _group_name(value: object) -> str:
     return f"a group name must be a non-empty label value ({LABEL_VALUE_RULE})"
 
 
+def _label_key(value: object) -> str:
+    return "" if is_valid_label_key(value) else f"write {LABEL_KEY_RULE}"
+
+
 _CHECKS: dict[tuple[str, str], Callable[[object], str]] = {
     ("annotations", names.MIN_COUNT_ANNOTATION): _whole_number(*names.MIN_COUNT_RANGE, "the group's minimum size"),
     ("annotations", names.SCHEDULE_TIMEOUT_ANNOTATION): _whole_number(*TIMEOUT_RANGE, "a number of seconds"),
     ("labels", names.GROUP_LABEL): _group_name,
+    ("annotations", names.TOPOLOGY_REQUIRED_ANNOTATION): _label_key,
+    ("annotations", names.TOPOLOGY_PREFERRED_ANNOTATION): _label_key,
+    ("annotations", names.TOPOLOGY_SLICE_REQUIRED_ANNOTATION): _label_key,
+    ("annotations", names.TOPOLOGY_SLICE_SIZE_ANNOTATION): _whole_number(*names.SLICE_SIZE_RANGE, _SLICE_SIZE_WHAT),
 }
 
 
-def accelerator_warnings(pod: Mapping, patterns: Iterable[str]) -> list[str]:
-    """Accelerators are not overcommitted: a request that differs from its limit is a mistake."""
-    patterns = tuple(patterns)
-    spec = pod.get("spec") or {}
-    warnings = []
-    for kind in ("initContainers", "containers"):
-        for container in spec.get(kind) or ():
-            resources = container.get("resources") or {}
-            requests, limits = resources.get("requests") or {}, resources.get("limits") or {}
-            for resource in sorted(set(requests) & set(limits)):
-                if is_accelerator(resource, patterns) and not _same_quantity(requests[resource], limits[resource]):
-                    warnings.append(
-                        f"spec.{kind}[{container.get('name', '?')}].resources: {resource} request "
-                        f"{requests[resource]} differs from limit {limits[resource]}; write the same number in both")
-    return warnings
+# Annotations that declare something of the pod's group: on a pod in no group they do nothing.
+_GROUP_ANNOTATIONS = (names.MIN_COUNT_ANNOTATION, *names.TOPOLOGY_ANNOTATIONS)
 
 
 def _min_count_warnings(pod: Mapping, request: AdmissionRequest, policy: Policy) -> list[str]:
-    if names.MIN_COUNT_ANNOTATION not in _metadata(pod, "annotations"):
+    annotations = _metadata(pod, "annotations")
+    present = [key for key in _GROUP_ANNOTATIONS if key in annotations]
+    if not present:
         return []
     found = classify(pod, namespace=request.namespace, excluded_namespaces=policy.excluded_namespaces,
                      accelerator_patterns=policy.accelerator_patterns)
+    if found.identity is not None and found.identity.source == names.SOURCE_ACCELERATOR_POD:
+        # A lone accelerator pod is a group of one whatever it declares: its min count is not read.
+        if names.MIN_COUNT_ANNOTATION not in present:
+            return []
+        return [f"metadata.annotations[{names.MIN_COUNT_ANNOTATION}] has no effect: with no group label and no "
+                f"owner gangkeeper knows, this pod is a group of one ({found.reason}); to schedule it with others, "
+                f"give each of them the label {names.GROUP_LABEL}=NAME"]
     if found.is_member:
         return []
-    return [f"metadata.annotations[{names.MIN_COUNT_ANNOTATION}] has no effect: the pod is in no group ({found.reason})"]
-
-
-def _same_quantity(a: object, b: object) -> bool:
-    try:
-        return parse_quantity(a) == parse_quantity(b)
-    except ValueError:
-        return True  # the API server refuses a malformed quantity with its own message
+    return [f"metadata.annotations[{key}] has no effect: the pod is in no group ({found.reason})" for key in present]
 
 
 # --- Gang objects --------------------------------------------------------------------------
@@ -222,6 +265,39 @@ def gang_problems(gang: Mapping) -> list[str]:
     elif not is_valid_label_value(name := (gang.get("metadata") or {}).get("name", "")):
         problems.append(f"metadata.name: {_shown(name)} cannot name a group: set spec.groupName "
                         f"to a label value ({LABEL_VALUE_RULE})")
+    if "topology" in spec:
+        problems.extend(gang_topology_problems(spec))
+    return problems
+
+
+def gang_topology_problems(spec: Mapping) -> list[str]:
+    """`spec.topology` as the members' topology annotations: label keys, and a slice size that
+    comes with its label and divides `spec.minCount`."""
+    topology = spec["topology"]
+    fields = names.GANG_TOPOLOGY_FIELDS
+    if not isinstance(topology, dict):
+        return [f"spec.topology: {_shown(topology)} is not accepted: write an object with any of {', '.join(fields)}"]
+    problems = []
+    for field in fields[:3]:
+        if field in topology and not is_valid_label_key(topology[field]):
+            problems.append(f"spec.topology.{field}: {_shown(topology[field])} is not accepted: write {LABEL_KEY_RULE}")
+    low, high = names.SLICE_SIZE_RANGE
+    size = topology.get("sliceSize")
+    size_ok = type(size) is int and low <= size <= high
+    if "sliceSize" in topology and not size_ok:
+        problems.append(f"spec.topology.sliceSize: {_shown(size)} is not accepted: write {_SLICE_SIZE_WHAT}, "
+                        f"a whole number from {low} to {high}")
+    if "sliceRequired" in topology and "sliceSize" not in topology:
+        problems.append(f"spec.topology.sliceSize: missing; spec.topology.sliceRequired needs it: write "
+                        f"{_SLICE_SIZE_WHAT}, a whole number from {low} to {high}, or remove spec.topology.sliceRequired")
+    elif "sliceSize" in topology and "sliceRequired" not in topology:
+        problems.append(f"spec.topology.sliceRequired: missing; spec.topology.sliceSize needs it: write "
+                        f"{_SLICE_LABEL_WHAT}, or remove spec.topology.sliceSize")
+    min_count = spec.get("minCount")
+    if size_ok and type(min_count) is int and names.MIN_COUNT_RANGE[0] <= min_count <= names.MIN_COUNT_RANGE[1]:
+        problem = _not_dividing(size, min_count, "spec.minCount")
+        if problem:
+            problems.append(f"spec.topology.sliceSize: {size} is not accepted: {problem}")
     return problems
 
 

@@ -18,6 +18,15 @@ _HASH_CHARS = 10
 LABEL_VALUE_RULE = (
     "at most 63 characters: letters, digits, '-', '_' or '.', starting and ending with a letter or digit"
 )
+# A label key (k8s.io/apimachinery validation.IsQualifiedName): a name like a label value but never
+# empty, after an optional prefix that is a lowercase DNS subdomain and a '/'.
+LABEL_KEY_PREFIX_MAX = 253
+_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+LABEL_KEY_RULE = (
+    "a label key such as topology.kubernetes.io/zone: an optional prefix (a lowercase DNS subdomain of at most "
+    "253 characters) and '/', then a name of at most 63 characters: letters, digits, '-', '_' or '.', starting "
+    "and ending with a letter or digit"
+)
 
 
 @dataclass(frozen=True)
@@ -41,7 +50,18 @@ class Classification:
 
 
 def is_valid_label_value(value: object) -> bool:
-    return isinstance(value, str) and len(value) <= LABEL_VALUE_MAX and bool(_LABEL_VALUE.match(value))
+    # fullmatch: `$` alone would also accept a value ending in a newline.
+    return isinstance(value, str) and len(value) <= LABEL_VALUE_MAX and bool(_LABEL_VALUE.fullmatch(value))
+
+
+def is_valid_label_key(value: object) -> bool:
+    """Whether `value` is a label key the API server accepts (LABEL_KEY_RULE)."""
+    if not isinstance(value, str):
+        return False
+    prefix, slash, name = value.rpartition("/")
+    if slash and not (0 < len(prefix) <= LABEL_KEY_PREFIX_MAX and _DNS_SUBDOMAIN.fullmatch(prefix)):
+        return False
+    return bool(name) and is_valid_label_value(name)
 
 
 def to_label_value(text: str) -> str:

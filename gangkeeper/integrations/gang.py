@@ -1,8 +1,9 @@
 """Gang, `gangs.gangkeeper.io/v1alpha1`: our own CRD, which declares a group and shows its state.
 
-A user creates a Gang to declare the size (`spec.minCount`) and schedule timeout of a group
-whose members carry the group label; `spec.groupName` names the group and defaults to the
-Gang's name. The controller creates a Gang for every group that has none, writes only its
+A user creates a Gang to declare the size (`spec.minCount`), schedule timeout and topology
+(`spec.topology`: `required`, `preferred`, `sliceRequired`, `sliceSize`, as the members'
+`gangkeeper.io/topology-*` annotations say it) of a group whose members carry the group label;
+`spec.groupName` names the group and defaults to the Gang's name. The controller creates a Gang for every group that has none, writes only its
 status, and deletes the ones it created (labelled managed-by gangkeeper, with no owner) once
 their group is gone. Its members are labelled explicitly, so a Gang has no rule of its own in
 the webhook (they are plain pods' explicit groups), and it has no suspend switch.
@@ -24,9 +25,21 @@ def declaration(gang: Mapping) -> Declaration:
     return {"sizes": {"": int(spec.get("minCount") or 0)},
             "group_name": spec.get("groupName") or metadata.get("name", ""),
             "schedule_timeout": float(timeout) if timeout is not None else None,
+            "topology": topology(spec),
             "status": gang.get("status") or {},
             "disposable": labels.get(names.MANAGED_BY_LABEL) == names.MANAGED_BY_VALUE
             and not metadata.get("ownerReferences")}
+
+
+def topology(spec: Mapping) -> Mapping[str, object]:
+    """The `spec.topology` fields the Gang sets, as written: the controller judges them (the CRD
+    schema and the webhook refuse bad ones on the way in). A value that is no JSON scalar is
+    kept as its text, which no field accepts, so that comparing it never fails."""
+    declared = spec.get("topology")
+    if not isinstance(declared, Mapping):
+        return {}
+    return {field: value if isinstance(value, (str, int, float)) else str(value)
+            for field in names.GANG_TOPOLOGY_FIELDS if (value := declared.get(field)) is not None}
 
 
 INTEGRATION = Integration(

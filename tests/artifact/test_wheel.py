@@ -33,7 +33,13 @@ def _top_level_names(wheel) -> set[str]:
 
 def test_the_build_context_is_the_product_and_its_metadata(installed):
     assert {path.split("/", 1)[0] for path in installed.context} == {
-        "README.md", "pyproject.toml", "setup.cfg", "gangkeeper", "webhook", "controller", "certs"}
+        "README.md", "LICENSE", "pyproject.toml", "setup.cfg", "gangkeeper", "webhook", "controller", "certs"}
+
+
+def test_the_wheel_carries_the_license(installed):
+    with zipfile.ZipFile(installed.wheel) as archive:
+        licenses = [name for name in archive.namelist() if name.endswith("/LICENSE") and ".dist-info/" in name]
+        assert licenses and b"Apache License" in archive.read(licenses[0])
 
 
 def test_the_wheel_installs_one_import_root(installed):

@@ -16,10 +16,13 @@ def test_the_store_section_reports_every_list_it_timed():
     assert f"| list one namespace | {figures['list_namespace_ms']} ms |" in text
 
 
-def test_the_planner_section_has_one_row_per_cluster_size():
+def test_the_planner_section_has_one_row_per_cluster_size_in_each_table():
     figures = bench_planner.run(nodes=(32, 64), bound_pods=100, waiting_groups=10)
-    rows = [line for line in bench_planner.markdown(figures).splitlines() if line.startswith("| ") and "---" not in line]
-    assert [row.split(" | ")[0] for row in rows[1:]] == ["| 32", "| 64"]
+    tables = [block for block in bench_planner.markdown(figures).split("\n\n") if block.startswith("| nodes")]
+    assert len(tables) == 2, "the plain pass, then the pass with topology rules"
+    for table in tables:
+        rows = [line for line in table.splitlines() if "---" not in line]
+        assert [row.split(" | ")[0] for row in rows[1:]] == ["| 32", "| 64"]
 
 
 def test_the_priorities_section_renders_one_row_per_policy_between_its_markers():

@@ -39,7 +39,8 @@ def test_help_names_every_environment_variable(capsys, monkeypatch):
     out = capsys.readouterr().out
     for variable in ("DIR", "NAMESPACE", "SECRET", "SERVICE", "MUTATING", "VALIDATING", "KUBECONFIG",
                      "RENEW_BEFORE_FRACTION", "DAYS"):
-        assert f"(env GANGKEEPER_CERTS_{variable};" in out
+        assert f"(env GANGKEEPER_CERTS_{variable};" in out or f"(env GANGKEEPER_CERTS_{variable})" in out
+    assert "default: None" not in out and "default: )" not in out
 
 
 @pytest.mark.parametrize(("argv", "message"), [

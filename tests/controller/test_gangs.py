@@ -8,11 +8,11 @@ from hypothesis import strategies as st
 
 from gangkeeper import names
 from gangkeeper.controller.decisions import DeleteGang, Report, SaveGang
-from gangkeeper.controller.gangs import NAME_MAX, name_candidates, status_due
+from gangkeeper.controller.gangs import NAME_MAX, STATUS_DETAILS_REFRESH_SECONDS, name_candidates, status_due
 from gangkeeper.controller.groups import GANGS, JOBS, JOBSETS, Owner
 from gangkeeper.controller.memory import Memory
 from gangkeeper.controller.reconciler import reconcile
-from tests.controller.builders import node_object
+from tests.controller.builders import node_object, pod_object
 from tests.controller.world import NS, World, member_object
 
 NOW = 1_800_000_000.0
@@ -51,7 +51,11 @@ def saved(outcome) -> list[SaveGang]:
 
 
 def involved(outcome) -> set[tuple[str, str]]:
-    return {a.involved[1:] for a in outcome.actions if isinstance(a, Report)}
+    return {(a.involved.kind, a.involved.name) for a in outcome.actions if isinstance(a, Report)}
+
+
+def uids(outcome) -> set[str]:
+    return {a.involved.uid for a in outcome.actions if isinstance(a, Report)}
 
 
 # --- names ---------------------------------------------------------------------------------------
@@ -71,6 +75,8 @@ def test_the_name_is_derived_so_a_restarted_controller_finds_the_same_gang():
     restarted = step(world, Memory(), NOW + 1)  # a new leader: released, nothing remembered
     assert [a.create for a in saved(restarted)] == [None] * len(saved(restarted))
     assert involved(restarted) == {("Gang", created.name)}
+    assert uids(restarted) == {f"uid-{created.name}"}, "an existing Gang's Events carry its uid"
+    assert uids(step(job_world())) == {""}, "a Gang created in this pass has none yet: the executor learns it"
 
 
 def test_a_name_another_groups_gang_holds_is_lengthened_and_kept_once_taken():
@@ -159,8 +165,37 @@ def test_a_status_is_written_when_more_than_a_message_changed_or_the_details_are
         return {"phase": phase, "conditions": [{"type": "Admitted", "reason": "NoFit", "message": message}]}
 
     current = status("Waiting", "16 free")
-    assert not status_due(current, status("Waiting", "16 free"), None, NOW)
-    assert status_due(current, status("Admitted", "16 free"), NOW, NOW)
-    assert not status_due(current, status("Waiting", "12 free"), NOW - 29, NOW)
-    assert status_due(current, status("Waiting", "12 free"), NOW - 30, NOW)
-    assert status_due(current, status("Waiting", "12 free"), None, NOW), "never written by this controller"
+    assert status_due(current, status("Waiting", "16 free"), None, NOW) is None, "nothing new"
+    assert status_due(current, status("Admitted", "16 free"), NOW, NOW) == NOW
+    assert status_due(current, status("Waiting", "12 free"), NOW - 9, NOW) == NOW + 1, "the details, a second later"
+    assert status_due(current, status("Waiting", "12 free"), NOW - 10, NOW) == NOW
+    assert status_due(current, status("Waiting", "12 free"), None, NOW) == NOW, "never written by this controller"
+
+
+def test_a_gang_says_why_and_since_when_a_waiting_group_waits_and_forgets_it_once_admitted():
+    world = World([node_object("n0", gpus=8)])
+    for i in range(2):
+        world.add(member_object(f"big-{i}", group="big", min_count=3, gpus=8))
+    (waiting,) = saved(step(world))
+    assert waiting.status["phase"] == "Waiting" and waiting.status["reason"] == "Incomplete"
+    # When the controller first saw the group; on its first pass, its oldest member's creation.
+    assert waiting.status["waitingSince"] == "2025-01-01T00:00:00Z"
+    small = World([node_object("n0", gpus=8)])
+    small.add(member_object("small-0", group="small", min_count=1, gpus=8))
+    (admitted,) = saved(step(small))
+    assert admitted.status["reason"] == "Reserved"
+    assert admitted.status["waitingSince"] is None, "null: the merge patch removes what a waiting status wrote"
+
+
+def test_details_held_back_by_the_refresh_interval_are_written_by_the_pass_that_falls_due():
+    world = World([node_object("n0", gpus=8)])
+    for i in range(2):
+        world.add(member_object(f"big-{i}", group="big", min_count=2, gpus=8))
+    first = step(world)
+    assert saved(first), "the Gang is created"
+    world.add(pod_object("lone", gpus=4, gated=False, node_name="n0", phase="Running"))  # 4 free, not 8
+    later = step(world, first.memory, NOW + 1)
+    assert saved(later) == [], "the details only: held back"
+    assert later.next_due == NOW + STATUS_DETAILS_REFRESH_SECONDS
+    (refreshed,) = saved(step(world, later.memory, later.next_due))
+    assert "eligible nodes have 4 free" in refreshed.status["conditions"][0]["message"]

@@ -282,7 +282,8 @@ def test_gang_status_follows_the_group_and_events_follow_changes_only():
     admitted = create.status["conditions"][0]
     assert (admitted["type"], admitted["status"], admitted["reason"]) == ("Admitted", "True", "Reserved")
     released = run.step(bind=True)
-    assert reports(released, "gang.released")[0].pods == ("g-0", "g-1")
+    pods = reports(released, "gang.released")[0].pods
+    assert [(p.kind, p.name, p.uid) for p in pods] == [("Pod", "g-0", "uid-team-g-0"), ("Pod", "g-1", "uid-team-g-1")]
     running = run.step()
     assert of(running, SaveGang)[0].status["phase"] == "Running"
     assert [r.event for r in of(running, Report)] == ["gang.bound"]

@@ -76,7 +76,7 @@ def test_serving_leads_probes_and_exports_metrics_then_hands_the_lease_back(emul
                        "gangkeeper_rollbacks_total", "gangkeeper_reconcile_pass_seconds",
                        "gangkeeper_watch_restarts_total", "gangkeeper_index_inconsistencies_total"):
             assert f"# TYPE {family}" in exported, family
-        assert 'gangkeeper_groups{phase="Admitted"} 1.0' in exported
+        assert f'gangkeeper_groups{{namespace="{NS}",phase="Admitted"}} 1.0' in exported
     finally:
         stop.set()
         serving.join(10)

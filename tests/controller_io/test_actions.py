@@ -6,25 +6,32 @@ from datetime import datetime, timezone
 from gangkeeper import names
 from gangkeeper.audit import AuditLog
 from gangkeeper.controller.actions import Executor
-from gangkeeper.controller.decisions import DeletePod, GangEvent, Reason, Release, Report, Reserve, SaveGang
-from gangkeeper.controller.kube import EVENTS, GANGS, JSON_PATCH, PODS, AlreadyExists, Conflict, Forbidden
+from gangkeeper.controller.decisions import DeletePod, GangEvent, Involved, Reason, Release, Report, Reserve, SaveGang
+from gangkeeper.controller.kube import EVENTS, GANGS, JSON_PATCH, PODS, AlreadyExists, Conflict, Forbidden, NotFound
 
 GROUP = ("team", "g")
-GANG = ("gangkeeper.io/v1alpha1", "Gang", "g")
+GANG = Involved("gangkeeper.io/v1alpha1", "Gang", "g", "uid-g")
 
 
 class RecordingKube:
     """Records every call; `refuse` maps (method, name) to the error to raise once."""
 
     def __init__(self):
-        self.calls, self.refuse, self.events = [], {}, {}
+        self.calls, self.refuse, self.events, self.gangs = [], {}, {}, set()
 
     def _call(self, method, resource, name, body=None):
         self.calls.append((method, resource.name, name, body))
         error = self.refuse.pop((method, name), None)
         if error is not None:
             raise error
-        return {"metadata": {"name": name, "namespace": "team", "resourceVersion": "2"}}
+        if resource is GANGS and method == "create":
+            self.gangs.add(name)
+        return {"metadata": {"name": name, "namespace": "team", "resourceVersion": "2", "uid": f"uid-{name}"}}
+
+    def get(self, resource, namespace, name):
+        if resource is GANGS and name not in self.gangs:
+            raise NotFound(404, {"reason": "NotFound"})
+        return self._call("get", resource, name)
 
     def patch(self, resource, namespace, name, body, patch_type=None, *, subresource=""):
         if resource is EVENTS:
@@ -65,7 +72,8 @@ def executor(kube=None, dry_run=False):
 
 
 def released(pods=("p0", "p1")):
-    return Report(GROUP, GangEvent.RELEASED, Reason.RELEASED, "released 2 members", GANG, tuple(pods), on_pods=True)
+    return Report(GROUP, GangEvent.RELEASED, Reason.RELEASED, "released 2 members", GANG,
+                  tuple(Involved("v1", "Pod", pod, f"uid-{pod}") for pod in pods), on_pods=True)
 
 
 ACTIONS = (released(),
@@ -95,8 +103,10 @@ def test_a_release_report_is_an_event_on_the_gang_and_on_each_pod():
     kube = RecordingKube()
     run, _, _ = executor(kube)
     run.execute([released()])
-    involved = sorted((e["involvedObject"]["kind"], e["involvedObject"]["name"]) for e in kube.events.values())
-    assert involved == [("Gang", "g"), ("Pod", "p0"), ("Pod", "p1")]
+    involved = sorted(tuple(e["involvedObject"][f] for f in ("kind", "name", "uid", "namespace", "apiVersion"))
+                      for e in kube.events.values())
+    assert involved == [("Gang", "g", "uid-g", "team", "gangkeeper.io/v1alpha1"), ("Pod", "p0", "uid-p0", "team", "v1"),
+                        ("Pod", "p1", "uid-p1", "team", "v1")], "kubectl describe selects Events by uid"
     assert all(e["source"] == {"component": "gangkeeper-controller"} for e in kube.events.values())
     pod_event = next(e for e in kube.events.values() if e["involvedObject"]["name"] == "p0")
     assert pod_event["message"] == "group team/g: released 2 members"
@@ -115,6 +125,27 @@ def test_the_same_news_bumps_one_event_and_survives_a_restart():
     other = Report(GROUP, GangEvent.WAITING, Reason.NO_FIT, "other message", GANG)
     first.execute([other])
     assert len(kube.events) == 2
+
+
+def test_a_gang_created_in_the_same_pass_gets_its_event_with_the_uid_the_api_gave_it():
+    kube = RecordingKube()
+    run, _, _ = executor(kube)
+    unborn = GANG._replace(uid="")
+    report = Report(GROUP, GangEvent.WAITING, Reason.INCOMPLETE, "1/2 pods", unborn)
+    assert run.execute([report, SaveGang(GROUP, "g", {"phase": "Waiting"}, {"metadata": {"name": "g"}})]) == 0
+    (event,) = kube.events.values()
+    assert event["involvedObject"]["uid"] == "uid-g", "written after the Gang, with its uid"
+
+
+def test_no_event_is_written_about_a_gang_that_does_not_exist():
+    kube = RecordingKube()
+    kube.refuse[("create", "g")] = Forbidden(403, {"reason": "Forbidden"})
+    kube.refuse[("patch/status", "g")] = NotFound(404, {"reason": "NotFound"})
+    run, audit, _ = executor(kube)
+    report = Report(GROUP, GangEvent.WAITING, Reason.INCOMPLETE, "1/2 pods", GANG._replace(uid=""))
+    assert run.execute([report, SaveGang(GROUP, "g", {"phase": "Waiting"}, {"metadata": {"name": "g"}})]) == 1
+    assert kube.events == {} and [line["event"] for line in audit.lines] == ["gang.waiting"], \
+        "the audit line still says it"
 
 
 def test_a_conflict_is_dropped_and_the_rest_still_runs():

@@ -95,7 +95,7 @@ class FakeKube:
         return pod
 
     def patch_status(self, resource, namespace, name, body, patch_type=kube.MERGE_PATCH):
-        return {}
+        return {"metadata": {"name": name, "namespace": namespace, "uid": f"uid-{name}"}}
 
     def create(self, resource, namespace, body):
         return dict(body)

@@ -51,7 +51,8 @@ def test_nobody_but_the_controller_removes_the_gate(stack):
         assert str(refused.value) == (
             'admission webhook "validate.gangkeeper.io" denied the request: gangkeeper refused this request '
             f"(1 problem): spec.schedulingGates: {ADMIN.username} removed the gate {names.SCHEDULING_GATE}; "
-            f"only {CONTROLLER} may remove it, once capacity for the whole group is reserved")
+            f"only {CONTROLLER} may remove it, once capacity for the whole group is reserved "
+            f"(why its group waits: kubectl get gangs -n {team.name}, column Reason)")
     pod = team.pods()["pair-0"]
     assert is_gated(pod) and placed([pod]) == []
 

@@ -7,14 +7,27 @@ from gangkeeper.integrations import gang
 def test_a_gang_declares_size_group_and_timeout():
     declared = gang.declaration({"metadata": {"name": "llm"}, "spec": {
         "minCount": 16, "groupName": "llm-run", "scheduleTimeoutSeconds": 600}, "status": {"phase": "Waiting"}})
-    assert declared == {"sizes": {"": 16}, "group_name": "llm-run", "schedule_timeout": 600.0,
+    assert declared == {"sizes": {"": 16}, "group_name": "llm-run", "schedule_timeout": 600.0, "topology": {},
                         "status": {"phase": "Waiting"}, "disposable": False}
 
 
 def test_the_group_defaults_to_the_gangs_name_and_nothing_else_is_assumed():
     declared = gang.declaration({"metadata": {"name": "llm"}})
-    assert declared == {"sizes": {"": 0}, "group_name": "llm", "schedule_timeout": None, "status": {},
-                        "disposable": False}
+    assert declared == {"sizes": {"": 0}, "group_name": "llm", "schedule_timeout": None, "topology": {},
+                        "status": {}, "disposable": False}
+
+
+def test_a_gang_declares_its_topology_as_written_for_the_controller_to_judge():
+    spec = {"minCount": 16, "topology": {"required": "topology.kubernetes.io/zone", "sliceRequired": "nvidia.com/gpu.clique",
+                                         "sliceSize": 4, "preferred": None, "unknown": "x"}}
+    assert gang.declaration({"metadata": {"name": "llm"}, "spec": spec})["topology"] == {
+        "required": "topology.kubernetes.io/zone", "sliceRequired": "nvidia.com/gpu.clique", "sliceSize": 4}
+
+
+def test_a_topology_field_that_is_no_scalar_is_kept_as_text_and_a_topology_that_is_no_object_is_none():
+    nested = gang.declaration({"metadata": {"name": "g"}, "spec": {"topology": {"sliceSize": [4]}}})
+    assert nested["topology"] == {"sliceSize": "[4]"}
+    assert gang.declaration({"metadata": {"name": "g"}, "spec": {"topology": "zone"}})["topology"] == {}
 
 
 def test_only_a_gang_the_controller_created_without_owner_is_disposable():

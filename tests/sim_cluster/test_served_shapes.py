@@ -96,10 +96,11 @@ TYPED_LISTS = {
     "resourceclaimtemplates": "V1ResourceClaimTemplateList",
     "persistentvolumes": "V1PersistentVolumeList",
     "persistentvolumeclaims": "V1PersistentVolumeClaimList",
+    "secrets": "V1SecretList",
 }
 CUSTOM = ("pytorchjobs", "jobsets", "gangs", "podgroups")
 WITHOUT_GENERATION = ("namespaces", "nodes", "events", "leases", "resourceclaims",
-                      "resourceclaimtemplates")  # their registry strategies set none
+                      "resourceclaimtemplates", "secrets")  # their registry strategies set none
 CONTAINER_STATUS_FIELDS = {"name", "image", "imageID", "containerID", "ready", "started", "restartCount", "state",
                            "lastState"}
 
@@ -288,6 +289,11 @@ def run_workloads(api: APIServer, clock: VirtualClock) -> None:
                      pod("held", gates=("example.com/hold",), duration=30),
                      pod("too-big", gates=("example.com/hold",), gpus=64)):
         api.create("pods", manifest, namespace=PLAIN)
+    api.create("secrets", {"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",  # as certs install
+                           "metadata": {"name": names.WEBHOOK_TLS_SECRET},
+                           "data": {"tls.crt": "Y3J0", "tls.key": "a2V5", "ca.crt": "Y2E="}},
+               namespace=names.DEFAULT_NAMESPACE)
+    api.create("secrets", {"metadata": {"name": "opaque"}, "stringData": {"token": "t"}}, namespace=PLAIN)
     api.create("poddisruptionbudgets", {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
                                         "metadata": {"name": "server"},
                                         "spec": {"minAvailable": 1, "selector": {}}}, namespace=PLAIN)
