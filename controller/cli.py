@@ -11,6 +11,8 @@ from gangkeeper import names
 from gangkeeper.audit import open_audit_log
 from gangkeeper.cli import CommandError, check_can_listen, credentials_problem, listen_problem, one_line
 from gangkeeper.config import add_bool_flag, add_flag, env_name, int_in_range, log_config, one_of, port, positive_int
+from gangkeeper.integrations.finding import LABEL_KEY_RULE, is_valid_label_key
+from gangkeeper.names import ZONE_LABEL
 
 log = logging.getLogger("gangkeeper.controller")
 SYNC_TIMEOUT_SECONDS = 120.0
@@ -54,6 +56,13 @@ def add_parser(subparsers) -> None:
              help="queue order")
     add_flag(parser, "--starvation-seconds", default=300, type=int_in_range(0, 10**7, "a number of seconds"),
              help="under BestEffortFIFO, a group waiting this long gets freed capacity held for it")
+    add_flag(parser, "--zone-label", default=ZONE_LABEL, type=_label_key,
+             help="node label of the domains a group without a topology rule of its own is kept inside when it "
+                  "fits in one")
+    add_flag(parser, "--rack-label", default="", type=_label_key,
+             help="a finer node label (a rack, a block, an NVLink domain: cloud.google.com/gce-topology-block, "
+                  "nvidia.com/gpu.clique) tried before --zone-label for groups without a rule of their own; "
+                  "none when unset")
     add_bool_flag(parser, "--fail-on-schedule-timeout",
                   help="give up a group not admitted within its schedule timeout (Gang phase Failed) "
                        "instead of reporting TimedOut and waiting on")
@@ -67,11 +76,21 @@ def add_parser(subparsers) -> None:
     parser.set_defaults(run=run)
 
 
+def _label_key(text: str) -> str:
+    """An argparse type: a node label key, or "" for none."""
+    if text and not is_valid_label_key(text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not accepted: write {LABEL_KEY_RULE}")
+    return text
+
+
 def settings_from(args: argparse.Namespace):
+    from gangkeeper.controller.planner import Topology
     from gangkeeper.controller.queue import Order, QueuePolicy
     from gangkeeper.controller.reconciler import Ownerless, Preempting, Settings
+    topology = Topology(zone_label=args.zone_label or None, rack_label=args.rack_label or None)
     return Settings(bind_timeout_seconds=float(args.bind_timeout_seconds),
-                    policy=QueuePolicy(order=Order(args.policy), starvation_seconds=float(args.starvation_seconds)),
+                    policy=QueuePolicy(order=Order(args.policy), starvation_seconds=float(args.starvation_seconds),
+                                       topology=topology),
                     fail_on_schedule_timeout=args.fail_on_schedule_timeout,
                     rollback_ownerless=Ownerless(args.rollback_ownerless),
                     preemption=Preempting(args.preemption))

@@ -70,10 +70,9 @@ from gangkeeper.controller.model import Group, GroupKey, Member, Node
 from gangkeeper.controller.occupancy import Occupancy
 from gangkeeper.controller.ports import REFUSAL as PORTS_REFUSAL
 from gangkeeper.controller.topology import DomainRoom, best_fit, fewest, noun, shortage, slices
+from gangkeeper.names import ZONE_LABEL
 from gangkeeper.quantity import format_quantity
 from gangkeeper.resources import Resources, add_into, subtract
-
-ZONE_LABEL = "topology.kubernetes.io/zone"
 
 SPREAD_CHOICES = 64  # nodes that take a member, among which its ScheduleAnyway constraints choose
 

@@ -59,6 +59,8 @@ NEVER_ENFORCED_NAMESPACES = frozenset({"kube-system"})
 MIN_COUNT_RANGE = (1, 100_000)
 # A slice is never bigger than a group.
 SLICE_SIZE_RANGE = MIN_COUNT_RANGE
+# The node label of zones, the cluster-wide default domain of a group without a topology rule (`--zone-label`).
+ZONE_LABEL = "topology.kubernetes.io/zone"
 
 # The four topology annotations and the Gang's `spec.topology` fields saying the same, in the
 # order of `controller.model.TopologyRule`'s fields (required, preferred, slice_required, slice_size).

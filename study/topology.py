@@ -36,7 +36,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from statistics import mean
 
-from gangkeeper.controller.planner import ZONE_LABEL
+from gangkeeper.names import ZONE_LABEL
 from sim.api import WatchEvent
 from sim.names import PODS
 from sim.spec import node_manifests

@@ -49,3 +49,15 @@ def test_preemption_is_on_unless_told_never_and_refuses_anything_else(capsys, mo
     with pytest.raises(SystemExit):
         settings("--preemption", "Always")
     assert "'Always' is not accepted: write one of LowerPriority, Never" in capsys.readouterr().err
+
+
+def test_the_cluster_wide_domains_are_the_zone_label_then_an_optional_finer_one(capsys, monkeypatch):
+    default = settings().policy.topology
+    assert (default.zone_label, default.rack_label) == ("topology.kubernetes.io/zone", None)
+    blocks = settings("--rack-label", "cloud.google.com/gce-topology-block").policy.topology
+    assert blocks.labels == ("cloud.google.com/gce-topology-block", "topology.kubernetes.io/zone"), "finest first"
+    monkeypatch.setenv("GANGKEEPER_ZONE_LABEL", "example.com/room")
+    assert settings().policy.topology.zone_label == "example.com/room"
+    with pytest.raises(SystemExit):
+        settings("--rack-label", "Not A Key")
+    assert "'Not A Key' is not accepted: write a label key such as topology.kubernetes.io/zone" in capsys.readouterr().err

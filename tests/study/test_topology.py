@@ -5,7 +5,7 @@ assertions."""
 import pytest
 
 from gangkeeper import names
-from gangkeeper.controller.planner import ZONE_LABEL
+from gangkeeper.names import ZONE_LABEL
 from sim.api import WatchEvent
 from sim.spec import node_manifests, submissions
 from study import topology, topology_report
