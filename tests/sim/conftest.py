@@ -2,10 +2,8 @@
 
 import pytest
 
-from sim.apiserver import APIServer
 from sim.clock import VirtualClock
-
-NS = "ml"
+from tests.sim.helpers import api_server
 
 
 @pytest.fixture
@@ -15,7 +13,4 @@ def clock():
 
 @pytest.fixture
 def api(clock):
-    """An emulated API server on the virtual clock, with the namespace `ml`."""
-    api = APIServer(clock=clock.now)
-    api.create("namespaces", {"metadata": {"name": NS}})
-    return api
+    return api_server(clock)

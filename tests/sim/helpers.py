@@ -9,10 +9,20 @@ import urllib.request
 from pathlib import Path
 
 from gangkeeper.certs.issue import issue
+from sim.apiserver import APIServer
+from sim.clock import VirtualClock
 from tests.recorded import RECORDED
 
 FIXTURES = RECORDED
+NS = "ml"  # the namespace `api_server` creates (the `api` fixture's)
 SERVER_OWNED = ("uid", "resourceVersion", "generation", "creationTimestamp", "managedFields")
+
+
+def api_server(clock: VirtualClock, namespace: str = NS) -> APIServer:
+    """An emulated API server on the virtual clock, with one namespace."""
+    api = APIServer(clock=clock.now)
+    api.create("namespaces", {"metadata": {"name": namespace}})
+    return api
 
 
 def fixture(relative: str) -> dict:

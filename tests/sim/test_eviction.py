@@ -9,7 +9,7 @@ import pytest
 
 from sim.api import ADMIN, KUBELET, APIError, User
 from sim.apiserver import APIServer
-from sim.clock import VirtualClock, rfc3339
+from sim.clock import rfc3339
 from sim.cluster import Cluster, emulated_cluster
 from sim.disruption import DELETION_TIMEOUT, DisruptionController, scaled
 from sim.kubelet import running_status
@@ -27,11 +27,6 @@ VIOLATION = "Cannot evict pod as it would violate the pod's disruption budget."
 
 
 # --- builders ------------------------------------------------------------------------------------
-
-@pytest.fixture()
-def clock():
-    return VirtualClock()
-
 
 @pytest.fixture()
 def api(clock):

@@ -6,8 +6,7 @@ import pytest
 
 from sim.api import APIError
 from sim.podrules import validate_create
-from tests.sim.conftest import NS
-from tests.sim.helpers import pod
+from tests.sim.helpers import NS, pod
 
 
 def _with_resources(requests=None, limits=None, *, init: bool = False) -> dict:

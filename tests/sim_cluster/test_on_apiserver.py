@@ -7,10 +7,9 @@ import pytest
 
 from gangkeeper.names import KUBEFLOW_JOB_NAME_LABEL
 from sim.accounting import Accounting
-from sim.apiserver import APIServer
-from sim.clock import VirtualClock
 from sim.cluster import emulated_cluster
 from sim.spec import load
+from tests.sim.helpers import api_server
 
 TWO_JOBS_ON_48_GPUS = """
 nodes: [{count: 6, gpusPerNode: 8}]
@@ -21,15 +20,9 @@ workloads:
 
 
 @pytest.fixture
-def clock():
-    return VirtualClock()
-
-
-@pytest.fixture
 def api(clock):
-    server = APIServer(clock=clock.now)
-    server.create("namespaces", {"metadata": {"name": "ml"}})
-    return server
+    """The real emulated API server rather than the package's fake (the clock is conftest's)."""
+    return api_server(clock)
 
 
 def pods_of(api, job):
