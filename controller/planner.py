@@ -677,7 +677,7 @@ class _RuleSearch:
         if not label:
             return [(None, None)]
         rooms = self._rooms(label)
-        anchor = self._anchor(label)
+        anchor = self._anchor_of(self.group.members, label)
         if anchor is not None:  # members reserved before a restart: the rest go where they are
             rooms = {anchor: rooms.get(anchor) or DomainRoom(anchor, [0] * len(self.packed))}
         domains = self.pool.domains(label)
@@ -691,12 +691,6 @@ class _RuleSearch:
             self.reason = lambda: self._shortage("required", label, rooms)
             return None
         return [(domains.get(room.value, frozenset()), f"{label}={room.value}") for room in fitting[:self.tries]]
-
-    def _anchor(self, label: str) -> str | None:
-        values = self.pool.label_values(label)
-        held = Counter(values.get(node) for node in _booked_nodes(self.group.members))
-        held.pop(None, None)
-        return held.most_common(1)[0][0] if held else None
 
     def _rooms(self, label: str, scope: Scope = None) -> dict[str, DomainRoom]:
         """What each domain of the label offers the group before it is placed, counting the nodes
@@ -802,6 +796,7 @@ class _RuleSearch:
         return assignments
 
     def _anchor_of(self, run: Sequence[Member], label: str) -> str | None:
+        """The domain of `label` holding most of the members of `run` already reserved or bound."""
         values = self.pool.label_values(label)
         held = Counter(values.get(node) for node in _booked_nodes(run))
         held.pop(None, None)
