@@ -88,6 +88,7 @@ class ClusterIndex:
         self.occupancy = Occupancy()
         self.budgets = Budgets()
         self.reserved_accelerators = 0
+        self._holding: Counter = Counter()  # priority → live pods holding capacity (bound or reserved) at it
         self._pool: NodePool | None = None
         self._buckets: dict[Bucket, dict[str, PodFacts]] = {}
         self._dependents: dict[WorkloadKey, set[Bucket]] = {}
@@ -193,13 +194,18 @@ class ClusterIndex:
             self.occupancy.scope = SpreadScope(self._pool.nodes.values())
         return self._pool
 
-    def preemption_candidates(self) -> list[Candidate]:
+    def preemption_candidates(self, below: int | None = None) -> list[Candidate]:
         """The work a group may preempt (`controller.preemption`): every group whose members hold
-        capacity, and every lone pod bound, with the budgets selecting it. O(groups + pods): asked
-        only when a group does not fit."""
+        capacity, and every lone pod bound, with the budgets selecting it; only those of a priority
+        below `below` when given. O(groups + pods), asked when a group does not fit, and O(1) when
+        nothing holds capacity below `below` (a cluster of one priority)."""
+        if below is not None and not any(count > 0 and priority < below for priority, count in self._holding.items()):
+            return []
         groups = [(view.group.key, view.group.members) for views in self._views.values() for view in views]
-        lone = [facts.member for facts in self.pods.values() if facts.group is None]
-        return holders(groups, lone, self.ledger, self.budgets)
+        lone = [facts.member for facts in self.pods.values()
+                if facts.group is None and (below is None or facts.member.priority < below)]
+        found = holders(groups, lone, self.ledger, self.budgets)
+        return found if below is None else [c for c in found if c.priority < below]
 
     def view(self, key: GroupKey) -> GangView | None:
         """The group's view as last grouped, decided this pass or not."""
@@ -254,6 +260,8 @@ class ClusterIndex:
         if facts is None:
             return
         member = facts.member
+        if not member.terminal and (member.node or member.reserved_node):
+            self._holding[member.priority] += sign
         if sign < 0:
             self.ledger.forget(member.uid)
             self.occupancy.uncount(member.uid)

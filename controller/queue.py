@@ -24,7 +24,9 @@ BestEffortFIFO, the exact rule:
     and leave both waiting forever — the deadlock gangs exist to prevent. Groups ahead of the
     head in queue order were planned before it and are not affected.
 
-Preemption (given `candidates`, the work that holds capacity): the first group in queue order
+Preemption (given `candidates(below)`, the work that holds capacity at a priority below `below`;
+asked once, for the first group that asks, which has the highest priority of those that may: the
+queue is in priority order): the first group in queue order
 that does not fit and may preempt (`Group.preempts`, some candidate of lower priority) asks
 `controller.preemption` for victims; if taking every candidate would not make it fit, the next
 such group asks, up to `PREEMPTION_ATTEMPTS` a pass, so the pass stays bounded; one preempts. When it finds some, its plan is counted like
@@ -93,7 +95,7 @@ def incomplete_reason(group: Group) -> str:
 
 def plan_pass(groups: Iterable[Group], nodes: NodePool, ledger: Ledger, now: float,
               policy: QueuePolicy = QueuePolicy(), occupancy: Occupancy | None = None,
-              candidates: Callable[[], Iterable[Candidate]] | None = None) -> Pass:
+              candidates: Callable[[int], Iterable[Candidate]] | None = None) -> Pass:
     """One pass over the queue (module docstring); `candidates`, asked at most once, enables preemption."""
     groups = list(groups)
     order = queued(groups)
@@ -116,7 +118,7 @@ def plan_pass(groups: Iterable[Group], nodes: NodePool, ledger: Ledger, now: flo
             admitted.append((group, outcome))
             continue
         if candidates is not None and not preemptions and attempts < PREEMPTION_ATTEMPTS and group.preempts:
-            weighed = list(candidates()) if weighed is None else weighed
+            weighed = list(candidates(group.priority)) if weighed is None else weighed
             outranks = any(c.priority < group.priority for c in weighed)
             attempts += outranks
             found = preempt(group, weighed, nodes, working, policy.topology, around) if outranks else None

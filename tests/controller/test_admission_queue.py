@@ -101,8 +101,8 @@ def test_one_group_a_pass_preempts_and_its_room_is_not_given_to_the_groups_behin
     pool, ledger = cluster([node("n1"), node("n2")], [(m.node, m) for m in low])
     asked = []
 
-    def candidates():
-        asked.append(True)
+    def candidates(below):
+        asked.append(below)
         return holders([(("team", "low"), low)], (), ledger)
 
     first, second = gang("first", 1, first_seen=0, priority=100), gang("second", 2, first_seen=1, priority=100)
@@ -110,7 +110,7 @@ def test_one_group_a_pass_preempts_and_its_room_is_not_given_to_the_groups_behin
     ((preemptor, preemption),) = result.preemptions
     assert preemptor is first and [v.name for v in preemption.victims] == ["team/low"]
     assert admitted(result) == [] and [w.group.key[1] for w in result.waiting] == ["second"]
-    assert asked == [True], "the candidates are gathered once, and only one group asks for victims"
+    assert asked == [100], "the candidates are gathered once, below the asking group's priority"
 
 
 def test_a_group_that_no_preemption_can_seat_does_not_keep_the_next_one_from_preempting():
@@ -119,5 +119,5 @@ def test_a_group_that_no_preemption_can_seat_does_not_keep_the_next_one_from_pre
     pool, ledger = cluster([node("n1"), node("n2")], [(m.node, m) for m in low])
     huge, urgent = gang("huge", 3, first_seen=0, priority=100), gang("urgent", 1, first_seen=1, priority=100)
     result = plan_pass([huge, urgent], pool, ledger, now=10, policy=BEST_EFFORT,
-                       candidates=lambda: holders([(("team", "low"), low)], (), ledger))
+                       candidates=lambda below: holders([(("team", "low"), low)], (), ledger))
     assert [group.key[1] for group, _ in result.preemptions] == ["urgent"]

@@ -3,9 +3,11 @@
 from dataclasses import replace
 
 from gangkeeper.controller.budgets import Budgets, budget_from_api
-from gangkeeper.controller.model import group_of
+from gangkeeper.controller.groups import pod_facts
+from gangkeeper.controller.index import ClusterIndex
+from gangkeeper.controller.model import group_of, node_from_api
 from gangkeeper.controller.preemption import candidate, holders, preempt
-from tests.controller.builders import cluster, member, node
+from tests.controller.builders import cluster, member, node, node_object, pod_object
 
 NODES = [node("n1"), node("n2")]
 
@@ -186,3 +188,20 @@ def test_a_pod_two_budgets_select_is_no_candidate():
     everything = budget("all", allowed=5, selector={})
     outcome = plan_with_budgets(waiting("high", 1, gpus=8, priority=1000), lone, budget("web", allowed=5), everything)
     assert chosen(outcome) == ["team/batch"], "the Eviction API refuses a pod more than one budget selects"
+
+
+# --- the index: candidates below a priority --------------------------------------------------
+
+def lone_pods_index(*priorities):
+    facts = [pod_facts(pod_object(f"p{i}-{priority}", gpus=8, gated=False, node_name="n1", phase="Running",
+                                  priority=priority)) for i, priority in enumerate(priorities)]
+    return ClusterIndex.build(facts, {}, [node_from_api(node_object("n1"))])
+
+
+def test_the_index_gives_only_the_work_below_the_priority_asked_and_nothing_at_once_when_none_is():
+    index = lone_pods_index(5, 50)
+    assert [c.priority for c in index.preemption_candidates(50)] == [5]
+    assert sorted(c.priority for c in index.preemption_candidates()) == [5, 50]
+    assert index.preemption_candidates(5) == []
+    index.put_pod("team/p0-5", None)  # the only pod below 50 is gone
+    assert index.preemption_candidates(50) == []
