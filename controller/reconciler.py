@@ -492,12 +492,10 @@ def _preempt_group(state: _Pass, view: GangView, why: str) -> None:
     if owner is not None and owner[1].suspend.suspended:  # suspended already (by a user, say): its pods go
         message = f"{why}; {owner[1].kind} {owner[1].name} is suspended already: its pods are going"
     elif owner is not None:
-        attempts = state.rollbacks.get(key, (0, 0.0))[0]
-        until = math.ceil(state.now + state.settings.rollback_backoff_seconds)
-        message = _suspend_owner(state, key, owner, attempts, until, why, "preempted")
+        message = _suspend_victim(state, key, owner, why)
         state.preemptions["suspended"] += 1
     else:
-        state.actions += [DeletePod(key, f.member.name, f.member.uid, why, Reason.PREEMPTED) for f in live]
+        _delete_victims(state, key, live, why)
         state.given_up[key] = frozenset(f.member.uid for f in live)  # its Gang stays, saying what to resubmit
         message = (f"{why}; deleted its {len(live)} members ({_accelerators(state, [f.member for f in live])} "
                    f"accelerators): resubmit them (label {names.GROUP_LABEL}={view.label}): "
@@ -537,10 +535,21 @@ def _take_again(state: _Pass, preemptor: Group, standing: Sequence[tuple[PodFact
         view = state.index.view(victim) if state.index is not None else None
         owner = _owner(state, view) if view is not None else None
         if owner is not None and not owner[1].suspend.suspended:
-            _suspend_owner(state, victim, owner, state.rollbacks.get(victim, (0, 0.0))[0],
-                           math.ceil(state.now + state.settings.rollback_backoff_seconds), why, "preempted")
+            _suspend_victim(state, victim, owner, why)
         elif owner is None:
-            state.actions += [DeletePod(victim, f.member.name, f.member.uid, why, Reason.PREEMPTED) for f in pods]
+            _delete_victims(state, victim, pods, why)
+
+
+def _suspend_victim(state: _Pass, key: GroupKey, owner: tuple[WorkloadKey, Workload], why: str) -> str:
+    """Suspend a victim group's owner until the rollback backoff ends: resumed then, its pods come
+    back gated and queue again."""
+    attempts = state.rollbacks.get(key, (0, 0.0))[0]
+    until = math.ceil(state.now + state.settings.rollback_backoff_seconds)
+    return _suspend_owner(state, key, owner, attempts, until, why, "preempted")
+
+
+def _delete_victims(state: _Pass, key: GroupKey, pods: Iterable[PodFacts], why: str) -> None:
+    state.actions += [DeletePod(key, f.member.name, f.member.uid, why, Reason.PREEMPTED) for f in pods]
 
 
 def _still_given_up(state: _Pass, view: GangView) -> Verdict | None:
