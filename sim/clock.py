@@ -44,6 +44,11 @@ class VirtualClock:
         self._now = max(self._now, moment)
 
 
+def epoch(timestamp: str) -> float:
+    """An RFC 3339 timestamp (as the API server writes them) in seconds since the Unix epoch."""
+    return datetime.fromisoformat(timestamp).timestamp()
+
+
 def rfc3339(moment: float) -> str:
     """A timestamp as the API server writes it: UTC, whole seconds."""
     return datetime.fromtimestamp(int(moment), tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -33,11 +33,10 @@ A pod's change re-syncs every budget that selects it (upstream: the first one fo
 
 import re
 from collections.abc import Mapping
-from datetime import datetime
 
 from sim.admission import selector_requirements
 from sim.api import APIError, ClusterAPI, WatchEvent, service_account
-from sim.clock import rfc3339
+from sim.clock import epoch, rfc3339
 from sim.kinds import Registry
 from sim.names import PODS, PYTORCHJOBS
 from sim.patching import JSON_PATCH
@@ -162,10 +161,6 @@ def expected_and_desired(spec: Mapping, pods: list[Mapping], replicas: Mapping[s
 
 
 # --- disrupted and healthy pods -----------------------------------------------------------------
-
-def epoch(timestamp: str) -> float:
-    return datetime.fromisoformat(timestamp).timestamp()
-
 
 def still_disrupted(recorded: Mapping[str, str], pods: list[Mapping], now: float) -> tuple[dict[str, str], float | None]:
     """`buildDisruptedPodMap`: the entries of disruptedPods whose pod is there, not terminating, and

@@ -36,11 +36,11 @@ from sim.disruption import (
     selects,
     set_condition,
 )
+from sim.names import DISRUPTION_TARGET
 from sim.status import bad_request, forbidden, status
 
 EVICTION_KIND = {"group": "policy", "version": "v1", "kind": "Eviction"}
 ACCEPTED_VERSIONS = ("policy/v1", "policy/v1beta1")
-DISRUPTION_TARGET = "DisruptionTarget"
 EVICTION_REASON = "EvictionByEvictionAPI"
 EVICTION_MESSAGE = "Eviction API: evicting"
 DISRUPTION_BUDGET_CAUSE = "DisruptionBudget"

@@ -61,3 +61,5 @@ IMPLICIT_EXTENDED_RESOURCE_PREFIX = "deviceclass.resource.kubernetes.io/"
 # Put on a claim by the scheduler when it allocates it; removed once nothing uses the claim.
 CLAIM_FINALIZER = "resource.kubernetes.io/delete-protection"
 ZONE_LABEL = "topology.kubernetes.io/zone"
+# The pod condition of a pod on its way out through a disruption (preemption, eviction).
+DISRUPTION_TARGET = "DisruptionTarget"

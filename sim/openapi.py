@@ -27,13 +27,13 @@ from pathlib import Path
 
 import yaml
 
+from sim.deployed import DEPLOY_BASE
 from sim.kinds import Kind, Registry
 
 log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = "v1.37.0-local"
 OBJECT_META = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"
-_DEPLOY_BASE = Path(__file__).resolve().parents[1] / "deploy" / "base"
 _PARAMETERS = [{"name": name, "in": "query", "description": description, "schema": {"type": "string"},
                 "uniqueItems": True} for name, description in (
     ("dryRun", "When present, indicates that modifications should not be persisted."),
@@ -56,7 +56,7 @@ def custom_resource_definitions(stored: list[dict] | None = None) -> list[dict]:
     if stored is not None:
         return stored
     found = []
-    for path in sorted(_DEPLOY_BASE.glob("crd-*.yaml")):
+    for path in sorted(DEPLOY_BASE.glob("crd-*.yaml")):
         found += [d for d in yaml.safe_load_all(path.read_text()) if d and d.get("kind") == "CustomResourceDefinition"]
     return found
 

@@ -50,17 +50,17 @@ import json
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime
 
 from gangkeeper.resources import Resources, pod_requests
 from sim.api import SCHEDULER, APIError, ClusterAPI, WatchEvent
-from sim.clock import rfc3339
+from sim.clock import epoch, rfc3339
 from sim.dra import DraState, PodClaim
 from sim.interpod import LabelSelector, PlacedPod, affinity_filter, label_keys, placed_pod, required_terms
 from sim.names import (
     CLAIM_FINALIZER,
     DEFAULT_SCHEDULER,
     DEVICE_CLASSES,
+    DISRUPTION_TARGET,
     EXTENDED_RESOURCE_CLAIM_ANNOTATION,
     NAMESPACES,
     NODES,
@@ -94,7 +94,6 @@ from sim.spread import DO_NOT_SCHEDULE, SCHEDULE_ANYWAY, constraints, spread_fil
 
 TERMINAL_PHASES = ("Succeeded", "Failed")
 GONE_CODES = (404, 409)
-DISRUPTION_TARGET = "DisruptionTarget"
 PREEMPTION_BY_SCHEDULER = "PreemptionByScheduler"
 STILL_NOT_SCHEDULABLE = "still not schedulable"  # DynamicResources' PostFilter, for a pod with claims
 NO_CLAIMS_TO_DEALLOCATE = "no new claims to deallocate"  # ... and for one without
@@ -146,7 +145,7 @@ def nominated_node(pod: dict) -> str | None:
 
 def start_time(pod: dict) -> float | None:
     started = (pod.get("status") or {}).get("startTime")
-    return datetime.fromisoformat(started).timestamp() if started else None
+    return epoch(started) if started else None
 
 
 def preempted_by_scheduler(pod: dict) -> bool:

@@ -11,8 +11,8 @@ with `-o wide`. Ages are counted on the API server's clock, as on a real server.
 from __future__ import annotations
 
 import json
-from datetime import datetime
 
+from sim.clock import epoch
 from sim.kinds import Kind
 
 TABLE_GROUP = "meta.k8s.io"
@@ -131,11 +131,7 @@ def age(stamp: str | None, now: float) -> str:
     """`translateTimestampSince`: how long ago, as `duration.HumanDuration` words it."""
     if not stamp:
         return "<unknown>"
-    return human_duration(now - _epoch(stamp))
-
-
-def _epoch(stamp: str) -> float:
-    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+    return human_duration(now - epoch(stamp))
 
 
 def human_duration(seconds_: float) -> str:
