@@ -15,9 +15,11 @@ import json
 import os
 import sys
 import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from itertools import islice
 from typing import IO, Protocol
 
 import orjson
@@ -120,7 +122,7 @@ class AuditLog:
     def record(self, event: str, *, decision: str, reason: str = "", namespace: str = "", group: str = "",
                pod: str = "", uid: str = "", user: str = "", details: Mapping[str, object] | None = None) -> dict:
         entry = {
-            "ts": datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+            "ts": timestamp(),
             "component": self.component,
             "event": event,
             "namespace": namespace,
@@ -136,6 +138,25 @@ class AuditLog:
         return entry
 
 
+def timestamp(now_ns: int | None = None) -> str:
+    """`now_ns` (nanoseconds since the epoch, by default now) in UTC with milliseconds, as
+    `datetime.now(timezone.utc).isoformat(timespec="milliseconds")` spells it but with `Z`:
+    `2026-12-01T22:03:14.123Z`. The date and time of day are formatted once a second (the
+    webhook writes a record per request), the milliseconds every time."""
+    global _second
+    milliseconds = (time.time_ns() if now_ns is None else now_ns) // 1_000_000
+    seconds, fraction = divmod(milliseconds, 1000)
+    formatted_seconds, prefix = _second
+    if seconds != formatted_seconds:
+        prefix = datetime.fromtimestamp(seconds, timezone.utc).isoformat()[:19]
+        _second = (seconds, prefix)
+    return f"{prefix}.{fraction:03d}Z"
+
+
+# The last second `timestamp` formatted, and its `YYYY-MM-DDTHH:MM:SS`.
+_second: tuple[int, str] = (-1, "")
+
+
 def _line(entry: dict) -> str:
     """The entry as one line of JSON. A string Python holds but UTF-8 cannot (a lone surrogate)
     is written escaped rather than lost or raised: a decision is never refused for its log line."""
@@ -149,11 +170,11 @@ def _small(details: Mapping[str, object]) -> dict:
     """Scalars and short lists of scalars only, strings cut to MAX_DETAIL_CHARS; a mapping or
     other object is replaced by its type name, so no nested structure (a spec) gets through."""
     small: dict[str, object] = {}
-    for key, value in list(details.items())[:MAX_DETAILS]:
-        if isinstance(value, (bool, int, float)) or value is None:
-            small[str(key)] = value
-        elif isinstance(value, str):
+    for key, value in islice(details.items(), MAX_DETAILS):
+        if isinstance(value, str):
             small[str(key)] = value[:MAX_DETAIL_CHARS]
+        elif isinstance(value, (bool, int, float)) or value is None:
+            small[str(key)] = value
         elif isinstance(value, (list, tuple)) and all(isinstance(v, (str, int, float, bool)) for v in value):
             small[str(key)] = [str(v)[:MAX_DETAIL_CHARS] for v in value[:MAX_DETAILS]]
         else:

@@ -29,9 +29,19 @@ LATENCY = Histogram("gangkeeper_webhook_request_duration_seconds",
                     buckets=(0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5))
 
 
+# The children of REQUESTS and LATENCY by (endpoint, decision): `labels()` checks and looks up
+# its arguments under a lock on every call, for a handful of pairs that never change.
+_CHILDREN: dict[tuple[str, str], tuple] = {}
+
+
 def observe(endpoint: str, decision: str, seconds: float) -> None:
-    REQUESTS.labels(endpoint, decision).inc()
-    LATENCY.labels(endpoint, decision).observe(seconds)
+    key = (endpoint, decision)
+    children = _CHILDREN.get(key)
+    if children is None:
+        children = _CHILDREN.setdefault(key, (REQUESTS.labels(endpoint, decision), LATENCY.labels(endpoint, decision)))
+    requests, latency = children
+    requests.inc()
+    latency.observe(seconds)
 
 
 def exposition() -> tuple[bytes, str]:

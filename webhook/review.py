@@ -6,9 +6,9 @@ never turns into a refused pod. Every answer echoes the request's `uid`: the API
 answer whose uid does not match.
 """
 
-import base64
+import binascii
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import orjson
 from marshmallow import EXCLUDE, Schema, ValidationError, fields, validate
@@ -73,11 +73,14 @@ def shape_problems(obj: dict) -> list[str]:
     """`path: must be …` for every field the policy reads that has the wrong JSON type (a null
     field is accepted: the policy reads it as absent; a null item of a list is not).
 
-    A well-typed object, which is every object the API server sends, is confirmed by a walk that
-    builds no paths; the paths are spelled out only for an object that has a problem."""
-    if all(_acceptable(value, expected, steps) for steps, expected in OBJECT_SHAPE
-           for value in _values(obj, steps)):
-        return []
+    A well-typed object, which is every object the API server sends, is confirmed by
+    `well_typed`, which builds no paths; they are spelled out only for an object that has a
+    problem."""
+    return [] if well_typed(obj) else _problems(obj)
+
+
+def _problems(obj: dict) -> list[str]:
+    """shape_problems, path by path."""
     problems = []
     for steps, expected in OBJECT_SHAPE:
         for path, value in _found(obj, steps, ""):
@@ -87,24 +90,50 @@ def shape_problems(obj: dict) -> list[str]:
     return problems
 
 
-def _acceptable(value: object, expected: type | str, steps: tuple[str, ...]) -> bool:
-    return _has_shape(value, expected) or (value is None and steps[-1] != "[]")
+def well_typed(obj: object) -> bool:
+    """Whether every field of OBJECT_SHAPE that `obj` has is of its type (`_problems` finds none).
+
+    One walk of `_SHAPE_TREE`, which holds OBJECT_SHAPE's paths merged by their common steps:
+    each field is looked up once however many paths pass through it, and no path is built. On
+    the benchmark's 6 KB pod this costs a fifth of checking the paths one by one (4 µs, not 21)."""
+    return _well_typed(obj, _SHAPE_TREE)
 
 
-def _values(node: object, steps: tuple[str, ...]):
-    """The values at `steps` below `node`, as `_found` finds them, without their paths."""
-    for step in steps:
+def _shape_tree(shape: Iterable[tuple[tuple[str, ...], type | str]]) -> tuple:
+    """OBJECT_SHAPE as a tree of branches (step, type, shape, branches below): the value at the
+    step must be an instance of the type and, for the shapes that say more than a type
+    ("strings", "reference"), have that shape too. A step that is only on the way to a checked
+    field checks nothing itself (type `object`)."""
+    nested: dict = {}
+    for steps, expected in shape:
+        node = nested
+        for step in steps[:-1]:
+            node = node.setdefault(step, [object, {}])[1]
+        node.setdefault(steps[-1], [object, {}])[0] = expected
+
+    def branches(node: dict) -> tuple:
+        return tuple((step, expected, None, branches(below)) if isinstance(expected, type)
+                     else (step, dict, expected, branches(below)) for step, (expected, below) in node.items())
+
+    return branches(nested)
+
+
+def _well_typed(node: object, branches: tuple) -> bool:
+    """`_found`'s walk without the paths: through dicts (a present key) and lists ("[]", each
+    item), checking each value reached; a null field is acceptable and has nothing below it."""
+    for step, kind, shape, below in branches:
         if step == "[]":
-            if not isinstance(node, list):
-                return
-            rest = steps[steps.index("[]") + 1:]
-            for item in node:
-                yield from _values(item, rest)
-            return
-        if not isinstance(node, dict) or step not in node:
-            return
-        node = node[step]
-    yield node
+            if isinstance(node, list):
+                for item in node:
+                    if not (isinstance(item, kind) and (shape is None or _has_shape(item, shape))
+                            and (not below or _well_typed(item, below))):
+                        return False
+        elif isinstance(node, dict):
+            value = node.get(step)
+            if value is not None and not (isinstance(value, kind) and (shape is None or _has_shape(value, shape))
+                                          and (not below or _well_typed(value, below))):
+                return False
+    return True
 
 
 def _has_shape(value: object, expected: type | str) -> bool:
@@ -129,6 +158,9 @@ def _found(node: object, steps: tuple[str, ...], path: str):
 def _json_type(value: object) -> str:
     return {dict: "object", list: "array", str: "string", bool: "boolean", int: "number", float: "number",
             type(None): "null"}.get(type(value), type(value).__name__)
+
+
+_SHAPE_TREE = _shape_tree(OBJECT_SHAPE)
 
 
 class _Shape(fields.Raw):
@@ -182,9 +214,9 @@ class _Review(_Base):
 _SCHEMA = _Review()
 
 
-@dataclass(frozen=True)
-class AdmissionRequest:
-    """The parts of `request` that the policy reads."""
+class AdmissionRequest(NamedTuple):
+    """The parts of `request` that the policy reads (a tuple: built on every request, it costs
+    half what a frozen dataclass of ten fields does)."""
 
     uid: str
     group: str
@@ -246,16 +278,21 @@ def _well_formed(document: dict) -> AdmissionRequest | None:
     name, namespace, dry_run = request.get("name", ""), request.get("namespace", ""), request.get("dryRun", False)
     if not (isinstance(uid, str) and uid and request.get("operation") in OPERATIONS and isinstance(name, str)
             and isinstance(namespace, str) and isinstance(dry_run, bool) and isinstance(kind, dict)
-            and isinstance(user, dict) and all(isinstance(kind.get(key), str) for key in ("group", "version", "kind"))
-            and all(isinstance(user.get(key, ""), str) for key in ("username", "uid"))
-            and _strings(user.get("groups", []))):
+            and isinstance(user, dict) and isinstance(kind.get("group"), str) and isinstance(kind.get("version"), str)
+            and isinstance(kind.get("kind"), str) and isinstance(user.get("username", ""), str)
+            and isinstance(user.get("uid", ""), str) and _strings(user.get("groups", []))):
         return None
     obj, old = request.get("object"), request.get("oldObject")
-    if any(value is not None and (not isinstance(value, dict) or shape_problems(value)) for value in (obj, old)):
+    if not (_acceptable_object(obj) and _acceptable_object(old)):
         return None
     return AdmissionRequest(uid=uid, group=kind["group"], kind=kind["kind"], operation=request["operation"],
                             namespace=namespace, name=name, username=user.get("username", ""), object=obj,
                             old_object=old, dry_run=dry_run)
+
+
+def _acceptable_object(value: object) -> bool:
+    """What `_Object` accepts as it is: null, or a well-typed JSON object."""
+    return value is None or (isinstance(value, dict) and well_typed(value))
 
 
 def _strings(value: object) -> bool:
@@ -301,7 +338,7 @@ def denied(uid: str, message: str, code: int = 403, warnings: Iterable[str] = ()
 def patched(uid: str, ops: list[dict], warnings: Iterable[str] = ()) -> dict:
     review = allowed(uid, warnings)
     review["response"]["patchType"] = "JSONPatch"
-    review["response"]["patch"] = base64.b64encode(orjson.dumps(ops)).decode()
+    review["response"]["patch"] = binascii.b2a_base64(orjson.dumps(ops), newline=False).decode()
     return review
 
 

@@ -3,9 +3,11 @@
 import json
 
 import pytest
+from prometheus_client import REGISTRY
 
 from gangkeeper import names
 from gangkeeper.webhook import app as app_module
+from gangkeeper.webhook import metrics
 from gangkeeper.webhook.app import create_app
 from tests.webhook.builders import pod, review
 
@@ -103,3 +105,20 @@ def test_metrics_count_requests_by_endpoint_and_decision(client):
     client.post("/mutate", json=review(pod("p", gpus=1)))
     client.post("/mutate", data=b"", content_type="application/json")
     assert (count("patched"), count("error")) == (before[0] + 1, before[1] + 1)
+
+
+def test_every_observation_counts_once_the_labelled_series_are_cached():
+    """observe() keeps each (endpoint, decision) pair's series after its first use: the second
+    and later observations must land in the same series as the first."""
+    def sample(name, **labels):
+        return REGISTRY.get_sample_value(name, {"endpoint": "validate", "decision": "denied", **labels}) or 0.0
+
+    before = (sample("gangkeeper_webhook_requests_total"),
+              sample("gangkeeper_webhook_request_duration_seconds_count"),
+              sample("gangkeeper_webhook_request_duration_seconds_bucket", le="0.001"))
+    for seconds in (0.0004, 0.003, 0.0008):
+        metrics.observe("validate", "denied", seconds)
+    assert (sample("gangkeeper_webhook_requests_total"),
+            sample("gangkeeper_webhook_request_duration_seconds_count"),
+            sample("gangkeeper_webhook_request_duration_seconds_bucket", le="0.001")) == (
+        before[0] + 3, before[1] + 3, before[2] + 2)

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from gangkeeper import names
 from gangkeeper.identity import GroupIdentity
 from gangkeeper.webhook.mutate import ALLOWED, PATCHED, mutate
-from gangkeeper.webhook.patch import diff, gate_and_label
+from gangkeeper.webhook.patch import _diffed_ops, _direct_ops, diff, gate_and_label
 from gangkeeper.webhook.policy import Policy
 from gangkeeper.webhook.review import parse_review
 from tests.webhook.builders import applied, container, gate_names, owner, pod, pytorchjob_pod, review
@@ -209,3 +209,75 @@ def test_a_label_that_matches_the_rules_keeps_the_rules_source():
     member["metadata"]["labels"][names.GROUP_LABEL] = "bert-6f1c7c1e-8f31-4a44-9f7e-1b2f2c8e9a01"
     mutation = mutated(member)
     assert mutation.source == names.SOURCE_PYTORCHJOB
+
+
+# (scenario, pod, the exact ops): the ops the API server receives, in order, byte for byte.
+EXACT_OPS = [
+    ("no maps, no spec", {"metadata": {"name": "bare"}}, [
+        {"op": "add", "path": "/metadata/labels", "value": {names.GROUP_LABEL: "g"}},
+        {"op": "add", "path": "/metadata/annotations", "value": {names.GROUP_SOURCE_ANNOTATION: "explicit"}},
+        {"op": "add", "path": "/spec", "value": {"schedulingGates": [{"name": names.SCHEDULING_GATE}]}}]),
+    ("null maps", {"metadata": {"labels": None, "annotations": None}, "spec": {"schedulingGates": None}}, [
+        {"op": "add", "path": "/metadata/labels", "value": {names.GROUP_LABEL: "g"}},
+        {"op": "add", "path": "/metadata/annotations", "value": {names.GROUP_SOURCE_ANNOTATION: "explicit"}},
+        {"op": "add", "path": "/spec/schedulingGates", "value": [{"name": names.SCHEDULING_GATE}]}]),
+    ("maps and another gate", {"metadata": {"labels": {"a": "1"}, "annotations": {names.GROUP_SOURCE_ANNOTATION: "x"}},
+                               "spec": {"schedulingGates": [{"name": "x.io/first"}]}}, [
+        {"op": "add", "path": "/metadata/labels/gangkeeper.io~1group", "value": "g"},
+        {"op": "replace", "path": "/metadata/annotations/gangkeeper.io~1group-source", "value": "explicit"},
+        {"op": "add", "path": "/spec/schedulingGates/1", "value": {"name": names.SCHEDULING_GATE}}]),
+    ("labelled and gated already", {"metadata": {"labels": {names.GROUP_LABEL: "mine"}},
+                                    "spec": {"schedulingGates": [{"name": names.SCHEDULING_GATE}]}}, [
+        {"op": "add", "path": "/metadata/annotations", "value": {names.GROUP_SOURCE_ANNOTATION: "explicit"}}]),
+]
+
+
+@pytest.mark.parametrize("scenario, obj, ops", EXACT_OPS, ids=[case[0] for case in EXACT_OPS])
+def test_the_patch_is_these_ops_in_this_order(scenario, obj, ops):
+    original = copy.deepcopy(obj)
+    assert gate_and_label(obj, GroupIdentity("g", "explicit")) == ops
+    assert obj == original
+
+
+def test_diff_removes_what_after_lacks_and_replaces_what_changed_type():
+    assert diff({"a": 1, "b": [1], "c": {"d": 1}}, {"b": {"x": 1}, "c": {}}) == [
+        {"op": "remove", "path": "/a"}, {"op": "replace", "path": "/b", "value": {"x": 1}},
+        {"op": "remove", "path": "/c/d"}]
+
+
+_source = st.sampled_from([names.SOURCE_EXPLICIT, names.SOURCE_PYTORCHJOB, names.SOURCE_ACCELERATOR_POD])
+_maybe_map = st.one_of(st.none(), st.dictionaries(st.sampled_from(
+    ["a", "a~b/c", names.GROUP_LABEL, names.GROUP_SOURCE_ANNOTATION]), st.one_of(_source, st.text(max_size=3)),
+    max_size=3))
+_maybe_gates = st.one_of(st.none(), st.just("not a list"), st.lists(st.one_of(
+    st.fixed_dictionaries({"name": st.one_of(_gate, st.just(names.SCHEDULING_GATE))}), st.just("x")), max_size=3))
+
+
+@st.composite
+def touched_fields(draw):
+    """Pods that differ only where a patch may touch: maps present, absent or null, gates of
+    every kind, sections missing."""
+    obj = {}
+    if draw(st.booleans()):
+        obj["metadata"] = {key: value for key in ("labels", "annotations")
+                           if (value := draw(_maybe_map)) is not None or draw(st.booleans())}
+    elif draw(st.booleans()):
+        obj["metadata"] = None
+    if draw(st.booleans()):
+        obj["spec"] = {} if draw(st.booleans()) else {"schedulingGates": draw(_maybe_gates)}
+    return obj
+
+
+@settings(max_examples=1000, deadline=None)
+@given(touched_fields(), st.sampled_from(["g", names.GROUP_LABEL]), _source)
+def test_the_direct_ops_are_the_diffs_ops_wherever_they_answer(obj, name, source):
+    identity = GroupIdentity(name, source)
+    direct = _direct_ops(obj, identity)
+    if direct is not None:
+        assert direct == _diffed_ops(obj, identity)
+
+
+def test_the_direct_ops_answer_for_the_pods_workload_controllers_create():
+    for obj in (pytorchjob_pod(), pod("p"), pod("p", labels={}, annotations={}, gates=["x.io/first"]),
+                pod("p", labels={}, annotations={names.GROUP_SOURCE_ANNOTATION: names.SOURCE_PYTORCHJOB})):
+        assert _direct_ops(obj, GroupIdentity("g", names.SOURCE_EXPLICIT)) is not None

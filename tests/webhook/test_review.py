@@ -13,12 +13,15 @@ from gangkeeper.webhook.review import (
     _SCHEMA,
     AdmissionRequest,
     ReviewError,
+    _problems,
     _well_formed,
     allowed,
     denied,
     errored,
     parse_review,
     patched,
+    shape_problems,
+    well_typed,
 )
 from tests.webhook.builders import pod, review
 
@@ -99,3 +102,45 @@ def test_the_quick_reading_and_the_schema_give_the_same_answer(document):
         operation=request["operation"], namespace=request["namespace"], name=request["name"],
         username=request["userInfo"].get("username", ""), object=request["object"],
         old_object=request["oldObject"], dry_run=request["dryRun"])
+
+
+def _with_initial_containers(obj: dict) -> dict:
+    """The pod with an initContainers list too, so that every path of OBJECT_SHAPE is there to break."""
+    obj = dict(obj, spec=dict(obj["spec"], initContainers=[{"name": "init", "resources": {"requests": {}}}]))
+    return obj
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(obj=fuzz.pods().map(_with_initial_containers).flatmap(
+    lambda obj: st.lists(st.sampled_from(fuzz.paths_in(obj)), max_size=3).flatmap(
+        lambda paths: st.lists(fuzz.wrong_value(), min_size=len(paths), max_size=len(paths)).map(
+            lambda values: _put_all(obj, paths, values)))))
+def test_the_one_walk_and_the_path_by_path_check_agree(obj):
+    """`well_typed` (the hot path, one walk of the merged paths) says yes exactly when the
+    path-by-path check finds no problem, for pods with wrong values anywhere (none, one or more)."""
+    assert well_typed(obj) == (not _problems(obj))
+
+
+def _put_all(obj: dict, paths: list, values: list) -> dict:
+    for path, value in zip(paths, values):
+        obj = fuzz.put(obj, path, value)
+    return obj
+
+
+@pytest.mark.parametrize("obj, problems", [
+    ({"metadata": None, "spec": None}, []),
+    ({"metadata": {"labels": None, "name": None}}, []),
+    ({"metadata": {"labels": {"a": 1}}}, ["metadata.labels: must be a map of strings, not a JSON object"]),
+    ({"metadata": {"ownerReferences": [None]}},
+     ["metadata.ownerReferences[0]: must be an object with string name and uid (an OwnerReference), not a JSON null"]),
+    ({"spec": {"containers": [None]}}, ["spec.containers[0]: must be a JSON object, not a JSON null"]),
+    ({"spec": {"containers": [{"resources": None}]}}, []),
+    ({"spec": {"containers": [{"resources": {"limits": []}}]}},
+     ["spec.containers[0].resources.limits: must be a JSON object, not a JSON array"]),
+    ({"spec": {"schedulingGates": [{"name": 7}], "containers": {}}},
+     ["spec.schedulingGates[0].name: must be a string, not a JSON number",
+      "spec.containers: must be a JSON array, not a JSON object"]),
+    ({"spec": {"initContainers": "x", "unread": [None]}}, ["spec.initContainers: must be a JSON array, not a JSON string"]),
+])
+def test_shape_problems_name_each_wrong_field(obj, problems):
+    assert shape_problems(obj) == problems and well_typed(obj) == (not problems)
