@@ -60,10 +60,11 @@ def _occupancy(quick: bool) -> str:
 def _controller(quick: bool) -> str:
     from bench import controller as bench_controller
 
-    sizes = (500,) if quick else (500, 2_000, 5_000)
-    bound = 5_000 if quick else 50_000
-    return bench_controller.markdown(bench_controller.run(nodes=sizes, bound_pods=bound, waiting_groups=500,
-                                                          latency_groups=50))
+    if quick:
+        figures = bench_controller.run(nodes=(500,), bound_pods=5_000, waiting_groups=500, latency_groups=50)
+    else:  # the scale: 500 / 5,000 / 15,000 nodes, 10 bound pods a node, 500 / 500 / 2,000 waiting groups
+        figures = bench_controller.run(**bench_controller.SCALE, latency_groups=50)
+    return bench_controller.markdown(figures)
 
 
 def _fuzz(quick: bool) -> str:
@@ -136,6 +137,16 @@ def _load(quick: bool) -> str:
         return report.load_markdown(load.run(Path(workdir), spec, progress=print))
 
 
+def _binding(quick: bool) -> str:
+    import tempfile
+
+    from reliability import binding, report
+
+    spec = binding.Binding(sizes=(4, 16), groups=3) if quick else binding.Binding()
+    with tempfile.TemporaryDirectory(prefix="gangkeeper-binding-") as workdir:
+        return report.binding_markdown(binding.run(Path(workdir), spec, progress=print))
+
+
 SECTIONS: dict[str, Callable[[bool], str]] = {
     "webhook": _webhook,
     "store": _store,
@@ -148,6 +159,7 @@ SECTIONS: dict[str, Callable[[bool], str]] = {
     "topology": _topology,
     "reliability": _reliability,
     "load": _load,
+    "binding": _binding,
 }
 
 

@@ -1,28 +1,55 @@
-"""Carry out a pass's actions through `controller.kube`, one at a time, each on its own.
+"""Carry out a pass's actions through `controller.kube`, in parallel where they are independent.
 
 Pod and owner writes go first, then Gang statuses, then Events: what the scheduler and the
-operators wait for is not held up behind what people read. A Conflict (409, or a failed JSON
-Patch `test`) means the cache was behind: the action is dropped and the next pass, on fresher data, decides again; it is never
-retried blindly. Any other failure is logged and the remaining actions still run: one bad object
-never stops the loop. `--dry-run` records the decisions (audit, log) and writes nothing.
+operators wait for is not held up behind what people read, and an Event about a Gang created this
+pass names the uid the Gang's write was answered with. Pod and owner writes are one wave and Gang
+statuses the next, each once the one before has been answered. Within a wave the writes are
+independent (a pass reserves, releases, deletes or suspends each object at most once, and never
+releases what it reserves), so up to `concurrency` of them are in flight at once over the
+client's pool of kept-alive connections; writes to the same object (a pod, an owner, a Gang, the
+Events of one object) still go out one after the other, in the pass's order. Every write keeps
+its guard: the reserve patch's resourceVersion, the release patch's `test`s, the delete's uid.
+The guarantee does not rest on the order within a wave: a group is released only by a pass that
+finds every member's reservation already stored, so reservations are durable before any member
+is released however the reserve patches interleave (docs/design.md, "Release, binding and
+rollback").
+
+Events are written in the background, as client-go's event recorder writes them: the pass does
+not wait for them (a release of 256 members is 257 Events, which would otherwise hold up the next
+pass and the next group), at most `EVENT_WRITERS` at once, so that they never take the place of
+the next pass's pod writes. At most `PENDING_EVENTS` wait; beyond that an Event is dropped and the
+log says how many (the audit line, written at once, is the record). With `concurrency` 1 nothing
+is in the background: every write is sent from the calling thread, in the pass's order, and
+Events are written before `execute` returns (what the studies use, for runs that repeat).
+
+A Conflict (409, or a failed JSON Patch `test`) means the cache was behind: the action is
+dropped and the next pass, on fresher data, decides again; it is never retried blindly. Any other
+failure is logged and the remaining actions still run: one bad object never stops the loop.
+`--dry-run` records the decisions (audit, log) and writes nothing. Audit lines are written by the
+calling thread in the pass's order, and so are the API's answers handed to `written`; `proceed()`
+(still the leader) is asked before each write is sent, and a write it stops is counted as left.
 
 Events are core/v1 Events named after the object and a hash of its uid, reason and message, so
 that the same news bumps `count` on one Event instead of piling up new ones, and an object
 recreated under the same name gets Events of its own. Their `involvedObject` carries the object's
 uid, as `kubectl describe` selects by it. A report goes to its Gang (or first pod) and, when it
 says so (release, rollback), to each pod it names as well. A Gang the same pass creates has no uid
-when the pass decides: its Event is written after the Gang's own write (Events go last), with the
-uid the API answered with; if that write failed the Gang is read, and if it does not exist the
-Event is left out (the audit line says what happened) rather than written about no object. A
-member deleted by a rollback gets an audit line of its own, naming it: a deleted pod is on record
-whatever the size of its group.
+when the pass decides: its Event is written after the Gang's own write, with the uid the API
+answered with; if that write failed the Gang is read, and if it does not exist the Event is left
+out (the audit line says what happened) rather than written about no object. A member deleted by
+a rollback gets an audit line of its own, naming it: a deleted pod is on record whatever the size
+of its group.
 """
 
 import hashlib
 import logging
+import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
+from concurrent.futures import Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass
 from datetime import datetime, timezone
+from itertools import groupby
 
 from gangkeeper.audit import AuditLog
 from gangkeeper.controller.decisions import (
@@ -59,63 +86,173 @@ COMPONENT = "gangkeeper-controller"
 # Event counts remembered: enough for every group under way; an older Event that comes back is
 # found by its name (AlreadyExists) and bumped.
 REMEMBERED_EVENTS = 16_384
+# Writes in flight at once (`--concurrent-writes`): what a pass of a 256-member group needs to be
+# quick, well below the client's pool of 32 connections and any API server's inflight limits.
+CONCURRENT_WRITES = 16
+EVENT_WRITERS = 4  # Events in flight at once, in the background
+PENDING_EVENTS = 4_096  # Event writes waiting at most; client-go's recorder keeps 1,000
+
+
+@dataclass(frozen=True)
+class _Write:
+    """One request of an action: `send()` makes it and returns the API's answer."""
+
+    action: int  # the action's position in the pass's order
+    target: str  # the object written: writes to one object go out in order
+    send: Callable[[], dict | None]
+
+
+class _Left(Exception):
+    """`proceed()` said no before the write was sent."""
 
 
 class Executor:
-    """Writes actions; `written(obj)` sees every pod the API returned, so the cache can assume it."""
+    """Writes actions; `written(obj)` sees every pod the API returned, so the cache can assume it.
+
+    `concurrency` is how many writes may be in flight at once; 1 sends them one after the other
+    from the calling thread, in the pass's order (what the studies use, for runs that repeat).
+    """
 
     def __init__(self, kube: Kube | None, audit: AuditLog, *, dry_run: bool = False,
                  written: Callable[[dict], None] = lambda obj: None,
-                 clock: Callable[[], datetime] = lambda: datetime.now(timezone.utc)):
+                 clock: Callable[[], datetime] = lambda: datetime.now(timezone.utc), concurrency: int = 1):
         self._kube, self._audit, self._dry_run = kube, audit, dry_run
         self._written, self._clock = written, clock
         self._event_counts: OrderedDict[str, int] = OrderedDict()
+        self._counting = threading.Lock()  # event counts are bumped by the writing threads
         self._gang_uids: dict[tuple[str, str], str] = {}  # Gangs written in this execute(), by (namespace, name)
+        self._pool = self._events = None
+        if concurrency > 1:
+            self._pool = ThreadPoolExecutor(concurrency, thread_name_prefix="gangkeeper-write")
+            self._events = ThreadPoolExecutor(EVENT_WRITERS, thread_name_prefix="gangkeeper-event")
+        self._pending = threading.BoundedSemaphore(PENDING_EVENTS)  # a place for each Event write waiting
+        self._queued: set[Future] = set()  # Event writes handed to the writers and not done
+
+    def drain(self) -> None:
+        """Wait until every Event handed to the writers has been written (or has failed)."""
+        wait(list(self._queued))
+
+    def close(self) -> None:
+        """Stop the writing threads, after the writes under way; Events not yet begun are dropped
+        (an API server that is gone must not hold up the process's exit)."""
+        if self._pool is not None:
+            self._pool.shutdown()
+            self._events.shutdown(cancel_futures=True)
 
     def execute(self, actions: Iterable[Action], proceed: Callable[[], bool] = lambda: True) -> int:
         """Run every action while `proceed()` (still the leader, say); return how many failed or were left."""
-        failed = 0
         self._gang_uids = {}
-        actions = sorted(actions, key=_urgency)
-        for position, action in enumerate(actions):
-            if not proceed():
-                log.warning("stopped after %d of %d actions: no longer allowed to write", position, len(actions))
-                return failed + len(actions) - position
-            try:
-                if isinstance(action, Report):
-                    self._record(action)
-                elif isinstance(action, DeletePod) and action.why:
+        ordered = sorted(actions, key=_urgency)
+        failed, left = 0, 0
+        for _, wave in groupby(enumerate(ordered), key=lambda numbered: _urgency(numbered[1])):
+            wave_failed, wave_left = self._run_wave(list(wave), proceed)
+            failed, left = failed + wave_failed, left + wave_left
+        if left:
+            log.warning("stopped with %d of %d actions left: no longer allowed to write", left, len(ordered))
+        return failed + left
+
+    def _run_wave(self, wave: list[tuple[int, Action]], proceed: Callable[[], bool]) -> tuple[int, int]:
+        """Record, write and account for one wave; (failed, left) actions. Events in the background
+        count in neither: their failures are logged."""
+        for _, action in wave:
+            if isinstance(action, Report):
+                self._record(action)
+            elif isinstance(action, DeletePod) and action.why:
+                self._record_deletion(action)
+        if self._dry_run:
+            for _, action in wave:
+                if isinstance(action, EvictPod):
                     self._record_deletion(action)
-                if not self._dry_run:
-                    self._write(action)
+            return 0, 0
+        writes = self._writes(wave)
+        if self._events is not None and all(isinstance(action, Report) for _, action in wave):
+            self._in_background(dict(wave), writes, proceed)
+            return 0, 0
+        actions = dict(wave)
+        errors: dict[int, BaseException] = {}
+        for write, answer in self._send(writes, proceed):
+            if isinstance(answer, BaseException):
+                errors.setdefault(write.action, answer)
+            elif isinstance(actions[write.action], (Reserve, Release)):
+                self._written(answer)
+        failed = left = 0
+        for position, action in wave:
+            error = errors.get(position)
+            if error is None:
                 if isinstance(action, EvictPod):  # on record once the Eviction API said yes (a budget may refuse)
                     self._record_deletion(action)
-            except Conflict as error:
-                log.info("%s: %s changed since it was read (%s); deciding again next pass",
-                         _group(action), _target(action), error.reason or error.status)
+            elif isinstance(error, _Left):
+                left += 1
+            else:
+                _log_failure(action, error)
                 failed += 1
-            except KubeError as error:
-                log.warning("%s: %s failed: %s", _group(action), _target(action), error)
-                failed += 1
-            except Exception:
-                log.exception("%s: %s failed unexpectedly", _group(action), _target(action))
-                failed += 1
-        return failed
+        return failed, left
 
-    def _write(self, action: Action) -> None:
+    def _send(self, writes: list[_Write], proceed: Callable[[], bool]) -> list[tuple[_Write, object]]:
+        """Each write with the API's answer or the error it raised, in the order given; the writes
+        to one target one after the other, the targets side by side."""
+        chains = _chains(writes)
+        if self._pool is None or len(chains) == 1:
+            done = [_run_chain(chain, proceed) for chain in chains]
+        else:
+            done = list(self._pool.map(lambda chain: _run_chain(chain, proceed), chains))
+        answered = {id(write): answer for chain in done for write, answer in chain}
+        return [(write, answered[id(write)]) for write in writes]
+
+    def _in_background(self, reports: dict[int, Action], writes: list[_Write], proceed: Callable[[], bool]) -> None:
+        """Hand the Event writes to the Event writers and return; drop those beyond `PENDING_EVENTS`."""
+        dropped = 0
+        for chain in _chains(writes):
+            if not self._pending.acquire(blocking=False):
+                dropped += len(chain)
+                continue
+
+            def run(chain: list[_Write] = chain) -> None:
+                try:
+                    for write, answer in _run_chain(chain, proceed):
+                        if isinstance(answer, BaseException) and not isinstance(answer, _Left):
+                            _log_failure(reports[write.action], answer)
+                finally:
+                    self._pending.release()
+
+            queued = self._events.submit(run)
+            self._queued.add(queued)
+            queued.add_done_callback(self._queued.discard)
+        if dropped:
+            log.warning("dropped %d Events: %d are waiting to be written already (their decisions are in the audit "
+                        "log)", dropped, PENDING_EVENTS)
+
+    def _writes(self, wave: list[tuple[int, Action]]) -> list[_Write]:
+        writes = []
+        for position, action in wave:
+            namespace = action.group[0]
+            if isinstance(action, Report):
+                writes.append(_Write(position, _events_of(namespace, action.involved),
+                                     lambda a=action, uids=self._gang_uids: self._report_on_group(a, uids)))
+                if action.on_pods:
+                    group = "/".join(action.group)
+                    writes += [_Write(position, _events_of(namespace, pod),
+                                      lambda a=action, p=pod: self._event(a, p, f"group {group}: {a.message}"))
+                               for pod in action.pods]
+            else:
+                writes.append(_Write(position, _target_of(action), lambda a=action: self._write(a)))
+        return writes
+
+    def _write(self, action: Action) -> dict | None:
+        """One action's request (a Gang's two, create and status, go together); the API's answer."""
         namespace = action.group[0]
         if isinstance(action, Reserve):
             patch = reserve_patch(action.resource_version, action.node)
-            self._written(self._kube.patch(PODS, namespace, action.pod, patch, MERGE_PATCH))
-        elif isinstance(action, Release):
-            self._written(self._kube.patch(PODS, namespace, action.pod, list(action.patch), JSON_PATCH))
-        elif isinstance(action, DeletePod):
-            self._kube.delete(PODS, namespace, action.pod, uid=action.uid)
-        elif isinstance(action, EvictPod):
-            self._kube.evict(namespace, action.pod, action.uid)
-        elif isinstance(action, (SuspendOwner, ResumeOwner)):
-            self._kube.patch(action.resource, namespace, action.name, dict(action.patch), MERGE_PATCH)
-        elif isinstance(action, SaveGang):
+            return self._kube.patch(PODS, namespace, action.pod, patch, MERGE_PATCH)
+        if isinstance(action, Release):
+            return self._kube.patch(PODS, namespace, action.pod, list(action.patch), JSON_PATCH)
+        if isinstance(action, DeletePod):
+            return self._kube.delete(PODS, namespace, action.pod, uid=action.uid)
+        if isinstance(action, EvictPod):
+            return self._kube.evict(namespace, action.pod, action.uid)
+        if isinstance(action, (SuspendOwner, ResumeOwner)):
+            return self._kube.patch(action.resource, namespace, action.name, dict(action.patch), MERGE_PATCH)
+        if isinstance(action, SaveGang):
             if action.create is not None:
                 try:
                     self._kube.create(GANGS, namespace, action.create)
@@ -124,25 +261,25 @@ class Executor:
             saved = self._kube.patch_status(GANGS, namespace, action.name, {"status": dict(action.status)},
                                             MERGE_PATCH)
             self._gang_uids[(namespace, action.name)] = ((saved or {}).get("metadata") or {}).get("uid", "")
-        elif isinstance(action, DeleteGang):
+            return saved
+        if isinstance(action, DeleteGang):
             try:
-                self._kube.delete(GANGS, namespace, action.name)
+                return self._kube.delete(GANGS, namespace, action.name)
             except NotFound:
-                pass
-        elif isinstance(action, Report):
-            involved = self._with_uid(namespace, action.involved)
-            if involved is not None:
-                self._event(action, involved, action.message)
-            if action.on_pods:
-                group = "/".join(action.group)
-                for pod in action.pods:
-                    self._event(action, pod, f"group {group}: {action.message}")
+                return None
+        raise TypeError(f"no write for {type(action).__name__}")
 
-    def _with_uid(self, namespace: str, involved: Involved) -> Involved | None:
-        """`involved` with its uid: a Gang created this pass has it from its write, or else from a read."""
+    def _report_on_group(self, report: Report, gang_uids: dict[tuple[str, str], str]) -> None:
+        involved = self._with_uid(report.group[0], report.involved, gang_uids)
+        if involved is not None:
+            self._event(report, involved, report.message)
+
+    def _with_uid(self, namespace: str, involved: Involved, gang_uids: dict[tuple[str, str], str]) -> Involved | None:
+        """`involved` with its uid: a Gang created by the pass (`gang_uids`, from its writes) has it
+        from its write, or else from a read."""
         if involved.uid:
             return involved
-        uid = self._gang_uids.get((namespace, involved.name))
+        uid = gang_uids.get((namespace, involved.name))
         if uid is None:  # not written this pass (its write failed): read it
             try:
                 uid = self._kube.get(GANGS, namespace, involved.name)["metadata"].get("uid", "")
@@ -176,10 +313,7 @@ class Executor:
         digest = hashlib.sha256(f"{kind}/{name}/{uid}/{report.reason}/{message}".encode()).hexdigest()[:12]
         event_name = f"{name}.{digest}"[-253:].lstrip(".-")
         stamp = self._clock().strftime("%Y-%m-%dT%H:%M:%SZ")
-        count = self._event_counts.pop(event_name, 0) + 1
-        self._event_counts[event_name] = count
-        if len(self._event_counts) > REMEMBERED_EVENTS:
-            self._event_counts.popitem(last=False)
+        count = self._count(event_name)
         if count > 1:
             self._kube.patch(EVENTS, namespace, event_name, {"count": count, "lastTimestamp": stamp}, MERGE_PATCH)
             return
@@ -192,12 +326,67 @@ class Executor:
         try:
             self._kube.create(EVENTS, namespace, body)
         except AlreadyExists:  # an Event from before a restart: bump it
-            self._event_counts[event_name] = count = 2
+            count = self._count(event_name, at_least=2)
             self._kube.patch(EVENTS, namespace, event_name, {"count": count, "lastTimestamp": stamp}, MERGE_PATCH)
+
+    def _count(self, event_name: str, at_least: int = 1) -> int:
+        """The count an Event reaches with this news (the oldest remembered are forgotten)."""
+        with self._counting:
+            count = max(self._event_counts.pop(event_name, 0) + 1, at_least)
+            self._event_counts[event_name] = count
+            if len(self._event_counts) > REMEMBERED_EVENTS:
+                self._event_counts.popitem(last=False)
+            return count
+
+
+def _chains(writes: list[_Write]) -> list[list[_Write]]:
+    """The writes by the object they write, each object's in the order given."""
+    chains: dict[str, list[_Write]] = {}
+    for write in writes:
+        chains.setdefault(write.target, []).append(write)
+    return list(chains.values())
+
+
+def _run_chain(chain: list[_Write], proceed: Callable[[], bool]) -> list[tuple[_Write, object]]:
+    """Send one object's writes one after the other: each with its answer, or the error it raised
+    (`_Left` for one `proceed()` stopped)."""
+    answers: list[tuple[_Write, object]] = []
+    for write in chain:
+        try:
+            if not proceed():
+                raise _Left()
+            answers.append((write, write.send()))
+        except Exception as error:
+            answers.append((write, error))
+    return answers
 
 
 def _urgency(action: Action) -> int:
     return 2 if isinstance(action, Report) else 1 if isinstance(action, (SaveGang, DeleteGang)) else 0
+
+
+def _target_of(action: Action) -> str:
+    """The object an action writes, as one key per object across kinds."""
+    namespace = action.group[0]
+    if isinstance(action, (Reserve, Release, DeletePod, EvictPod)):
+        return f"pods/{namespace}/{action.pod}"
+    if isinstance(action, (SuspendOwner, ResumeOwner)):
+        return f"{action.resource.name}/{namespace}/{action.name}"
+    return f"{GANGS.name}/{namespace}/{action.name}"
+
+
+def _events_of(namespace: str, involved: Involved) -> str:
+    return f"{EVENTS.name}/{namespace}/{involved.kind}/{involved.name}"
+
+
+def _log_failure(action: Action, error: BaseException) -> None:
+    if isinstance(error, Conflict):
+        log.info("%s: %s changed since it was read (%s); deciding again next pass",
+                 _group(action), _target(action), error.reason or error.status)
+    elif isinstance(error, KubeError):
+        log.warning("%s: %s failed: %s", _group(action), _target(action), error)
+    else:
+        log.error("%s: %s failed unexpectedly", _group(action), _target(action), exc_info=error)
 
 
 def _group(action: Action) -> str:

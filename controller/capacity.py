@@ -19,6 +19,11 @@ O(nodes × resources) new dicts. The table of counted pods is copied whole, whic
 with one memory copy as long as no entry was ever deleted from it (otherwise it rehashes every
 key: 5 ms at 50,000 pods), so a forgotten pod leaves a None behind, and the table is rebuilt
 without them once they are half of it.
+
+Quantities are exact: `Fraction`s from the API. Inside the ledger a whole amount (bytes, whole
+CPUs, accelerators, pod slots: nearly all of them) is kept as an `int`, which is equal to its
+Fraction, compares and adds exactly with Fractions, and costs a tenth of a Fraction to add; a
+rebuild of 150,000 pods is mostly these additions. Readers get ints or Fractions alike.
 """
 
 import operator
@@ -32,6 +37,7 @@ from gangkeeper.names import DEFAULT_ACCELERATORS
 from gangkeeper.resources import PODS, Resources, is_accelerator
 
 ZERO = Fraction(0)
+MAPPINGS_KEPT = 4096  # requests mappings whose usage is known by identity, then forgotten all at once
 _NO_RESOURCES: Mapping[str, Fraction] = {}
 
 
@@ -51,7 +57,7 @@ def members_fitting(demand: Mapping[str, Fraction], free: Mapping[str, Fraction]
     count = limit
     for name, value in demand.items():
         if value > 0:
-            count = min(count, floor(free.get(name, ZERO) / value))
+            count = min(count, free.get(name, 0) // value)
             if count <= 0:
                 return 0
     return count
@@ -61,7 +67,7 @@ class Ledger:
     """Allocatable, usage and free capacity of every node, changed pod by pod."""
 
     __slots__ = ("_allocatable", "_used", "_free", "_pods", "_forgotten", "_by_free", "_is_accelerator", "_usages",
-                 "_private")
+                 "_by_mapping", "_private")
 
     def __init__(self, nodes: Iterable[Node] = (), accelerator_patterns: Iterable[str] = DEFAULT_ACCELERATORS):
         patterns = tuple(accelerator_patterns)
@@ -74,6 +80,7 @@ class Ledger:
         # Resource names are few and pattern matching is not free: remember each answer.
         self._is_accelerator = cache(lambda resource: is_accelerator(resource, patterns))
         self._usages: dict[tuple, Mapping[str, Fraction]] = {}
+        self._by_mapping: dict[int, tuple[Mapping[str, Fraction], Mapping[str, Fraction]]] = {}
         self._private: set[str] | None = None  # nodes whose figures are ours alone; None: all of them
         for node in nodes:
             self.set_node(node)
@@ -84,7 +91,7 @@ class Ledger:
         """Add a node or take its new allocatable; pods already counted on it stay counted."""
         if self._allocatable.get(node.name) == node.allocatable:
             return
-        self._allocatable[node.name] = node.allocatable
+        self._allocatable[node.name] = {resource: _whole(value) for resource, value in node.allocatable.items()}
         self._refresh(node.name, set(node.allocatable) | set(self._free.get(node.name, ())))
 
     def remove_node(self, name: str) -> None:
@@ -146,7 +153,7 @@ class Ledger:
         clone._pods, clone._forgotten = self._pods.copy(), self._forgotten
         clone._by_free = {r: {a: set(n) for a, n in buckets.items()} for r, buckets in self._by_free.items()}
         clone._is_accelerator = self._is_accelerator
-        clone._usages = self._usages
+        clone._usages, clone._by_mapping = self._usages, self._by_mapping
         self._private, clone._private = set(), set()
         return clone
 
@@ -161,11 +168,21 @@ class Ledger:
         self._change(node, taken, operator.add)
 
     def _usage(self, requests: Mapping[str, Fraction]) -> Mapping[str, Fraction]:
-        """The pod's usage, shared with every pod that asks for the same (most pods do)."""
+        """The pod's usage, shared with every pod that asks for the same (most pods do).
+
+        Pods asking for the same share one requests mapping (`model.member_from_api`), so the
+        usage is found first by that mapping's identity (kept alive beside it, so that its id
+        names no other), and only then by its sorted items, which hashes every Fraction."""
+        known = self._by_mapping.get(id(requests))
+        if known is not None and known[0] is requests:
+            return known[1]
         key = tuple(sorted(requests.items()))
         taken = self._usages.get(key)
         if taken is None:
-            taken = self._usages[key] = usage(requests)
+            taken = self._usages[key] = {resource: _whole(value) for resource, value in usage(requests).items()}
+        if len(self._by_mapping) >= MAPPINGS_KEPT:
+            self._by_mapping.clear()
+        self._by_mapping[id(requests)] = (requests, taken)
         return taken
 
     def _change(self, node: str, taken: Mapping[str, Fraction],
@@ -173,7 +190,7 @@ class Ledger:
         self._own(node)
         used = self._used.setdefault(node, {})
         for resource, value in taken.items():
-            used[resource] = apply(used.get(resource, ZERO), value)
+            used[resource] = _whole(apply(used.get(resource, 0), value))
         if node in self._allocatable:
             self._refresh(node, taken.keys())
 
@@ -194,7 +211,7 @@ class Ledger:
         free = self._free.setdefault(node, {})
         for resource in resources:
             before = free.get(resource)
-            after = free[resource] = allocatable.get(resource, ZERO) - used.get(resource, ZERO)
+            after = free[resource] = _whole(allocatable.get(resource, 0) - used.get(resource, 0))
             if self._is_accelerator(resource) and before != after:
                 if before is not None:
                     self._unindex(resource, before, node)
@@ -211,3 +228,6 @@ class Ledger:
                 del buckets[floor(amount)]
 
 
+def _whole(value: Fraction | int) -> Fraction | int:
+    """The same amount, as an int when it is whole (module docstring)."""
+    return value.numerator if type(value) is Fraction and value.denominator == 1 else value

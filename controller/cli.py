@@ -66,6 +66,9 @@ def add_parser(subparsers) -> None:
     add_bool_flag(parser, "--fail-on-schedule-timeout",
                   help="give up a group not admitted within its schedule timeout (Gang phase Failed) "
                        "instead of reporting TimedOut and waiting on")
+    add_flag(parser, "--concurrent-writes", default=16, type=int_in_range(1, 32, "a number of writes"),
+             help="writes a pass may have in flight at once (pods, owners, Gangs, Events; each object's in order), "
+                  "over at most 32 kept-alive connections; 1 sends them one after the other")
     add_flag(parser, "--health-port", default=8081, type=port, help="/healthz and /readyz")
     add_flag(parser, "--metrics-port", default=8080, type=port, help="Prometheus /metrics")
     add_flag(parser, "--audit-file", default="", help="audit log file, size-rotated; stdout when unset")
@@ -116,7 +119,8 @@ def run(args: argparse.Namespace, stop: threading.Event | None = None) -> int:
     metrics = Metrics()
     controller = Controller(kube, settings_from(args), audit, metrics,
                             namespace=args.namespace, dry_run=args.dry_run,
-                            resync_seconds=float(args.resync_seconds)).start()
+                            resync_seconds=float(args.resync_seconds),
+                            concurrent_writes=args.concurrent_writes).start()
     try:
         if args.once:
             if not controller.wait_synced(SYNC_TIMEOUT_SECONDS):

@@ -14,6 +14,10 @@ settled: nothing about it changes with time, so it is decided again only when on
 or a workload it depends on, changes. A full rebuild happens at start, when leadership is
 taken, and on the periodic consistency check (`rebuilt_from`).
 
+`version` moves with every pod, node and device change applied (not with a change that changes
+nothing: a heartbeat, a stale watch event), so that a pass can tell that what the planner reads
+is as it was at the last pass, and keep the answers it found then (`planned`; `controller.queue`).
+
 Our own writes arrive twice: as the API's answer to the patch (so that the next pass already
 sees the reservation) and later from the watch. A pod's facts are replaced only by facts at
 least as new (by resourceVersion), so a watch event older than our write cannot undo it; a pod
@@ -43,11 +47,13 @@ from gangkeeper.controller.groups import (
     dependents,
     settled_phase,
 )
+from gangkeeper.controller.informer import uncollected
 from gangkeeper.controller.interpod import SpreadScope
 from gangkeeper.controller.model import GroupKey, Member, Node
 from gangkeeper.controller.occupancy import RESOURCES as OCCUPANCY_RESOURCES
 from gangkeeper.controller.occupancy import Occupancy
 from gangkeeper.controller.preemption import Candidate, holders
+from gangkeeper.controller.queue import Planned
 from gangkeeper.names import DEFAULT_ACCELERATORS
 from gangkeeper.resources import accelerators
 
@@ -101,6 +107,8 @@ class ClusterIndex:
         self._gone: set[GroupKey] = set()
         self._deleted: dict[str, str] = {}
         self._claiming: list[Member] = []  # waiting members with claims seen in this batch of changes
+        self.version = 0  # moves with every change to pods, nodes, devices, claims or volumes
+        self.planned: Planned | None = None  # the last pass's planning, reused while `version` stays
 
     @classmethod
     def build(cls, pods: Iterable[PodFacts], workloads: WorkloadIndex, nodes: Iterable[Node],
@@ -119,7 +127,14 @@ class ClusterIndex:
     # --- changes -------------------------------------------------------------------------------
 
     def apply(self, changes: Iterable[Change]) -> int:
-        """Take a batch of changes; one that cannot be applied is logged and skipped. Returns how many failed."""
+        """Take a batch of changes; one that cannot be applied is logged and skipped. Returns how many failed.
+
+        The garbage collector is held off meanwhile (`informer.uncollected`): the batch after a
+        relist is every pod of the cluster, and what it makes lives on."""
+        with uncollected():
+            return self._apply(changes)
+
+    def _apply(self, changes: Iterable[Change]) -> int:
         failed = 0
         devices_changed = False
         for resource, key, value in changes:
@@ -131,6 +146,7 @@ class ClusterIndex:
                 elif resource in OCCUPANCY_RESOURCES:
                     self.occupancy.put(resource, key, value)
                     devices_changed = True
+                    self.version += 1
                 elif resource == POD_DISRUPTION_BUDGETS:
                     self.budgets.put(key, value)
                 else:
@@ -158,6 +174,7 @@ class ClusterIndex:
             self.pods[key] = facts
             if facts.member.claims and facts.member.waiting:
                 self._claiming.append(facts.member)
+        self.version += 1
         self._count(old, -1)
         self._count(facts, +1)
         self._regroup(key, old, facts)
@@ -173,6 +190,7 @@ class ClusterIndex:
             self.ledger.set_node(self.occupancy.capacity(node))
         self.occupancy.put_node(name, node)
         self._pool = None
+        self.version += 1
 
     def put_workload(self, key: WorkloadKey, workload: Workload | None) -> None:
         previous = self.workloads.put(key, workload)

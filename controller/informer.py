@@ -15,12 +15,18 @@ and every key it drops — so that a consumer can keep its own index without res
 
 A resource whose API is not served (a CRD not installed) is switched off with one log line,
 counts as synced with nothing in it, and is looked up again every `recheck_seconds`.
+
+While a list is read and cached, the cyclic garbage collector is held off (`uncollected`): what
+a list makes lives on (150,000 pods' facts), and every full collection on the way would walk all
+of it again, a third of a relist's time. Its JSON is freed by reference counting as pages go.
 """
 
+import gc
 import logging
 import random
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -99,6 +105,20 @@ def apply_event(cache: Cache, read: Callable[[dict], Any], kind: str, obj: dict)
     if kind == "DELETED":
         return cache.remove(object_key(obj))
     return False if kind == "BOOKMARK" else None
+
+
+@contextmanager
+def uncollected() -> Iterator[None]:
+    """No cyclic garbage collection meanwhile, in any thread (module docstring): for work that
+    makes a great many objects that all live on. Collection resumes after it, unless it was
+    already off; what is garbage by then is collected later."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
 def _ignore(*_: Any) -> None:
@@ -196,9 +216,10 @@ class Informer:
         return served
 
     def _relist(self) -> None:
-        pairs, resource_version = self._kube.list(self.resource, **self._scope, transform=self._keyed)
-        small = dict(pairs)
-        self.cache.replace(small)
+        with uncollected():
+            pairs, resource_version = self._kube.list(self.resource, **self._scope, transform=self._keyed)
+            small = dict(pairs)
+            self.cache.replace(small)
         self.resource_version = resource_version
         self._synced.set()
         self._backoff.reset()

@@ -56,7 +56,8 @@ How it stays fast with 150,000 pods of which few carry rules:
     per distinct rule with where their carriers are, found the same way by the asking pod's labels.
   - `copy()` copies the pod table and shares the rest copy-on-write; a copy makes its tallies from
     those of the object it was copied from (while that one has not changed) plus the few pods the
-    copy has added or removed since, so a planning pass never rescans the cluster.
+    copy has added or removed since (those with the selection's anchor label), so a planning
+    pass never rescans the cluster, nor its own placements for every job it asks about.
   `examined` counts the pods looked at, so that tests and benchmarks can hold the work to a bound.
 
 Not modelled: preferred (anti-)affinity, which only scores; the scheduler's exclusion of
@@ -394,8 +395,8 @@ class Placements:
     DOMAINS = 1024
 
     __slots__ = ("_nodes", "_namespaces", "_pods", "_gone", "_tallies", "_by_label", "_by_namespace",
-                 "_anti", "_waiting", "ports", "_domains", "_base", "_base_version", "_changed", "_version",
-                 "_work")
+                 "_anti", "_waiting", "ports", "_domains", "_base", "_base_version", "_changed", "_changed_labels",
+                 "_version", "_work")
 
     def __init__(self, node_labels: Mapping[str, Mapping[str, str]],
                  namespace_labels: Mapping[str, Mapping[str, str]] | None = None):
@@ -413,6 +414,7 @@ class Placements:
         self._base: Placements | None = None
         self._base_version = 0
         self._changed: dict[str, _Pod | None] | None = None  # in a copy: uid → its base's pod, of pods changed since
+        self._changed_labels: dict[tuple[str, str], set[str]] = {}  # in a copy: label → uids it changed carrying it
         self._version = 0
         self._work = [0]  # shared by a Placements and its copies
 
@@ -465,7 +467,7 @@ class Placements:
         clone._by_label = clone._by_namespace = None
         clone._anti, clone._waiting, clone.ports = self._anti.copy(), self._waiting.copy(), self.ports.copy()
         clone._domains = dict(self._domains)
-        clone._base, clone._base_version, clone._changed = self, self._version, {}
+        clone._base, clone._base_version, clone._changed, clone._changed_labels = self, self._version, {}, {}
         clone._version = 0
         clone._work = self._work
         return clone
@@ -593,6 +595,8 @@ class Placements:
                 self._changed[uid] = pod if delta < 0 else None
             elif self._changed[uid] is self._pods.get(uid):
                 del self._changed[uid]  # back as the base has it (a tentative placement taken out)
+            for item in pod.labels.items():
+                self._changed_labels.setdefault(item, set()).add(uid)
         node_labels = self.node_labels(pod.node)
         if self._tallies.by_key:
             for key in self._tallies.matching(pod.labels):
@@ -643,12 +647,10 @@ class Placements:
             base = self._base
             if base is not None and base._version == self._base_version:
                 tally = base._tally(key).clone()
-                for uid, before in self._changed.items():
-                    for pod, delta in ((before, -1), (self._pods.get(uid), 1)):
-                        if pod is not None:
-                            self._work[0] += 1
-                            if _counts(key, pod, self._namespaces):
-                                tally.bump(pod.node, delta, self.node_labels(pod.node))
+                for pod, delta in self._changed_pods(key[0]):
+                    self._work[0] += 1
+                    if _counts(key, pod, self._namespaces):
+                        tally.bump(pod.node, delta, self.node_labels(pod.node))
             else:
                 tally = _Tally()
                 for pod in self._candidates(key[0]):
@@ -657,6 +659,24 @@ class Placements:
                         tally.bump(pod.node, 1, self.node_labels(pod.node))
             self._tallies.insert(key, tally)
         return tally
+
+    def _changed_pods(self, selection: _Selection) -> Iterator[tuple[_Pod, int]]:
+        """The pods this copy changed since its base that may match the selection: each as the
+        base counts it (−1) and as the copy has it (+1). Only those with the selection's anchor
+        label are looked at (`_changed_labels`: every label of a pod recorded here, whichever
+        version), as the others match nothing it selects: a pass changes thousands of pods and
+        asks about a few jobs."""
+        anchor = _anchor(selection)
+        if anchor is None:
+            uids: Iterable[str] = list(self._changed)
+        else:
+            key, values = anchor
+            uids = {uid for value in values for uid in self._changed_labels.get((key, value), ())
+                    if uid in self._changed}
+        for uid in uids:
+            for pod, delta in ((self._changed[uid], -1), (self._pods.get(uid), 1)):
+                if pod is not None:
+                    yield pod, delta
 
     def _candidates(self, selection: _Selection) -> Iterable[_Pod]:
         """Pods that may match: those with the anchor label, or of the namespaces, or all of them."""

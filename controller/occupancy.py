@@ -172,11 +172,16 @@ class Occupancy:
         return self.devices.room(demand, pool.nodes.values())
 
     def index_rooms(self, members: Iterable[Member], pool) -> None:
-        """Make the rooms of these members' demands here, so that every copy planned on shares them."""
+        """Make the rooms of these members' demands here, so that every copy planned on shares them.
+        Members are told apart by what a room depends on (their claims, and whether they also ask
+        for an extended resource devices serve), not by their requests' quantities: thousands of
+        members, asked each pass."""
         seen = set()
         for member in members:
-            key = (member.namespace, member.claims, tuple(sorted(member.requests.items())))
-            if member.claims and key not in seen:
+            if not member.claims:
+                continue
+            key = (member.namespace, member.claims, self.devices.serves_extended(member.requests))
+            if key not in seen:
                 seen.add(key)
                 demand = self.demand(member)
                 if demand and not isinstance(demand, Unresolved):

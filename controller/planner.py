@@ -55,7 +55,7 @@ from itertools import islice
 from math import ceil, floor
 
 from gangkeeper.controller.capacity import Ledger, members_fitting, usage
-from gangkeeper.controller.dra import DeviceDemand, Unresolved
+from gangkeeper.controller.dra import ROOM_LIMIT, DeviceDemand, Unresolved
 from gangkeeper.controller.eligibility import NodePool
 from gangkeeper.controller.interpod import (
     AFFINITY_REFUSAL,
@@ -349,18 +349,26 @@ def _place_one_by_one(cls: _Class, pool: NodePool, ledger: Ledger, taken: dict[s
     # fill up, unless a DoNotSchedule spread lets a domain in again once the others have caught up.
     rescan = bool(rules and rules.hard_spread)
     spread_keys = tuple(sorted({c.topology_key for c in rules.hard_spread})) if rescan else ()
-    domain_keys = [tuple(pool.nodes[name].labels.get(key) for key in spread_keys) for name in order] if rescan else []
+    domains: dict[int, tuple] = {}  # the spread keys' values of each node looked at, read once
     full: set[int] = set()  # positions out of room: no later member of the class fits there either
+
+    def domain_of(position: int) -> tuple:
+        domain = domains.get(position)
+        if domain is None:
+            labels = pool.nodes[order[position]].labels
+            domain = domains[position] = tuple(labels.get(key) for key in spread_keys)
+        return domain
+
     start = 0
     for member in cls.members:
         refused_domains: set[tuple] = set()  # a spread refuses every node of a domain alike
 
         def takes(position: int) -> bool:
-            if rescan and (position in full or domain_keys[position] in refused_domains):
+            if rescan and (position in full or domain_of(position) in refused_domains):
                 return False
             why = _refusal_of(cls, member, order[position], pool, ledger, taken, occupancy)
             if why in (SPREAD_REFUSAL, SPREAD_LABEL_REFUSAL):
-                refused_domains.add(domain_keys[position])
+                refused_domains.add(domain_of(position))
             elif why in _OUT_OF_ROOM:
                 full.add(position)
             return why is None
@@ -409,7 +417,7 @@ def _unblocked_order(cls: _Class, pool: NodePool, ledger: Ledger, taken: Mapping
     room = occupancy.room(cls.members[0], cls.devices, pool) if cls.devices and cls.accelerator is None else None
     if room is not None:
         counts = sorted(c for c in room if c >= count) + sorted((c for c in room if c < count), reverse=True)
-        return [name for c in counts for name in sorted(room[c])
+        return [name for c in counts for name in devices.room_order(cls.devices, c)
                 if name in cls.eligible and (scope is None or name in scope)]
     shelf = sorted(_shelf(cls, pool, ledger, taken, scope), key=lambda item: item[1])
     names = [name for name, _ in shelf]
@@ -528,8 +536,12 @@ class _Candidates:
         return name in self._cls.eligible and (self._scope is None or name in self._scope)
 
     def _allocatable(self, name: str, limit: int) -> int:
-        """How many members, at most `limit`, get their devices on the node one after the other."""
+        """How many members, at most `limit`, get their devices on the node one after the other:
+        for a class shelved by its device room, the room's count (read when shelved, and nothing
+        is held while the class is placed), without asking the allocator again."""
         node, devices, member = self._pool.nodes[name], self._occupancy.devices, self._cls.members[0]
+        if self._checked and limit <= ROOM_LIMIT:
+            return min(limit, devices.room_count(self._cls.devices, name))
         demand = devices.demand_on(node, self._cls.devices, member.requests)
         return devices.fits(node, demand, limit) if demand else limit
 
@@ -920,9 +932,9 @@ def _occupancy_shortage(cls: _Class, partial: list[Assignment], pool: NodePool, 
 def _device_room_shortage(cls: _Class, room: Mapping[int, set[str]], pool: NodePool, occupancy: Occupancy) -> str:
     """Too few devices for the class (`room`: its eligible nodes by how many members' devices
     each has): the allocator's words for a few nodes, the room's figures for many."""
-    candidates = cls.eligible & occupancy.devices.nodes_with_devices
-    if len(candidates) <= EXPLAINED_DEVICE_NODES:
-        nodes = [pool.nodes[name] for name in sorted(candidates)]
+    candidates = occupancy.devices.nodes_with_devices_among(cls.eligible, EXPLAINED_DEVICE_NODES)
+    if candidates is not None:
+        nodes = [pool.nodes[name] for name in candidates]
         explained = occupancy.devices.shortage(nodes, cls.devices, len(cls.members))
         if explained:
             return explained

@@ -724,7 +724,8 @@ def _plan(state: _Pass, queue: list[GangView], extras: list[GangView], index: Cl
         return
     candidates = index.preemption_candidates if state.settings.preemption is Preempting.LOWER_PRIORITY else None
     result = plan_pass([_admission_view(view.group) for view in queue], pool, index.ledger, state.now,
-                       state.settings.policy, index.occupancy, candidates)
+                       state.settings.policy, index.occupancy, candidates, basis=index.version, last=index.planned)
+    index.planned = result.planned
     working, around = result.ledger, result.occupancy  # admitted plans and the starving head's hold are counted in them
     for group, plan in result.admitted:
         _reserve(state, views[group.key], plan)

@@ -42,7 +42,7 @@ from functools import partial
 from gangkeeper import integrations
 from gangkeeper.audit import AuditLog
 from gangkeeper.controller import kube as api
-from gangkeeper.controller.actions import Executor
+from gangkeeper.controller.actions import CONCURRENT_WRITES, Executor
 from gangkeeper.controller.budgets import budget_from_api
 from gangkeeper.controller.groups import pod_facts, workload_from_api
 from gangkeeper.controller.index import PODS, Change, ClusterIndex
@@ -75,12 +75,12 @@ class Controller:
     """`namespace`, when set, limits the groups managed (and the workloads watched) to it; pods are
     watched in every namespace, because a pod bound anywhere takes capacity. `make_informer` makes
     the informer of one resource (`Informer`'s keyword arguments but the client), on `kube` unless
-    given."""
+    given. `concurrent_writes` is how many writes a pass may have in flight at once (`Executor`)."""
 
     def __init__(self, kube: api.Kube, settings: Settings, audit: AuditLog, metrics: Metrics, *,
                  namespace: str | None = None, dry_run: bool = False, resync_seconds: float = 30.0,
                  debounce_seconds: float = 0.01, consistency_seconds: float = 600.0, clock: Clock = Clock(),
-                 make_informer: Callable[..., Informer] | None = None):
+                 make_informer: Callable[..., Informer] | None = None, concurrent_writes: int = CONCURRENT_WRITES):
         self.settings, self.metrics, self._clock = settings, metrics, clock
         self.resync_seconds, self.debounce_seconds = resync_seconds, debounce_seconds
         self.consistency_seconds = consistency_seconds
@@ -114,7 +114,8 @@ class Controller:
         self.objects = [*(informer(resource, cached_object) for resource in api.OCCUPANCY),
                         informer(api.POD_DISRUPTION_BUDGETS, budget_from_api)]
         self.executor = Executor(kube, audit, dry_run=dry_run, written=self._assume,
-                                 clock=lambda: datetime.fromtimestamp(clock.wall(), timezone.utc))
+                                 clock=lambda: datetime.fromtimestamp(clock.wall(), timezone.utc),
+                                 concurrency=concurrent_writes)
 
     @property
     def informers(self) -> list[Informer]:
@@ -128,6 +129,7 @@ class Controller:
     def stop(self) -> None:
         for informer in self.informers:
             informer.stop()
+        self.executor.close()
 
     def synced(self) -> bool:
         return all(informer.has_synced for informer in self.informers)

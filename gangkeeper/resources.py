@@ -11,6 +11,7 @@ a limit for requests the limit (the API server's defaulting). Pod-level `spec.re
 from collections.abc import Iterable, Mapping
 from fnmatch import fnmatchcase
 from fractions import Fraction
+from functools import lru_cache
 
 from gangkeeper.names import DEFAULT_ACCELERATORS
 from gangkeeper.quantity import parse_quantity
@@ -52,6 +53,11 @@ def pod_requests(pod: Mapping) -> Resources:
 
 def is_accelerator(resource: str, patterns: Iterable[str] = DEFAULT_ACCELERATORS) -> bool:
     """Whether an extended resource is an accelerator (`gpu.intel.com/*` style patterns)."""
+    return _matches(resource, tuple(patterns))
+
+
+@lru_cache(maxsize=4096)  # a pass asks for every member; names and pattern sets are few, but come from users
+def _matches(resource: str, patterns: tuple[str, ...]) -> bool:
     return any(fnmatchcase(resource, pattern) for pattern in patterns)
 
 

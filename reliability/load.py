@@ -27,7 +27,7 @@ from pathlib import Path
 import yaml
 
 from gangkeeper import names
-from reliability.stack import NAMESPACE, Stack, children, rss_mib, wait_for
+from reliability.stack import NAMESPACE, Stack, children, gated, member, percentile, rss_mib, wait_for
 from sim import spec as sim_spec
 from sim.api import APIError
 
@@ -63,13 +63,6 @@ class Result:
     achieved_per_minute: float = 0.0
 
 
-def percentile(values: list[float], q: float) -> float:
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(q / 100 * (len(ordered) - 1))))]
-
-
 def slope_per_minute(points: list[tuple[float, float]]) -> float:
     """Least-squares slope of (seconds, MiB) points, in MiB per minute."""
     if len(points) < 2:
@@ -93,20 +86,9 @@ def leak_verdict(points: list[tuple[float, float]]) -> dict:
 
 def _pod(index: int, load: Load) -> dict:
     group = f"g-{index // load.group_size:05d}"
-    resources = {"cpu": "1", "memory": "4Gi", "nvidia.com/gpu": "1"}
-    return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": f"{group}-{index % load.group_size}", "namespace": NAMESPACE,
-                         "labels": {names.GROUP_LABEL: group},
-                         "annotations": {names.MIN_COUNT_ANNOTATION: str(load.group_size),
-                                         WORLD_SIZE_ANNOTATION: str(load.group_size),
-                                         DURATION_ANNOTATION: f"{load.train_seconds:g}"}},
-            "spec": {"restartPolicy": "Never",
-                     "containers": [{"name": "trainer", "image": "registry.example/train:latest",
-                                     "resources": {"requests": resources, "limits": dict(resources)}}]}}
-
-
-def _gated(pod: dict) -> bool:
-    return any(g.get("name") == names.SCHEDULING_GATE for g in pod["spec"].get("schedulingGates") or ())
+    return member(f"{group}-{index % load.group_size}", group, load.group_size,
+                  annotations={WORLD_SIZE_ANNOTATION: str(load.group_size),
+                               DURATION_ANNOTATION: f"{load.train_seconds:g}"})
 
 
 class LagObserver:
@@ -129,11 +111,11 @@ class LagObserver:
         if not group:
             return
         with self.lock:
-            if event.type == "ADDED" and _gated(pod):
+            if event.type == "ADDED" and gated(pod):
                 self.stored[group] = self.stored.get(group, 0) + 1
                 if self.stored[group] == self.group_size:
                     self.complete_at[group] = now
-            elif event.type == "MODIFIED" and not _gated(pod) and group in self.complete_at:
+            elif event.type == "MODIFIED" and not gated(pod) and group in self.complete_at:
                 released = self.released.setdefault(group, set())
                 if pod["metadata"]["name"] not in released:
                     released.add(pod["metadata"]["name"])
@@ -199,7 +181,7 @@ def run(workdir: Path, load: Load = Load(), progress=lambda message: None) -> Re
                 created = stack.api.create("pods", _pod(index, load), namespace=NAMESPACE)
                 result.admission_ms.append((began - origin, 1000 * (time.monotonic() - began)))
                 result.created += 1
-                result.ungated += not _gated(created)
+                result.ungated += not gated(created)
             except APIError:
                 result.refused += 1
             if began - origin >= next_report:

@@ -1,8 +1,8 @@
-"""Markdown for bench/RESULTS.md: the fault campaign, high availability and the load run."""
+"""Markdown for bench/RESULTS.md: the fault campaign, high availability, the load run and complete → bound."""
 
 from __future__ import annotations
 
-from reliability import chaos, ha, load
+from reliability import binding, chaos, ha, load
 
 
 def _fmt(values: list[float]) -> str:
@@ -126,4 +126,61 @@ def load_markdown(result: load.Result) -> str:
     for row in s["per_minute"]:
         lines.append(f"| {row['minute']} | {row['pods']} | {row['admission_p99_ms']} | {row['lag_p99_ms']} | "
                      + " | ".join(str(row["rss_mib"].get(n, "–")) for n in names) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def binding_markdown(result: binding.Result) -> str:
+    s = binding.summary(result)
+    spec = result.spec
+    sizes = " and ".join(str(size) for size in spec.sizes)
+    lines = [
+        f"## Complete → bound: groups of {sizes} members, gangkeeper against the bare scheduler",
+        "",
+        f"`reliability/binding.py` (`gangkeeper bench binding`), live cluster emulation, {spec.nodes} × "
+        f"{spec.gpus_per_node} GPUs; groups of plain pods of {spec.gpus_per_pod} GPUs each in an explicit group "
+        "(label and min count), created one after the other by the benchmark through the API server. "
+        "**gangkeeper**: in the enforced namespace, gated by the real webhook (gunicorn, 2 workers, TLS), reserved "
+        "and released by the real controller process over HTTP, bound by the emulated scheduler; **bare**: the same "
+        "pods in a namespace the webhook's namespaceSelector skips, bound by the emulated scheduler as they come. "
+        "Timed per group: from the return of its last member's create call (the group is complete) to the commit of "
+        "its last member's binding (`spec.nodeName`), stamped by a watch callback on the API server's commits (no "
+        "poll; 0 when that binding came before the last create returned). One group at a time: the previous one's "
+        "pods deleted and gone (on the gangkeeper side its Gang deleted by the controller) and a "
+        f"{spec.pause:g} s pause before the next is created; per size {spec.groups} groups of each side in pairs, "
+        f"which side goes first in each pair drawn from seed {spec.seed}, after {spec.warmup} warm-up pair(s) not "
+        "counted; the kubelets do not start the pods. The controller's own "
+        f"`{binding.METRIC}` (from the pass that found the group complete to the pass that found it bound) is read "
+        "from its /metrics around each gangkeeper group, as a cross-check. "
+        f"p99 of fewer than 100 groups is their maximum. Run: {s['seconds']} s, load average at the end "
+        f"{' / '.join(str(x) for x in s['load_average'] or ())}.",
+        "",
+        "| members | side | groups bound / run | complete → bound p50 / p99 / max ms | first create → last created p50 ms |",
+        "|---|---|---|---|---|",
+    ]
+    for size, row in s["sizes"].items():
+        for side in binding.SIDES:
+            figures = row[side]
+            ms = figures["ms"]
+            lines.append(f"| {size} | {side} | {figures['all_bound']} / {figures['groups']} | {ms['p50']} / "
+                         f"**{ms['p99']}** / {ms['max']} | {figures['create_ms']['p50']} |")
+    lines += ["", "| members | gangkeeper − bare p50 ms | gangkeeper − bare p99 ms | goal (p99) | met |",
+              "|---|---|---|---|---|"]
+    for size, row in s["sizes"].items():
+        goal = "–" if row["goal_ms"] is None else f"+{row['goal_ms']:g} ms"
+        met = "–" if row["goal_met"] is None else "yes" if row["goal_met"] else "**no**"
+        lines.append(f"| {size} | {row['difference_ms']['p50']:+} | **{row['difference_ms']['p99']:+}** | {goal} | "
+                     f"{met} |")
+    lines += ["", "Where gangkeeper's time goes (from the complete group, p50 / p99 ms: its first and its last "
+              "member's reservation committed, its last gate removed, its last member bound), and the controller's "
+              "own figure:", "",
+              "| members | → first reserved | → last reserved | → last released | → last bound | controller's "
+              "metric: groups, mean, p50 / p99 ms |",
+              "|---|---|---|---|---|---|"]
+    for size, row in s["sizes"].items():
+        ours = row[binding.GANGKEEPER]
+        metric = ours["controller_metric"]
+        lines.append(f"| {size} | {ours['first_reserved_ms']['p50']} / {ours['first_reserved_ms']['p99']} | "
+                     f"{ours['reserved_ms']['p50']} / {ours['reserved_ms']['p99']} | "
+                     f"{ours['released_ms']['p50']} / {ours['released_ms']['p99']} | {ours['ms']['p50']} / "
+                     f"{ours['ms']['p99']} | {metric['count']}, {metric['mean']}, {metric['p50']} / {metric['p99']} |")
     return "\n".join(lines) + "\n"

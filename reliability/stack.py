@@ -154,6 +154,32 @@ class Stack:
         check_granted(self.servers)
 
 
+def member(name: str, group: str, size: int, *, namespace: str = NAMESPACE, gpus: int = 1,
+           annotations: dict[str, str] | None = None) -> dict:
+    """A plain pod in an explicit group of `size` (README, "How group identity is derived", rule 1:
+    the group label and the min count), one container asking for `gpus` GPUs, a CPU and 4 GiB per GPU."""
+    resources = {"cpu": str(gpus), "memory": f"{4 * gpus}Gi", "nvidia.com/gpu": str(gpus)}
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": namespace, "labels": {names.GROUP_LABEL: group},
+                         "annotations": {names.MIN_COUNT_ANNOTATION: str(size), **(annotations or {})}},
+            "spec": {"restartPolicy": "Never",
+                     "containers": [{"name": "trainer", "image": "registry.example/train:latest",
+                                     "resources": {"requests": resources, "limits": dict(resources)}}]}}
+
+
+def gated(pod: dict) -> bool:
+    """Whether the pod still carries gangkeeper's scheduling gate."""
+    return any(g.get("name") == names.SCHEDULING_GATE for g in pod["spec"].get("schedulingGates") or ())
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The value at rank q/100 of the sorted values (the nearest one); NaN for none."""
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q / 100 * (len(ordered) - 1))))]
+
+
 def wait_for(condition, timeout: float, what: str, poll: float = 0.1):
     """Poll `condition` until it is true; a deadline, not a timed assertion."""
     deadline = time.monotonic() + timeout

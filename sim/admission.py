@@ -18,13 +18,21 @@ import threading
 import urllib.parse
 import uuid
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Callable
 
+import celpy
+import lark
+import orjson
+from celpy import celtypes
+
 from sim.api import APIError, User
+from sim.devices import environment
 from sim.kinds import Kind
 from sim.patching import apply_json_patch
 from sim.selectors import Requirement, matches
-from sim.status import status
+from sim.status import forbidden, status
+from sim.store import to_json
 
 log = logging.getLogger(__name__)
 
@@ -159,10 +167,10 @@ class Admission:
             if not matches(namespace_selector, labels):
                 return False
         object_selector = selector_requirements(webhook.get("objectSelector"))
-        if object_selector is None:
-            return True
-        return any(matches(object_selector, (o.get("metadata") or {}).get("labels"))
-                   for o in (obj, attrs.old) if o is not None)
+        if object_selector is not None and not any(matches(object_selector, (o.get("metadata") or {}).get("labels"))
+                                                   for o in (obj, attrs.old) if o is not None):
+            return False
+        return _conditions_hold(webhook, attrs, obj)
 
     def _call(self, webhook: dict, attrs: Attributes, obj: dict | None) -> dict | None:
         """The webhook's `response`, or None when it failed and its failurePolicy is Ignore."""
@@ -201,12 +209,176 @@ class Admission:
             return address(parsed.path, review)
         path = parsed.path + (f"?{parsed.query}" if parsed.query else "")
         reply, body = self._connections.post(address, parsed.hostname or "", client_config.get("caBundle"),
-                                             path, json.dumps(review).encode(), timeout)
+                                             path, to_json(review), timeout)
         if reply.status != 200:
             raise ValueError(f"expected webhook response of 200, got {reply.status}")
         if reply.getheader("Content-Encoding") == "gzip":
             body = gzip.decompress(body)
-        return json.loads(body)
+        return orjson.loads(body)
+
+
+# --- matchConditions -----------------------------------------------------------------------
+# As kube-apiserver evaluates them (admission/plugin/webhook/matchconditions/matcher.go), after
+# the rules and selectors matched: CEL over `object`, `oldObject` and `request`; any condition
+# false skips the webhook, all true call it, and an error with none false is the failurePolicy's:
+# Fail refuses the request (403, the errors as the message), Ignore skips the webhook. Not
+# provided: `authorizer` (an expression using it fails as any other error does), Kubernetes' CEL
+# libraries beyond celpy's standard ones, the cost budget, and the checks the real server makes
+# when the configuration is written (at most 64 conditions, unique names, the expression compiles
+# to a bool): a stored expression that does not compile is an error on every request it meets.
+
+_VARIABLES = ("object", "oldObject", "request")
+_VERDICTS_KEPT = 4096  # per expression: verdicts remembered, by the data they were drawn from
+
+
+def _conditions_hold(webhook: dict, attrs: Attributes, obj: dict | None) -> bool:
+    """Whether the webhook's matchConditions let it be called; raises when they failed and it fails closed."""
+    conditions = webhook.get("matchConditions")
+    if not conditions:
+        return True
+    variables = {"object": obj, "oldObject": attrs.old, "request": _cel_request(attrs)}
+    errors = []
+    for condition in conditions:
+        verdict = _condition(condition.get("expression") or "").verdict(variables)
+        if verdict is False:
+            return False
+        if verdict is not True:
+            errors.append(verdict)
+    if not errors:
+        return True
+    if webhook.get("failurePolicy", "Fail") == "Ignore":
+        return False
+    log.warning("failed evaluating match conditions, failing closed %s: %s", webhook["name"], errors)
+    raise forbidden(attrs.kind.group, attrs.kind.plural, attrs.name, _aggregate(errors))
+
+
+def _cel_request(attrs: Attributes) -> dict:
+    """`request` as CEL sees it (cel.CreateAdmissionRequest): the webhook's AdmissionRequest with an
+    empty uid, without the objects (they are variables of their own) and, as its JSON tags say,
+    without empty groups."""
+    request = attrs.review(None)["request"]
+    request["uid"] = ""
+    del request["object"], request["oldObject"]
+    if not request["userInfo"]["groups"]:
+        del request["userInfo"]["groups"]
+    return request
+
+
+class _Condition:
+    """One expression, compiled once, and its verdicts so far.
+
+    CEL is pure, so a verdict depends only on the data the expression reads; those reads are found
+    in the syntax tree once (`_reads`), and a request whose data there is the same as an earlier
+    one's gets the earlier verdict without evaluating again: the controller's thousands of pod
+    updates cost one evaluation, not one each (celpy takes milliseconds per evaluation)."""
+
+    def __init__(self, expression: str):
+        self.expression = expression
+        self._verdicts: dict[tuple, bool | str] = {}
+        try:
+            tree = environment().compile(expression)
+            self._program = environment().program(tree)
+        except Exception as error:  # celpy's parser raises CELParseError and lark's own errors
+            self._program, self._reads = None, ()
+            self._error = f"compilation error: {_cel_error(error)}"
+            return
+        reads = set(_reads(tree))
+        self._reads = tuple(sorted(path for path in reads if path[0] in _VARIABLES))
+        if any(path[0] == "authorizer" for path in reads):
+            self._program = None
+            self._error = f"expression '{expression}' resulted in error: the emulation has no authorizer variable"
+
+    def verdict(self, variables: dict) -> bool | str:
+        """True, False, or the error, as kube-apiserver words it."""
+        if self._program is None:
+            return self._error
+        key = tuple(_read(variables, path) for path in self._reads)
+        verdict = self._verdicts.get(key)
+        if verdict is None:
+            if len(self._verdicts) >= _VERDICTS_KEPT:
+                self._verdicts.clear()
+            verdict = self._verdicts[key] = self._evaluate(variables)
+        return verdict
+
+    def _evaluate(self, variables: dict) -> bool | str:
+        activation = {name: celpy.json_to_cel(variables[name]) for name in {path[0] for path in self._reads}}
+        try:
+            result = self._program.evaluate(activation)
+        except Exception as error:  # celpy raises CELEvalError, and whatever a broken expression makes it raise
+            return f"expression '{self.expression}' resulted in error: {_cel_error(error)}"
+        if not isinstance(result, celtypes.BoolType):
+            # The real server refuses such an expression when the configuration is written.
+            return f"compilation error: must evaluate to bool but got {type(result).__name__}"
+        return bool(result)
+
+
+@lru_cache(maxsize=256)
+def _condition(expression: str) -> _Condition:
+    return _Condition(expression)
+
+
+def _reads(tree: lark.Tree):
+    """Each reference to a name with the fields selected from it, as far as they are plain field
+    selections (`request.userInfo.username`; `object.metadata.labels` of `object.metadata.labels["a"]`)."""
+    pending = [tree]
+    while pending:
+        node = pending.pop()
+        if not isinstance(node, lark.Tree):
+            continue
+        path = _selection(node)
+        if path:
+            yield path
+        else:
+            pending.extend(node.children)
+
+
+def _selection(node: lark.Tree) -> tuple[str, ...] | None:
+    fields = []
+    while node.data in ("member", "member_dot"):
+        if node.data == "member_dot":
+            fields.append(str(node.children[1]))
+        node = node.children[0]
+        if not isinstance(node, lark.Tree):
+            return None
+    if node.data != "primary" or not isinstance(node.children[0], lark.Tree):
+        return None
+    ident = node.children[0]
+    if ident.data not in ("ident", "dot_ident"):
+        return None
+    return (str(ident.children[0]), *reversed(fields))
+
+
+def _read(variables: dict, path: tuple[str, ...]) -> tuple:
+    """What `path` reads in `variables`, hashable: how far it got, and the value there or its absence."""
+    value = variables[path[0]]
+    for depth, name in enumerate(path[1:]):
+        if not isinstance(value, dict):
+            return depth, _frozen(value)
+        if name not in value:
+            return depth, "absent"
+        value = value[name]
+    return len(path) - 1, _frozen(value)
+
+
+def _frozen(value) -> tuple:
+    if isinstance(value, (dict, list)):
+        return "json", json.dumps(value, sort_keys=True)
+    return type(value).__name__, value
+
+
+def _aggregate(errors: list[str]) -> str:
+    """utilerrors.NewAggregate's message: one error as it is, several once each in brackets."""
+    distinct = list(dict.fromkeys(errors))
+    return distinct[0] if len(distinct) == 1 else "[" + ", ".join(distinct) + "]"
+
+
+def _cel_error(error: Exception) -> str:
+    """celpy's message on one line, without the dump of the whole activation it appends; a missing
+    map key in cel-go's words (`no such key: team`)."""
+    if len(error.args) == 3 and error.args[1] is KeyError and error.args[2]:
+        return f"no such key: {error.args[2][0]}"
+    text = str(error.args[0]) if error.args else str(error)
+    return " ".join(text.split(" (in activation", 1)[0].split())
 
 
 # How a kept-alive connection the webhook closed while it was idle fails on its next use: a TLS

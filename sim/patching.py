@@ -6,9 +6,8 @@ Strategic merge patch merges lists of built-in types by their merge keys (contai
 schedulingGates by name, ...) and understands `$patch: delete|replace`.
 """
 
-import copy
-
 from sim.status import bad_request, patch_rejected
+from sim.store import clone
 
 JSON_PATCH = "application/json-patch+json"
 MERGE_PATCH = "application/merge-patch+json"
@@ -88,7 +87,7 @@ def apply_json_patch(obj: dict, operations) -> dict:
     """RFC 6902 on a copy of `obj`; any failing operation rejects the whole patch."""
     if not isinstance(operations, list) or not all(isinstance(op, dict) for op in operations):
         raise bad_request("json: cannot unmarshal object into Go value of type jsonpatch.Patch")
-    doc = copy.deepcopy(obj)
+    doc = clone(obj)
     for op in operations:
         doc = _apply_operation(doc, op)
     return doc
@@ -99,23 +98,23 @@ def _apply_operation(doc, op: dict):
     if kind in ("add", "replace", "test") and "value" not in op:
         raise patch_rejected()
     if kind == "add":
-        return _add(doc, tokens, copy.deepcopy(op["value"]))
+        return _add(doc, tokens, clone(op["value"]))
     if kind == "remove":
         _remove(doc, tokens)
         return doc
     if kind == "replace":
         _get(doc, tokens)
         if not tokens:
-            return copy.deepcopy(op["value"])
+            return clone(op["value"])
         _remove(doc, tokens)
-        return _add(doc, tokens, copy.deepcopy(op["value"]))
+        return _add(doc, tokens, clone(op["value"]))
     if kind == "test":
         if _get(doc, tokens) != op["value"]:
             raise patch_rejected()
         return doc
     if kind in ("move", "copy"):
         source = _pointer(op.get("from", ""))
-        value = _remove(doc, source) if kind == "move" else copy.deepcopy(_get(doc, source))
+        value = _remove(doc, source) if kind == "move" else clone(_get(doc, source))
         return _add(doc, tokens, value)
     raise bad_request(f"Unexpected kind: {kind}")
 
@@ -123,7 +122,7 @@ def _apply_operation(doc, op: dict):
 def apply_merge_patch(target, patch):
     """RFC 7386: maps merge recursively, null removes a key, anything else replaces."""
     if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
+        return clone(patch)
     out = dict(target) if isinstance(target, dict) else {}
     for key, value in patch.items():
         if value is None:
@@ -136,9 +135,9 @@ def apply_merge_patch(target, patch):
 def apply_strategic_merge_patch(target, patch, field: str = ""):
     """Strategic merge patch of a built-in object: lists with a merge key merge element by element."""
     if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
+        return clone(patch)
     if patch.get("$patch") == "replace":
-        return {k: copy.deepcopy(v) for k, v in patch.items() if k != "$patch"}
+        return {k: clone(v) for k, v in patch.items() if k != "$patch"}
     if patch.get("$patch") == "delete":
         return None
     out = dict(target) if isinstance(target, dict) else {}
@@ -168,10 +167,10 @@ def _merge_list(current, patch: list, field: str) -> list:
     key = MERGE_KEYS.get(field)
     if key is None or not all(isinstance(item, dict) for item in patch):
         if any(isinstance(item, dict) and item.get("$patch") == "replace" for item in patch):
-            return [copy.deepcopy(i) for i in patch if not (isinstance(i, dict) and "$patch" in i)]
-        return copy.deepcopy(patch)
+            return [clone(i) for i in patch if not (isinstance(i, dict) and "$patch" in i)]
+        return clone(patch)
     if any(item.get("$patch") == "replace" for item in patch):
-        return [copy.deepcopy(i) for i in patch if "$patch" not in i]
+        return [clone(i) for i in patch if "$patch" not in i]
     out = [dict(item) for item in current or [] if isinstance(item, dict)]
     for item in patch:
         if key not in item:
@@ -181,7 +180,7 @@ def _merge_list(current, patch: list, field: str) -> list:
             if index is not None:
                 del out[index]
         elif index is None:
-            out.append({k: copy.deepcopy(v) for k, v in item.items() if k != "$patch"})
+            out.append({k: clone(v) for k, v in item.items() if k != "$patch"})
         else:
             out[index] = apply_strategic_merge_patch(out[index], item, field)
     return out

@@ -20,7 +20,7 @@ import ssl
 import threading
 import time
 import urllib.parse
-from collections import Counter
+from collections import Counter, OrderedDict
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -34,6 +34,7 @@ from sim.patching import JSON_PATCH
 from sim.rbac import Authorizer, refusal, request_from_http, watching
 from sim.selectors import matches, parse_fields, parse_labels
 from sim.status import FieldError, bad_request, internal, invalid, method_not_allowed, page_not_found, status
+from sim.store import to_json
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +42,7 @@ _MAX_BODY = 3 * 1024 * 1024
 _DEFAULT_WATCH_SECONDS = 1800
 _BOOKMARK_SECONDS = 5.0
 INITIAL_EVENTS_END = "k8s.io/initial-events-end"  # the annotation of the bookmark that ends a watch-list's ADDED
+_EVENT_LINES_KEPT = 256  # the latest watch events' encodings shared by the watchers writing them
 _LIST_OPTIONS = Kind("meta.k8s.io", "v1", "ListOptions", "", False)
 _SERVED_MEDIA = ("application/json", "application/*", "*/*")
 
@@ -408,10 +410,14 @@ class _Handler(BaseHTTPRequestHandler):
                     self._write_event(_bookmark(target.kind, latest))
                     bookmarked = latest
                 continue
-            event = _visible_event(change, selected)
-            if event is not None:
-                self._write_event(event, target.kind)
-                sent += 1
+            shown = _visible_type(change, selected)
+            if shown is None:
+                continue
+            if self._table_version:
+                self._write_event({"type": shown, "object": change.object}, target.kind)
+            else:
+                self._write_line(self.server.event_lines.line(change, shown))
+            sent += 1
         return cut_after is not None and sent >= cut_after
 
     def _start_stream(self) -> None:
@@ -428,7 +434,10 @@ class _Handler(BaseHTTPRequestHandler):
             self._table_headers_sent = True
             event = {"type": event["type"], "object": self._table(kind, [event["object"]], self._table_version,
                                                                  event["object"]["metadata"], headers)}
-        line = json.dumps(event, separators=(",", ":")).encode() + b"\n"
+        self._write_line(to_json(event) + b"\n")
+
+    def _write_line(self, line: bytes) -> None:
+        """One chunk of the stream, sent at once."""
         self.wfile.write(f"{len(line):x}\r\n".encode() + line + b"\r\n")
         self.wfile.flush()
 
@@ -438,7 +447,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.close_connection = True
 
     def _send(self, code: int, body: dict) -> None:
-        payload = json.dumps(body, separators=(",", ":")).encode()
+        payload = to_json(body)
         self.send_response(code)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(payload)))
@@ -450,6 +459,30 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header("Warning", f'299 - "{warning}"')
         self.end_headers()
         self.wfile.write(payload)
+
+
+class _EventLines:
+    """The JSON lines of the latest watch events, by change and the event type shown (a selector
+    can show a MODIFIED as ADDED or DELETED): encoded by the first watcher that writes one, the
+    same bytes for the others, which write it at about the same time. Safe to share because a
+    stored object is never changed; only the latest `kept` are held, not the store's history."""
+
+    def __init__(self, kept: int = _EVENT_LINES_KEPT):
+        self._lines: OrderedDict[tuple[int, str], bytes] = OrderedDict()
+        self._kept = kept
+        self._lock = threading.Lock()
+
+    def line(self, change, shown: str) -> bytes:
+        key = (change.rv, shown)  # a resourceVersion is one change of one store
+        with self._lock:
+            line = self._lines.get(key)
+        if line is None:
+            line = to_json({"type": shown, "object": change.object}) + b"\n"
+            with self._lock:
+                self._lines[key] = line
+                if len(self._lines) > self._kept:
+                    self._lines.popitem(last=False)
+        return line
 
 
 class _Server(ThreadingHTTPServer):
@@ -464,6 +497,7 @@ class _Server(ThreadingHTTPServer):
         self._crd_files: list[dict] | None = None
         self._documents: tuple[tuple, openapi.Documents] | None = None
         self._documents_lock = threading.Lock()
+        self.event_lines = _EventLines()
 
     def crds(self) -> list[dict]:
         """The CRDs custom resources are described by: stored ones when CRDs are served, else deploy/base's."""
@@ -591,17 +625,17 @@ def _without_directives(patch):
     return patch
 
 
-def _visible_event(change, selected) -> dict | None:
-    """The event a selector-filtered watch shows: leaving the selection is DELETED, entering it ADDED."""
+def _visible_type(change, selected) -> str | None:
+    """The event type a selector-filtered watch shows: leaving the selection is DELETED, entering it ADDED."""
     now_in, was_in = selected(change.object), selected(change.old) if change.type != "ADDED" else False
     if change.type == "DELETED":
-        return {"type": "DELETED", "object": change.object} if was_in or now_in else None
+        return "DELETED" if was_in or now_in else None
     if now_in and was_in:
-        return {"type": "MODIFIED", "object": change.object}
+        return "MODIFIED"
     if now_in:
-        return {"type": "ADDED", "object": change.object}
+        return "ADDED"
     if was_in:
-        return {"type": "DELETED", "object": change.object}
+        return "DELETED"
     return None
 
 

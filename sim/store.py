@@ -8,11 +8,14 @@ without copying; callers that hand objects out copy them (`clone`).
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
+
+import orjson
 
 from sim.api import WatchEvent
 from sim.kinds import Kind
@@ -30,6 +33,16 @@ def clone(value):
     if isinstance(value, list):
         return [clone(v) if isinstance(v, (dict, list)) else v for v in value]
     return value
+
+
+def to_json(value) -> bytes:
+    """The compact JSON of a JSON tree, as `json.dumps` with `(",", ":")` separators parses back, and
+    several times faster (orjson); what orjson refuses (a key that is not a string, an integer
+    beyond 64 bits) is written by `json` as before."""
+    try:
+        return orjson.dumps(value)
+    except TypeError:
+        return json.dumps(value, separators=(",", ":")).encode()
 
 
 def key_of(obj: dict) -> Key:

@@ -100,7 +100,8 @@ class GangkeeperController:
     controller's loop (`Controller.turn`) when the controller says one is due (`Controller.due`),
     which is also `next_due()`: debounce, resync, waking when a timeout falls due, the consistency
     rebuild, settling memory and assuming the pods it wrote are the product's own. This process
-    always leads.
+    always leads. Its writes go out one after the other, in the pass's order, so that a seeded run
+    commits them in the same order every time and repeats exactly.
     """
 
     def __init__(self, api: APIServer, *, clock: Callable[[], float], settings: Settings | None = None):
@@ -110,7 +111,7 @@ class GangkeeperController:
         self.informers: dict[str, FedInformer] = {}  # by the emulation's name of the resource
         self.controller = Controller(self.kube, settings or Settings(), AuditLog("gangkeeper-controller", self.audit),
                                      Metrics(), clock=Clock(monotonic=clock, wall=clock),
-                                     make_informer=self._informer)
+                                     make_informer=self._informer, concurrent_writes=1)
         self.resources = tuple(self.informers)
         self.passes = 0
 

@@ -9,5 +9,13 @@ def test_the_benchmark_measures_every_figure_and_formats_them():
     small, large = figures.values()
     assert (small["bound_pods"], large["bound_pods"]) == (160, 320), "bound pods scale with the nodes"
     assert large["groups"] >= 12 and large["rss_after_mib"] > 0 and large["release_max_ms"] > 0
+    assert large["restart_groups"] == large["groups"], "the restart decides every group the rebuilt index holds"
+    assert large["restart_ms"] >= large["relist_ms"] + large["first_pass_ms"] - 0.1
     table = bench_controller.markdown(figures)
     assert table.count("\n| ") == 3 and "| 32 | 320 |" in table
+
+
+def test_waiting_groups_may_follow_the_node_count():
+    figures = bench_controller.run(nodes=(16, 32), bound_pods=320, waiting_groups={16: 3, 32: 6}, latency_groups=2)
+    assert [row["waiting_groups"] for row in figures.values()] == [3, 6]
+    assert set(bench_controller.SCALE["waiting_groups"]) == set(bench_controller.SCALE["nodes"])

@@ -1,8 +1,10 @@
-"""The store, planner and priorities sections at toy sizes: they run, and their tables carry the figures."""
+"""The store, planner, priorities and binding sections at toy sizes: they run, and their tables carry the figures."""
 
 from bench import planner as bench_planner
 from bench import store as bench_store
 from bench.cli import SECTIONS, measured_section, merge
+from reliability import binding
+from reliability.report import binding_markdown
 from study import priorities, priority_report
 from study.run import Cluster
 
@@ -38,3 +40,20 @@ def test_the_priorities_section_renders_one_row_per_policy_between_its_markers()
     written = merge("", {"priorities": measured_section("priorities", body, "gangkeeper bench priorities",
                                                         (0.5, 0.5, 0.5))})
     assert "<!-- section: priorities -->\n" in written and written.rstrip().endswith("<!-- /section: priorities -->")
+
+
+def test_the_binding_section_renders_both_sides_per_size_and_the_differences_against_the_goals():
+    groups = [binding.Group(size, side, f"{side[0]}{size}-{n:03d}", 1.0, size if side == binding.GANGKEEPER else 0,
+                            size, ms,
+                            *((ms / 4, ms / 3, ms / 2, ms + 1) if side == binding.GANGKEEPER else ()))
+              for size in (16, 256) for n in range(20)
+              for side, ms in ((binding.GANGKEEPER, float(size + n)), (binding.BARE, n / 10))]
+    result = binding.Result(binding.Binding(), groups, seconds=12.0, load_average=(1.0, 0.5, 0.25))
+    body = binding_markdown(result)
+    assert body.startswith("## Complete → bound: groups of 16 and 256 members, gangkeeper against the bare scheduler")
+    assert "| 16 | gangkeeper | 20 / 20 | 26.0 / **35.0** / 35.0 | 1.0 |" in body
+    assert "| 256 | bare | 20 / 20 | 1.0 / **1.9** / 1.9 | 1.0 |" in body
+    assert "| 16 | +25.0 | **+33.1** | +100 ms | yes |" in body
+    assert "| 256 | +265.0 | **+273.1** | +500 ms | yes |" in body
+    assert "| 256 | 66.5 / 68.8 | 88.7 / 91.7 | 133.0 / 137.5 | 266.0 / 275.0 | 20, 266.5, 267.0 / 276.0 |" in body
+    assert list(SECTIONS)[list(SECTIONS).index("load") + 1] == "binding"

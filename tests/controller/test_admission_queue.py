@@ -1,3 +1,6 @@
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from gangkeeper.controller.model import group_of
 from gangkeeper.controller.preemption import holders
 from gangkeeper.controller.queue import Order, QueuePolicy, plan_pass, queued
@@ -121,3 +124,149 @@ def test_a_group_that_no_preemption_can_seat_does_not_keep_the_next_one_from_pre
     result = plan_pass([huge, urgent], pool, ledger, now=10, policy=BEST_EFFORT,
                        candidates=lambda below: holders([(("team", "low"), low)], (), ledger))
     assert [group.key[1] for group, _ in result.preemptions] == ["urgent"]
+
+
+# --- reusing the last pass's answers (queue module docstring, "Reuse") ---------------------------
+
+def _counting(monkeypatch):
+    """Count the planner's calls from the queue."""
+    from gangkeeper.controller import queue
+
+    calls = []
+    real = queue.plan_group
+
+    def counted(group, *args):
+        calls.append(group.key[1])
+        return real(group, *args)
+
+    monkeypatch.setattr(queue, "plan_group", counted)
+    return calls
+
+
+def _same(a, b):
+    return (a.admitted, a.waiting, a.held_for, a.preemptions) == (b.admitted, b.waiting, b.held_for, b.preemptions)
+
+
+def test_a_pass_on_what_the_last_one_planned_on_plans_nothing_again_and_decides_the_same(monkeypatch):
+    pool, ledger = cluster([node("n1"), node("n2")])
+    groups = [gang("big", 3, first_seen=0), gang("small", 1, first_seen=1), gang("other", 1, first_seen=2)]
+    calls = _counting(monkeypatch)
+    first = plan_pass(groups, pool, ledger, now=10, policy=BEST_EFFORT, basis=1)
+    again = plan_pass(groups, pool, ledger, now=11, policy=BEST_EFFORT, basis=1, last=first.planned)
+    assert calls == ["big", "small", "other"], "the second pass asked the planner nothing"
+    assert _same(again, first) and admitted(again) == ["small", "other"]
+    assert dict(again.ledger.free("n1")) == dict(first.ledger.free("n1")), "the admitted plans are counted alike"
+
+
+def test_another_basis_plans_every_group_again(monkeypatch):
+    pool, ledger = cluster([node("n1"), node("n2")])
+    groups = [gang("a", 1, first_seen=0), gang("b", 1, first_seen=1)]
+    first = plan_pass(groups, pool, ledger, now=10, policy=BEST_EFFORT, basis=1)
+    ledger.bind("running", "n1", member("running").requests)  # what the basis says: the ledger changed
+    calls = _counting(monkeypatch)
+    again = plan_pass(groups, pool, ledger, now=10, policy=BEST_EFFORT, basis=2, last=first.planned)
+    assert calls == ["a", "b"]
+    assert admitted(again) == ["a"], "n1 is taken now"
+
+
+def test_without_a_basis_nothing_is_reused_nor_kept(monkeypatch):
+    pool, ledger = cluster([node("n1")])
+    groups = [gang("a", 1)]
+    first = plan_pass(groups, pool, ledger, now=10, policy=BEST_EFFORT, basis=1)
+    calls = _counting(monkeypatch)
+    again = plan_pass(groups, pool, ledger, now=10, policy=BEST_EFFORT, last=first.planned)
+    assert calls == ["a"] and again.planned is None
+
+
+def test_a_group_admitted_ahead_of_the_others_has_every_group_behind_it_planned_again(monkeypatch):
+    pool, ledger = cluster([node("n1"), node("n2")])
+    old = [gang("big", 3, first_seen=1), gang("small", 1, first_seen=2)]
+    first = plan_pass(old, pool, ledger, now=10, policy=BEST_EFFORT, basis=1)
+    assert admitted(first) == ["small"]
+    newcomer = gang("urgent", 1, first_seen=5, priority=100)  # first in the queue, takes a node
+    calls = _counting(monkeypatch)
+    again = plan_pass([*old, newcomer], pool, ledger, now=10, policy=BEST_EFFORT, basis=1, last=first.planned)
+    assert calls == ["urgent", "big", "small"]
+    assert admitted(again) == ["urgent", "small"]
+    assert _same(again, plan_pass([*old, newcomer], pool, ledger, now=10, policy=BEST_EFFORT))
+
+
+def test_a_group_that_took_nothing_ahead_of_the_others_changes_nothing_for_them(monkeypatch):
+    pool, ledger = cluster([node("n1"), node("n2")])
+    old = [gang("small", 1, first_seen=2), gang("other", 1, first_seen=3)]
+    first = plan_pass(old, pool, ledger, now=10, policy=BEST_EFFORT, basis=1)
+    huge = gang("huge", 5, first_seen=0)  # ahead of both, fits nowhere
+    calls = _counting(monkeypatch)
+    again = plan_pass([*old, huge], pool, ledger, now=10, policy=BEST_EFFORT, basis=1, last=first.planned)
+    assert calls == ["huge"]
+    assert admitted(again) == ["small", "other"]
+
+
+def test_a_group_that_changed_is_planned_again(monkeypatch):
+    pool, ledger = cluster([node("n1")])
+    first = plan_pass([gang("a", 1, gpus=8)], pool, ledger, now=10, policy=BEST_EFFORT, basis=1)
+    calls = _counting(monkeypatch)
+    again = plan_pass([gang("a", 2, gpus=8)], pool, ledger, now=10, policy=BEST_EFFORT, basis=1, last=first.planned)
+    assert calls == ["a"] and admitted(again) == []
+
+
+def test_a_group_that_starts_starving_holds_capacity_and_the_groups_behind_it_are_planned_again(monkeypatch):
+    pool, ledger = cluster([node("n1"), node("n2"), node("n3")], [])
+    ledger.bind("running", "n3", member("running").requests)
+    groups = [gang("big", 3, first_seen=0), gang("small", 1, first_seen=1)]
+    first = plan_pass(groups, pool, ledger, now=599, policy=BEST_EFFORT, basis=1)
+    assert admitted(first) == ["small"] and first.held_for is None
+    calls = _counting(monkeypatch)
+    again = plan_pass(groups, pool, ledger, now=600, policy=BEST_EFFORT, basis=1, last=first.planned)
+    assert calls == ["small"], "big's answer is the same; what follows its hold is not"
+    assert again.held_for.key[1] == "big" and admitted(again) == []
+    assert _same(again, plan_pass(groups, pool, ledger, now=600, policy=BEST_EFFORT))
+
+
+def test_another_topology_plans_every_group_again(monkeypatch):
+    from gangkeeper.controller.planner import Topology
+
+    pool, ledger = cluster([node("n1")])
+    groups = [gang("a", 1)]
+    first = plan_pass(groups, pool, ledger, now=10, policy=BEST_EFFORT, basis=1)
+    calls = _counting(monkeypatch)
+    racks = QueuePolicy(starvation_seconds=600, topology=Topology(rack_label="example.com/rack"))
+    plan_pass(groups, pool, ledger, now=10, policy=racks, basis=1, last=first.planned)
+    assert calls == ["a"]
+
+
+def test_strict_fifo_stops_at_a_reused_answer_as_at_a_planned_one(monkeypatch):
+    pool, ledger = cluster([node("n1"), node("n2")])
+    groups = [gang("first", 1, first_seen=0), gang("big", 3, first_seen=1), gang("small", 1, first_seen=2)]
+    first = plan_pass(groups, pool, ledger, now=10, policy=STRICT, basis=1)
+    calls = _counting(monkeypatch)
+    again = plan_pass(groups, pool, ledger, now=10, policy=STRICT, basis=1, last=first.planned)
+    assert calls == [] and _same(again, first) and admitted(again) == ["first"]
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["nothing", "tick", "bind", "free", "add", "drop"]), st.integers(0, 7)),
+                min_size=1, max_size=12))
+def test_reusing_answers_decides_what_planning_every_group_again_decides(changes):
+    pool, ledger = cluster([node(f"n{i}") for i in range(4)])
+    groups = {f"g{i}": gang(f"g{i}", 1 + i % 3, first_seen=i * 100.0, gpus=(8, 4, 2)[i % 3]) for i in range(4)}
+    now, basis, bound = 0.0, 0, []
+    last = {STRICT: None, BEST_EFFORT: None}
+    for change, k in changes:
+        if change == "tick":  # time alone: a group may start starving
+            now += 350.0
+        elif change == "bind":
+            bound.append(f"b{len(bound)}")
+            ledger.bind(bound[-1], f"n{k % 4}", member("x", gpus=2 + k % 3).requests)
+            basis += 1
+        elif change == "free" and bound:
+            ledger.forget(bound.pop())
+            basis += 1
+        elif change == "add":
+            groups[f"x{k}"] = gang(f"x{k}", 1 + k % 3, first_seen=now, gpus=4, priority=k % 2 * 10)
+        elif change == "drop" and groups:
+            del groups[sorted(groups)[k % len(groups)]]
+        for policy in last:
+            reused = plan_pass(groups.values(), pool, ledger, now=now, policy=policy, basis=basis, last=last[policy])
+            assert _same(reused, plan_pass(groups.values(), pool, ledger, now=now, policy=policy))
+            last[policy] = reused.planned

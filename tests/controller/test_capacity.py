@@ -130,3 +130,30 @@ def test_init_containers_sidecars_and_overhead_are_counted():
     ledger = ledger_with_two_nodes()
     ledger.bind(pod.uid, "n1", pod.requests)
     assert ledger.free("n1")["cpu"] == 32 - 7
+
+
+def test_whole_amounts_are_kept_as_ints_and_fractions_stay_exact():
+    ledger = Ledger([node("n1", cpu="2")])
+    half = {"cpu": Fraction(1, 2)}
+    for uid in ("a", "b", "c"):
+        ledger.bind(uid, "n1", half)
+    assert ledger.free("n1")["cpu"] == Fraction(1, 2)
+    ledger.bind("d", "n1", half)
+    free = ledger.free("n1")
+    assert free["cpu"] == 0 and type(free["cpu"]) is int, "four halves make a whole again"
+    assert type(free["memory"]) is int and type(free["pods"]) is int and type(free[GPU]) is int
+    assert members_fitting({"cpu": Fraction(1, 3)}, {"cpu": 1}, 10) == 3
+    assert members_fitting({"cpu": Fraction(2, 3), "pods": Fraction(1)}, {"cpu": 2, "pods": 5}, 10) == 3
+
+
+def test_a_usage_found_by_its_requests_mapping_is_that_of_those_requests():
+    ledger = Ledger([node("n1")])
+    shared = {"cpu": Fraction(4), GPU: Fraction(2)}
+    ledger.bind("a", "n1", shared)
+    ledger.bind("b", "n1", dict(shared))  # equal, another mapping
+    assert ledger.free("n1")[GPU] == 4
+    for number in range(5000):  # more mappings than are remembered: each still counts as it asks
+        ledger.reserve(f"r{number}", "n1", {"cpu": Fraction(number % 3, 1000)})
+        ledger.forget(f"r{number}")
+    ledger.bind("c", "n1", shared)
+    assert ledger.free("n1")[GPU] == 2 and ledger.free("n1")["cpu"] == 96 - 12

@@ -643,6 +643,17 @@ def test_a_broken_class_serves_nothing():
     assert inv.extended_allocatable(node()) == {}
 
 
+def test_a_class_that_breaks_on_some_of_a_nodes_devices_and_matches_others_serves_none_of_them():
+    h100_only = "device.attributes['gpu.example.com'].model == 'h100'"  # no such member on a device without a model
+    inv = inventory(device_class("ext-gpu", selectors=(h100_only,), extended_resource=EXAMPLE_GPU),
+                    resource_slice("s", [gpu("gpu-0", "h100"), gpu("gpu-1")]),
+                    resource_slice("t", [gpu("gpu-0", "h100"), gpu("gpu-1", "a100")], node="n2"))
+    assert inv.extended_allocatable(node())[EXAMPLE_GPU] == 0
+    assert inv.extended_allocatable(node("n2"))[EXAMPLE_GPU] == 1
+    inv.hold("planned", node("n2"), one_claim(DeviceRequest("gpu", "ext-gpu")))
+    assert inv.extended_allocatable(node("n2"))[EXAMPLE_GPU] == 0  # the same device shapes, the hold counted
+
+
 # --- explaining a group that does not fit ------------------------------------------------------------
 
 
@@ -811,3 +822,45 @@ def test_a_copys_holds_move_its_room_and_not_the_originals():
 def test_there_is_no_room_index_when_a_slice_serves_nodes_by_selector():
     shared = resource_slice("net", gpus(2), node=None, allNodes=True)
     assert inventory(device_class(), shared).room(one_claim(any_gpu()), [node("n1")]) is None
+
+
+def test_the_few_nodes_with_devices_among_many_are_named_and_many_are_not_listed():
+    inv = inventory(device_class(), *(resource_slice(f"s{i}", gpus(1), node=f"n{i}") for i in range(3)))
+    everyone = {f"n{i}" for i in range(100)}
+    assert inv.nodes_with_devices_among(everyone, 3) == ["n0", "n1", "n2"]
+    assert inv.nodes_with_devices_among(everyone, 2) is None
+    assert inv.nodes_with_devices_among({"n2", "n7"}, 3) == ["n2"]
+    inv.put_slice(resource_slice("s7", gpus(1), node="n7"))
+    assert inv.nodes_with_devices_among({"n2", "n7"}, 3) == ["n2", "n7"]
+    inv.remove_slice("s2")
+    assert inv.nodes_with_devices_among(everyone, 3) == ["n0", "n1", "n7"]
+
+
+def test_the_rooms_nodes_by_name_and_counts_follow_the_holds_in_a_copy_and_not_in_its_source():
+    nodes = [node("n1"), node("n2")]
+    inv = inventory(device_class(), resource_slice("s1", gpus(4), node="n1"), resource_slice("s2", gpus(2), node="n2"))
+    two = one_claim(any_gpu(2))
+    inv.room(two, nodes)
+    assert inv.room_order(two, 1) == ["n2"] and inv.room_order(two, 2) == ["n1"]
+    plan = inv.copy()
+    plan.hold("m1", nodes[0], two)
+    plan.room(two, nodes)
+    assert plan.room_order(two, 1) == ["n1", "n2"] and plan.room_order(two, 2) == []
+    assert plan.room_count(two, "n1") == plan.fits(nodes[0], two, 5) == 1 and inv.room_count(two, "n1") == 2
+    plan.forget("m1")
+    plan.room(two, nodes)
+    assert plan.room_order(two, 1) == ["n2"] and plan.room_order(two, 2) == ["n1"]
+    assert inv.room_order(two, 1) == ["n2"] and inv.room_order(two, 2) == ["n1"]
+
+
+def test_rooms_of_demands_differing_in_counts_share_a_nodes_free_devices_and_others_do_not():
+    nodes = [node("n1")]
+    mixed = [gpu("gpu-0", "h100"), gpu("gpu-1", "h100"), gpu("gpu-2", "a100"), gpu("gpu-3", "a100")]
+    inv = inventory(device_class(), resource_slice("s1", mixed, node="n1"))
+    one, two, fast = one_claim(any_gpu()), one_claim(any_gpu(2)), one_claim(h100())
+    assert [inv.room(d, nodes) for d in (one, two, fast)] == [{4: {"n1"}}, {2: {"n1"}}, {2: {"n1"}}]
+    inv.hold("m1", nodes[0], one_claim(h100(2)))  # counted again when next read, for every demand
+    assert [inv.room(d, nodes) for d in (one, two, fast)] == [{2: {"n1"}}, {1: {"n1"}}, {}]
+    inv.forget("m1")
+    inv.hold("m2", nodes[0], one_claim(any_gpu(3)))  # the first three: both h100 and an a100
+    assert [inv.room(d, nodes) for d in (fast, one, two)] == [{}, {1: {"n1"}}, {}]

@@ -6,9 +6,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gangkeeper import names
+from gangkeeper.controller.decisions import Reserve
 from gangkeeper.controller.groups import GANGS, PYTORCHJOBS, Workloads, pod_facts, workload_from_api
 from gangkeeper.controller.index import PODS, ClusterIndex
 from gangkeeper.controller.model import node_from_api
+from gangkeeper.controller.occupancy import RESOURCE_SLICES
 from gangkeeper.controller.reconciler import Memory, Settings, reconcile
 from tests.controller.builders import node_object
 from tests.controller.world import NS, World, member_object
@@ -95,6 +97,68 @@ def test_an_older_version_never_replaces_a_newer_one_and_a_deletion_is_not_undon
     assert index.pods[f"{NS}/p0"].resource_version == "9"
     index.apply([(PODS, f"{NS}/p0", None), (PODS, f"{NS}/p0", pod_facts(new))])
     assert f"{NS}/p0" not in index.pods, "the answer to a write made before the deletion came late"
+
+
+def test_the_version_moves_with_every_change_applied_and_not_with_one_that_changes_nothing():
+    index = ClusterIndex()
+    index.apply([("nodes", "n0", node_from(0, gpus=8))])
+    seen = index.version
+    index.apply([("nodes", "n0", node_from(0, gpus=8))])  # a heartbeat: the same node
+    assert index.version == seen
+    pod = member_object("p0")
+    pod["metadata"]["resourceVersion"] = "5"
+    index.apply([(PODS, f"{NS}/p0", pod_facts(pod))])
+    assert index.version > seen
+    seen = index.version
+    index.apply([(PODS, f"{NS}/p0", pod_facts(pod))])  # the watch repeating what the index has
+    assert index.version == seen
+    index.apply([(PODS, f"{NS}/p0", None)])
+    assert index.version > seen
+    seen = index.version
+    index.apply([("nodes", "n0", node_from(0, gpus=4))])
+    assert index.version > seen
+    seen = index.version
+    index.apply([(RESOURCE_SLICES, "slice-0", None)])  # devices: whatever they were
+    assert index.version > seen
+
+
+def test_a_pass_plans_again_what_a_change_since_the_last_one_may_let_in():
+    index = ClusterIndex()
+    index.apply([("nodes", "n0", node_from(0, gpus=8))])
+    running = member_object("running", group="busy", min_count=1, gpus=8)
+    running["spec"].pop("schedulingGates")
+    running["spec"]["nodeName"], running["status"]["phase"] = "n0", "Running"
+    waiting = member_object("w0", group="waiting", min_count=1, gpus=8)
+    index.apply([(PODS, f"{NS}/running", pod_facts(running)), (PODS, f"{NS}/w0", pod_facts(waiting))])
+    first = reconcile((), {}, (), Memory(), 100.0, Settings(), index=index)
+    assert index.planned is not None and not any(isinstance(a, Reserve) for a in first.actions)
+    again = reconcile((), {}, (), first.memory, 101.0, Settings(), index=index)
+    assert not any(isinstance(a, Reserve) for a in again.actions), "nothing changed: still no room"
+    index.apply([(PODS, f"{NS}/running", None)])  # n0 is free now
+    freed = reconcile((), {}, (), again.memory, 102.0, Settings(), index=index)
+    assert [(a.pod, a.node) for a in freed.actions if isinstance(a, Reserve)] == [("w0", "n0")]
+
+
+def test_applying_changes_holds_the_garbage_collector_off_and_leaves_it_as_it_found_it():
+    import gc
+
+    from gangkeeper.controller.informer import uncollected
+
+    assert gc.isenabled()
+    with uncollected():
+        assert not gc.isenabled()
+        with uncollected():
+            assert not gc.isenabled()
+        assert not gc.isenabled(), "an inner hold does not end the outer one"
+    assert gc.isenabled()
+    ClusterIndex().apply([("nodes", "n0", node_from(0, gpus=8))])
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        ClusterIndex().apply([("nodes", "n0", node_from(0, gpus=8))])
+        assert not gc.isenabled(), "off it was, off it stays"
+    finally:
+        gc.enable()
 
 
 def test_a_gang_status_write_regroups_nothing_but_a_new_min_count_does():

@@ -634,3 +634,26 @@ def test_a_copy_recounts_the_pods_it_changed_not_every_placement_it_tried_and_to
     before = placements.examined
     assert ask(trial, "n0") is None
     assert placements.examined - before <= 2  # the pod taken away, not the thousand tries
+
+
+def test_a_copys_new_count_looks_only_at_the_changed_pods_with_its_selectors_anchor_label():
+    placements = Placements({f"n{i}": {HOST: f"n{i}"} for i in range(100)})
+    placements.add("p0", "team", {"app": "train"}, "n0")
+    placements.add("p1", "team", {"app": "eval"}, "n2")
+    question = pod("q", {"app": "train"}, anti=[term(app="train")])
+
+    def ask(where, target):
+        return refusal(rules_of(question), "team", {"app": "train"}, target, where, lambda constraint: ())
+
+    trial = placements.copy()
+    for k in range(500):  # a pass places members of many other jobs
+        trial.add(f"other-{k}", "team", {"app": f"job-{k}"}, f"n{k % 100}", bound=False)
+    trial.add("mate", "team", {"app": "train"}, "n1", bound=False)
+    trial.remove("p0")
+    trial.add("p1", "team", {"app": "train"}, "n2")  # relabelled: it counts from now on
+    before = placements.examined
+    assert ask(trial, "n0") is None and ask(trial, "n1") == ask(trial, "n2") == ANTI_AFFINITY_REFUSAL
+    # The source indexes its two pods and counts p0; the copy, p0 taken away, the mate added, p1 as it
+    # was and as it is: not the 500 others.
+    assert placements.examined - before <= 3 + 4
+    assert ask(placements, "n0") == ANTI_AFFINITY_REFUSAL and ask(placements, "n1") is ask(placements, "n2") is None

@@ -1,5 +1,7 @@
 from fractions import Fraction
 
+import pytest
+
 from gangkeeper import names
 from gangkeeper.controller.groups import JOBS, PYTORCHJOBS, workload_from_api
 from gangkeeper.controller.model import Requirement, Taint, Term, Toleration, group_of, member_from_api, node_from_api
@@ -94,3 +96,20 @@ def test_a_pod_with_a_deletion_timestamp_is_terminating():
     assert not member_from_api(pod).terminating
     pod["metadata"]["deletionTimestamp"] = "2027-01-15T08:00:00Z"
     assert member_from_api(pod).terminating
+
+
+def test_pods_that_write_their_requests_alike_share_them_and_others_read_their_own():
+    first, second = member_from_api(pod_object("a", gpus=4)), member_from_api(pod_object("b", gpus=4))
+    assert first.requests is second.requests
+    by_limits = pod_object("c", gpus=4)
+    resources = by_limits["spec"]["containers"][0]["resources"]
+    resources["limits"], resources["requests"] = dict(resources["requests"]), {"cpu": "1"}
+    assert member_from_api(by_limits).requests == {**first.requests, "cpu": 1}, "a request defaults to its limit"
+    with_init = pod_object("d", gpus=4)
+    with_init["spec"]["initContainers"] = [{"name": "side", "restartPolicy": "Always",
+                                            "resources": {"requests": {"cpu": "500m"}}}]
+    assert member_from_api(with_init).requests["cpu"] == first.requests["cpu"] + Fraction(1, 2)
+    odd = pod_object("e", gpus=4)
+    odd["spec"]["containers"][0]["resources"]["requests"]["example.com/x"] = ["not", "hashable"]
+    with pytest.raises(ValueError, match="is a list"):  # read the long way, which says what is wrong
+        member_from_api(odd)

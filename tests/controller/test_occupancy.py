@@ -112,3 +112,23 @@ def test_a_members_devices_follow_its_template_when_the_template_changes():
     assert [r.count for r in index.occupancy.demand(member)[0].requests] == [1]
     index.apply([template(count=3)])
     assert [r.count for r in index.occupancy.demand(member)[0].requests] == [3]
+
+
+def test_arriving_members_rooms_are_made_once_per_claims_whatever_else_they_request(monkeypatch):
+    index = index_with(device_class("gpu.nvidia.com", extended=GPU), device_slice("dra-1", 8),
+                       template(device_class_name="gpu.nvidia.com"))
+    asked = []
+    made = Occupancy.room
+    monkeypatch.setattr(Occupancy, "room", lambda self, member, demand, pool: asked.append(member.name)
+                        or made(self, member, demand, pool))
+    members = [member_from_api(claiming("small", cpu="1")), member_from_api(claiming("large", cpu="8")),
+               member_from_api(with_gpus(claiming("plain-gpus"), 2))]  # its extended resource: no room of its own
+    index.occupancy.index_rooms(members, index.pool)
+    assert asked == ["small", "plain-gpus"]
+    demand = index.occupancy.demand(members[0])
+    assert index.occupancy.devices.room_count(demand, "dra-1") == 8
+
+
+def with_gpus(pod, count):
+    pod["spec"]["containers"][0]["resources"]["requests"][GPU] = str(count)
+    return pod

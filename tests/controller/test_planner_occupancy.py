@@ -175,6 +175,16 @@ def test_a_dra_group_larger_than_the_devices_waits_and_says_what_it_needs():
     assert "needs 6 devices of class gpu.example.com on one node; dra-1 has 4" in outcome.reason
 
 
+def test_a_dra_group_too_large_for_many_nodes_with_devices_is_told_their_room_not_each_nodes_refusal():
+    names_ = [f"dra-{i:02d}" for i in range(40)]  # more than the allocator is asked about one by one
+    index = world(hosts(*names_, gpus=None), [device_class(), *(device_slice(n, 1) for n in names_), template()])
+    group = group_of(("team", "many"), [member_from_api(claiming(f"p{i}")) for i in range(41)], 41, 0.0)
+    outcome = plan(index, group)
+    assert isinstance(outcome, NoFit)
+    assert outcome.reason.endswith("needs devices for 41 members like p0; the 40 eligible nodes with devices have "
+                                   "room for 40, at most 1 on one node (dra-39)")
+
+
 def test_a_dra_group_that_fits_is_spread_over_the_nodes_with_devices():
     index = world(hosts("dra-1", "dra-2", "plain", gpus=None),
                   [device_class(), device_slice("dra-1", 4), device_slice("dra-2", 4), template()])

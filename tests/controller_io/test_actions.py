@@ -1,12 +1,25 @@
 """The executor: what it writes for each action, Events deduplicated, conflicts dropped, dry-run silent."""
 
 import json
+import threading
+import time
 from datetime import datetime, timezone
 
 from gangkeeper import names
 from gangkeeper.audit import AuditLog
+from gangkeeper.controller import actions
 from gangkeeper.controller.actions import Executor
-from gangkeeper.controller.decisions import DeletePod, GangEvent, Involved, Reason, Release, Report, Reserve, SaveGang
+from gangkeeper.controller.decisions import (
+    DeletePod,
+    EvictPod,
+    GangEvent,
+    Involved,
+    Reason,
+    Release,
+    Report,
+    Reserve,
+    SaveGang,
+)
 from gangkeeper.controller.kube import EVENTS, GANGS, JSON_PATCH, PODS, AlreadyExists, Conflict, Forbidden, NotFound
 
 GROUP = ("team", "g")
@@ -165,3 +178,162 @@ def test_dry_run_audits_every_decision_and_writes_nothing():
     assert run.execute(ACTIONS) == 0
     assert written == []
     assert [(line["event"], line["details"]["dry_run"]) for line in audit.lines] == [("gang.released", True)]
+
+
+# --- writes in parallel ----------------------------------------------------------------------
+
+class GatedKube(RecordingKube):
+    """Pod writes wait at a barrier until `together` of them are in flight at once (a deadline,
+    not a timed assertion: one after the other, the first would wait in vain and fail); every
+    call is stamped with the moment it started and ended, in a shared sequence."""
+
+    def __init__(self, together: int):
+        super().__init__()
+        self.barrier = threading.Barrier(together, timeout=10)
+        self.sequence, self.lock = [], threading.Lock()
+
+    def _call(self, method, resource, name, body=None):
+        with self.lock:
+            self.sequence.append(("start", resource.name, name))
+        if resource is PODS and self.barrier.parties > 1:
+            self.barrier.wait()
+        try:
+            return super()._call(method, resource, name, body)
+        finally:
+            with self.lock:
+                self.sequence.append(("end", resource.name, name))
+
+
+def reserves(count):
+    return [Reserve(GROUP, f"p{i}", str(i), f"n{i}") for i in range(count)]
+
+
+def parallel_executor(kube, concurrency):
+    audit, written = Lines(), []
+    run = Executor(kube, AuditLog("controller", audit), written=written.append, concurrency=concurrency)
+    return run, audit, written
+
+
+def test_independent_pod_writes_are_in_flight_at_once():
+    kube = GatedKube(together=4)
+    run, _, written = parallel_executor(kube, concurrency=4)
+    try:
+        assert run.execute(reserves(4)) == 0, "all four met at the barrier"
+    finally:
+        run.close()
+    assert sorted(obj["metadata"]["name"] for obj in written) == ["p0", "p1", "p2", "p3"]
+
+
+def test_one_after_the_other_they_would_not_be():
+    kube = GatedKube(together=2)
+    kube.barrier = threading.Barrier(2, timeout=0.2)
+    run, _, _ = parallel_executor(kube, concurrency=1)
+    assert run.execute(reserves(2)) == 2, "the first waits alone, the barrier breaks, both fail (and the loop goes on)"
+
+
+def test_gangs_wait_for_every_pod_write_and_events_for_every_gang():
+    kube = GatedKube(together=1)
+    run, _, _ = parallel_executor(kube, concurrency=8)
+    actions = [released(), SaveGang(GROUP, "g", {"phase": "Admitted"}), *reserves(6)]
+    try:
+        assert run.execute(actions) == 0
+        run.drain()
+    finally:
+        run.close()
+    order = kube.sequence
+    last_pod_end = max(i for i, (edge, resource, _) in enumerate(order) if edge == "end" and resource == PODS.name)
+    first_gang = min(i for i, (edge, resource, _) in enumerate(order) if edge == "start" and resource == GANGS.name)
+    last_gang_end = max(i for i, (edge, resource, _) in enumerate(order) if edge == "end" and resource == GANGS.name)
+    first_event = min(i for i, (edge, resource, _) in enumerate(order) if edge == "start" and resource == EVENTS.name)
+    assert last_pod_end < first_gang and last_gang_end < first_event
+
+
+def test_writes_to_one_object_keep_the_passes_order_and_records_keep_it_too():
+    kube = RecordingKube()
+    run, audit, written = parallel_executor(kube, concurrency=8)
+    preempted = [EvictPod(GROUP, f"p{i}", f"uid-p{i}", why="preempted") for i in range(2, 8)]
+    try:
+        assert run.execute([*ACTIONS, *preempted]) == 0
+    finally:
+        run.close()
+    assert [c[0] for c in kube.calls if c[2] == "p0" and c[1] == PODS.name] == ["patch", "patch"]
+    assert isinstance([c for c in kube.calls if c[2] == "p0"][1][3], list), "the reserve first, then the release"
+    assert [line.get("pod") for line in audit.lines if line["event"] == "gang.member_deleted"] == \
+        [f"p{i}" for i in range(2, 8)], "audit lines in the pass's order, whichever eviction was answered first"
+    assert len(written) == 2
+
+
+def test_the_same_news_twice_in_one_pass_is_one_event_counted_twice_in_parallel_too():
+    kube = RecordingKube()
+    report = Report(GROUP, GangEvent.WAITING, Reason.NO_FIT, "no room", GANG, warning=True)
+    run, _, _ = parallel_executor(kube, concurrency=8)
+    try:
+        run.execute([report, report, released(pods=[f"p{i}" for i in range(8)])])
+        run.drain()
+    finally:
+        run.close()
+    counts = sorted(event["count"] for event in kube.events.values())
+    assert counts == [1] * 9 + [2], "one Event bumped, one per released pod and one on the Gang"
+
+
+def test_a_write_no_longer_allowed_is_not_sent_and_counts_as_left():
+    kube = RecordingKube()
+    allowed = iter([True, True, False, False])
+    run, _, written = parallel_executor(kube, concurrency=1)
+    assert run.execute(reserves(4), proceed=lambda: next(allowed)) == 2
+    assert [c[2] for c in kube.calls] == ["p0", "p1"] and len(written) == 2
+
+
+class HeldEventsKube(RecordingKube):
+    """Event writes wait until `letting_go` is set (a deadline of 10 s, not a timed assertion)."""
+
+    def __init__(self):
+        super().__init__()
+        self.letting_go = threading.Event()
+
+    def create(self, resource, namespace, body):
+        if resource is EVENTS:
+            self.letting_go.wait(10)
+        return super().create(resource, namespace, body)
+
+
+def test_events_are_written_in_the_background_and_do_not_hold_up_the_pass():
+    kube = HeldEventsKube()
+    run, audit, _ = parallel_executor(kube, concurrency=8)
+    try:
+        assert run.execute([released(), *reserves(2)]) == 0
+        assert kube.events == {}, "the pass is over, its Events are still being written"
+        assert [line["event"] for line in audit.lines] == ["gang.released"], "its audit line is not"
+        kube.letting_go.set()
+        run.drain()
+    finally:
+        run.close()
+    assert len(kube.events) == 3, "the Gang's and each pod's, written once let go"
+
+
+def test_events_beyond_those_waiting_already_are_dropped_and_said(monkeypatch, caplog):
+    monkeypatch.setattr(actions, "PENDING_EVENTS", 2)
+    kube = HeldEventsKube()
+    run, _, _ = parallel_executor(kube, concurrency=8)
+    try:
+        run.execute([released(pods=[f"p{i}" for i in range(5)])])
+        kube.letting_go.set()
+        run.drain()
+    finally:
+        run.close()
+    assert len(kube.events) == 2, "two waited, the other four were dropped"
+    assert "dropped 4 Events: 2 are waiting to be written already" in caplog.text
+
+
+def test_closing_drops_the_events_not_yet_begun():
+    kube = HeldEventsKube()
+    run, _, _ = parallel_executor(kube, concurrency=8)
+    run.execute([released(pods=[f"p{i}" for i in range(20)])])
+    closing = threading.Thread(target=run.close)
+    closing.start()  # while the first Events hang, as on an API server that is gone
+    deadline = time.monotonic() + 10
+    while len(run._queued) > actions.EVENT_WRITERS and time.monotonic() < deadline:
+        time.sleep(0.01)
+    kube.letting_go.set()
+    closing.join(10)
+    assert len(kube.events) == actions.EVENT_WRITERS, "those begun were written, the other 17 dropped"

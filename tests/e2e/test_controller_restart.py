@@ -1,5 +1,6 @@
 """The controller is killed (SIGKILL) the moment its first gate removal of a group is committed, with
-the rest of the group still gated on their reservations; another job arrives while it is down; it
+the rest of the group gated on their reservations or released by writes sent beside the first
+(the controller has several in flight); another job arrives while it is down; it
 is started again. It keeps no state of its own: the new process rebuilds the ledger from the
 reservation annotations and pins, releases the rest of the group onto the nodes already reserved
 for it, and books nothing twice: the new job would fit in what the group has reserved but not yet
@@ -40,7 +41,8 @@ def test_a_controller_killed_mid_release_is_restarted_and_books_nothing_twice(st
         assert stack.controller.popen.wait(timeout=10) == -signal.SIGKILL
         (group,) = killed_in
         interrupted = members(team, group)
-        assert len([pod for pod in interrupted if not is_gated(pod)]) == 1, "killed after its first release"
+        # The releases go out side by side: those already sent beside the first may land too.
+        assert len([pod for pod in interrupted if not is_gated(pod)]) >= 1, "killed after its first release"
         assert all(names.RESERVED_NODE_ANNOTATION in pod["metadata"]["annotations"] for pod in interrupted)
 
         team.pytorchjob("llm-b", workers=2, gpus=2)  # 6 GPUs: what llm-a has reserved but not yet bound

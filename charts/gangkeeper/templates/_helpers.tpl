@@ -8,6 +8,12 @@
 {{- if ne (include "gangkeeper.namespace" .) "gangkeeper" -}}true{{- end -}}
 {{- end -}}
 
+{{/* The controller's user as the API server names it: its service account in our namespace. The
+     webhook's --controller-username and the validating webhook's matchCondition both use it. */}}
+{{- define "gangkeeper.controllerUsername" -}}
+{{- printf "system:serviceaccount:%s:gangkeeper-controller" (include "gangkeeper.namespace" .) -}}
+{{- end -}}
+
 {{/* The label deploy/base's kustomization puts on every object. */}}
 {{- define "gangkeeper.labels" -}}
 app.kubernetes.io/part-of: gangkeeper

@@ -1,0 +1,138 @@
+"""deploy/'s matchCondition on the validating webhook, in the emulation with the real webhook app:
+the controller's reserve and release patches no longer reach /validate, everyone else's updates
+do (a user removing the gate is still refused), and /validate would have allowed the skipped
+patches anyway."""
+
+import copy
+import json
+
+import pytest
+import yaml
+
+from demo.stack import WebhookApp
+from gangkeeper import names
+from gangkeeper.controller.groups import pod_facts
+from gangkeeper.controller.patches import release_patch, reserve_patch
+from sim.api import ADMIN, APIError, service_account
+from sim.apiserver import APIServer
+from sim.deployed import WEBHOOK_CONFIGURATIONS, install_webhook_configurations
+from sim.patching import JSON_PATCH, MERGE_PATCH
+from tests.sim.helpers import namespace, pod
+
+NS = "team"
+CONTROLLER = service_account(names.DEFAULT_NAMESPACE, names.CONTROLLER_SERVICE_ACCOUNT)
+SERVICE = f"{names.WEBHOOK_SERVICE}.{names.DEFAULT_NAMESPACE}.svc:443"
+NODE = "gpu-1"
+
+
+class Counted:
+    """The webhook app, with each call's path, operation, user and answer kept."""
+
+    def __init__(self, app: WebhookApp):
+        self._app = app
+        self.calls: list[tuple[str, str, str, dict]] = []
+
+    def __call__(self, path: str, review: dict) -> dict:
+        answer = self._app(path, review)
+        request = review["request"]
+        self.calls.append((path.split("?")[0], request["operation"], request["userInfo"]["username"],
+                           answer["response"]))
+        return answer
+
+    def validated(self, operation: str) -> list[tuple[str, bool]]:
+        return [(user, response["allowed"]) for path, op, user, response in self.calls
+                if path == "/validate" and op == operation]
+
+
+def emulation(tmp_path, configurations=None) -> tuple[APIServer, Counted]:
+    webhook = Counted(WebhookApp(tmp_path / "webhook-audit.jsonl"))
+    api = APIServer(webhook_services={SERVICE: webhook})
+    if configurations is None:
+        install_webhook_configurations(api)
+    else:
+        for resource, configuration in configurations:
+            api.create(resource, configuration)
+    api.create("namespaces", namespace(NS, **{names.ENFORCE_LABEL: names.ENFORCE_VALUE}))
+    return api, webhook
+
+
+def without_match_conditions() -> list[tuple[str, dict]]:
+    """deploy/base's webhook configurations as a cluster that drops the field (1.27) stores them."""
+    configurations = []
+    for document in yaml.safe_load_all(WEBHOOK_CONFIGURATIONS.read_text()):
+        document = copy.deepcopy(document)
+        for webhook in document["webhooks"]:
+            webhook.pop("matchConditions", None)
+        configurations.append((f"{document['kind'].lower()}s", document))
+    return configurations
+
+
+def member(api: APIServer, name: str, **shape) -> dict:
+    annotations = {names.MIN_COUNT_ANNOTATION: "2", **shape.pop("annotations", {})}
+    body = pod(name, labels={names.GROUP_LABEL: "train"}, gpus=8, **shape)
+    body["metadata"]["annotations"] = annotations
+    created = api.create("pods", body, namespace=NS)
+    assert names.SCHEDULING_GATE in [g["name"] for g in created["spec"]["schedulingGates"]]
+    return created
+
+
+def reserve_and_release(api: APIServer, name: str) -> dict:
+    """The controller's two writes on a member, with the bodies it sends."""
+    current = api.get("pods", name, namespace=NS)
+    api.patch("pods", name, reserve_patch(current["metadata"]["resourceVersion"], NODE), namespace=NS,
+              patch_type=MERGE_PATCH, user=CONTROLLER)
+    facts = pod_facts(api.get("pods", name, namespace=NS))
+    return api.patch("pods", name, list(release_patch(facts, NODE, released_at=1_800_000_000.0)), namespace=NS,
+                     patch_type=JSON_PATCH, user=CONTROLLER)
+
+
+def remove_gate(api: APIServer, name: str) -> None:
+    api.patch("pods", name, [{"op": "remove", "path": "/spec/schedulingGates/0"}], namespace=NS,
+              patch_type=JSON_PATCH, user=ADMIN)
+
+
+def test_the_controllers_reserve_and_release_skip_validate_and_a_users_gate_removal_is_still_refused(tmp_path):
+    api, webhook = emulation(tmp_path)
+    for name in ("m-0", "m-1", "m-2"):
+        member(api, name)
+    assert webhook.validated("CREATE") == [("kubernetes-admin", True)] * 3
+    for name in ("m-0", "m-1"):
+        released = reserve_and_release(api, name)
+        assert not released["spec"].get("schedulingGates")
+        assert released["metadata"]["annotations"][names.RESERVED_NODE_ANNOTATION] == NODE
+    assert webhook.validated("UPDATE") == [], "the controller's four patches were not sent to /validate"
+    with pytest.raises(APIError) as refused:
+        remove_gate(api, "m-2")
+    assert refused.value.status["message"].startswith('admission webhook "validate.gangkeeper.io" denied the request')
+    assert webhook.validated("UPDATE") == [("kubernetes-admin", False)]
+    audited = [json.loads(line) for line in (tmp_path / "webhook-audit.jsonl").read_text().splitlines()]
+    assert [(line["event"], line["user"], line["decision"]) for line in audited
+            if line["details"]["operation"] == "UPDATE"] == [("admission.validate", "kubernetes-admin", "denied")]
+
+
+def test_the_controllers_creates_still_reach_validate(tmp_path):
+    api, webhook = emulation(tmp_path)
+    api.create("pods", pod("lone", gpus=8), namespace=NS, user=CONTROLLER)
+    api.create(names.GANG_PLURAL, {"apiVersion": f"{names.GANG_GROUP}/{names.GANG_VERSION}", "kind": names.GANG_KIND,
+                                   "metadata": {"name": "train"}, "spec": {"minCount": 2}},
+               namespace=NS, user=CONTROLLER)
+    assert webhook.validated("CREATE") == [(CONTROLLER.username, True)] * 2
+
+
+@pytest.mark.parametrize("shape", [
+    {},
+    {"annotations": {names.TOPOLOGY_SLICE_REQUIRED_ANNOTATION: "nvidia.com/gpu.clique",
+                     names.TOPOLOGY_SLICE_SIZE_ANNOTATION: "2",
+                     names.TOPOLOGY_REQUIRED_ANNOTATION: "topology.kubernetes.io/zone",
+                     names.SCHEDULE_TIMEOUT_ANNOTATION: "600"}},
+    {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": "pool", "operator": "In", "values": ["a100", "h100"]}]},
+        {"matchFields": [{"key": "metadata.name", "operator": "NotIn", "values": ["gpu-9"]}]}]}}}},
+], ids=["explicit-group", "topology-and-timeout", "existing-node-affinity"])
+def test_validate_allows_every_one_of_the_skipped_patches(tmp_path, shape):
+    """Where the field is dropped, the same patches reach /validate: allowed, with no warning lost."""
+    api, webhook = emulation(tmp_path, without_match_conditions())
+    member(api, "m-0", **shape)
+    reserve_and_release(api, "m-0")
+    assert webhook.validated("UPDATE") == [(CONTROLLER.username, True)] * 2
+    assert not [r for path, op, _, r in webhook.calls if path == "/validate" and op == "UPDATE" and r.get("warnings")]
