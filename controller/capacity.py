@@ -10,7 +10,9 @@ once, keyed by uid: when a reserved member binds, its reservation becomes a boun
 never counted as both.
 
 Free accelerators are also indexed by amount (`nodes_by_free`), so that the planner finds the
-nodes with room for an 8-GPU member without looking at the thousands that have none.
+nodes with room for an 8-GPU member without looking at the thousands that have none; and, once
+the planner has asked for them, in name order (`names_by_free`), kept in order as nodes move
+between amounts, so that a plan walks the nodes in its packing order without sorting them.
 
 Every pass plans on a copy, so a copy must be cheap: the per-node usage and free capacity are
 shared copy-on-write (the source and the copy each take a private copy of a node's figures
@@ -27,6 +29,7 @@ rebuild of 150,000 pods is mostly these additions. Readers get ints or Fractions
 """
 
 import operator
+from bisect import bisect_left, insort
 from collections.abc import Callable, Iterable, Mapping
 from fractions import Fraction
 from functools import cache
@@ -67,7 +70,7 @@ class Ledger:
     """Allocatable, usage and free capacity of every node, changed pod by pod."""
 
     __slots__ = ("_allocatable", "_used", "_free", "_pods", "_forgotten", "_by_free", "_is_accelerator", "_usages",
-                 "_by_mapping", "_private")
+                 "_by_mapping", "_private", "_ordered", "_in_order")
 
     def __init__(self, nodes: Iterable[Node] = (), accelerator_patterns: Iterable[str] = DEFAULT_ACCELERATORS):
         patterns = tuple(accelerator_patterns)
@@ -77,6 +80,10 @@ class Ledger:
         self._pods: dict[str, tuple[str, Mapping[str, Fraction], bool] | None] = {}
         self._forgotten = 0
         self._by_free: dict[str, dict[int, set[str]]] = {}
+        # (resource, amount) → the names of `_by_free`'s set in name order, for the amounts asked
+        # for (`names_by_free`), and the last tuple handed out, while that set is unchanged.
+        self._ordered: dict[tuple[str, int], list[str]] = {}
+        self._in_order: dict[tuple[str, int], tuple[str, ...]] = {}
         # Resource names are few and pattern matching is not free: remember each answer.
         self._is_accelerator = cache(lambda resource: is_accelerator(resource, patterns))
         self._usages: dict[tuple, Mapping[str, Fraction]] = {}
@@ -137,9 +144,28 @@ class Ledger:
         """Known nodes by whole free amount of an accelerator resource (read only)."""
         return self._by_free.get(resource, {})
 
+    def names_by_free(self, resource: str, amount: int) -> tuple[str, ...]:
+        """`nodes_by_free(resource)[amount]` in name order, empty when there is none: the same
+        tuple as long as that set does not change, so that a reader may remember what it
+        worked out from it by the tuple's identity."""
+        key = (resource, amount)
+        names = self._in_order.get(key)
+        if names is None:
+            ordered = self._ordered.get(key)
+            if ordered is None:
+                ordered = self._ordered[key] = sorted(self.nodes_by_free(resource).get(amount, ()))
+            names = self._in_order[key] = tuple(ordered)
+        return names
+
     def counted(self) -> dict[str, tuple[str, bool]]:
         """uid → (node, bound) of every pod counted: what a consistency check compares."""
         return {uid: (entry[0], entry[2]) for uid, entry in self._pods.items() if entry is not None}
+
+    def usage_of(self, requests: Mapping[str, Fraction]) -> Mapping[str, Fraction]:
+        """`usage(requests)` as the ledger counts it: whole amounts as ints, which the planner
+        multiplies, adds and divides a tenth as dearly as Fractions; shared by every pod that
+        asks for the same (read only)."""
+        return self._usage(requests)
 
     def is_accelerator(self, resource: str) -> bool:
         return self._is_accelerator(resource)
@@ -152,6 +178,8 @@ class Ledger:
         clone._free = dict(self._free)
         clone._pods, clone._forgotten = self._pods.copy(), self._forgotten
         clone._by_free = {r: {a: set(n) for a, n in buckets.items()} for r, buckets in self._by_free.items()}
+        clone._ordered = {key: list(names) for key, names in self._ordered.items()}
+        clone._in_order = dict(self._in_order)
         clone._is_accelerator = self._is_accelerator
         clone._usages, clone._by_mapping = self._usages, self._by_mapping
         self._private, clone._private = set(), set()
@@ -215,15 +243,30 @@ class Ledger:
             if self._is_accelerator(resource) and before != after:
                 if before is not None:
                     self._unindex(resource, before, node)
-                self._by_free.setdefault(resource, {}).setdefault(floor(after), set()).add(node)
+                self._index(resource, after, node)
+
+    def _index(self, resource: str, amount: Fraction, node: str) -> None:
+        bucket = self._by_free.setdefault(resource, {}).setdefault(floor(amount), set())
+        if node not in bucket:
+            bucket.add(node)
+            key = (resource, floor(amount))
+            ordered = self._ordered.get(key)
+            if ordered is not None:
+                insort(ordered, node)
+                self._in_order.pop(key, None)
 
     def _unindex(self, resource: str, amount: Fraction, node: str) -> None:
         buckets = self._by_free.get(resource)
         if buckets is None:
             return
         bucket = buckets.get(floor(amount))
-        if bucket is not None:
+        if bucket is not None and node in bucket:
             bucket.discard(node)
+            key = (resource, floor(amount))
+            ordered = self._ordered.get(key)
+            if ordered is not None:
+                del ordered[bisect_left(ordered, node)]
+                self._in_order.pop(key, None)
             if not bucket:
                 del buckets[floor(amount)]
 

@@ -13,7 +13,7 @@ which filter keeps it out.
 
 import re
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 
 from gangkeeper.controller.model import Member, Node, Requirement, Taint, Term, Toleration
 from gangkeeper.names import PIN_FIELD
@@ -116,7 +116,7 @@ class NodePool:
     """
 
     REMEMBERED = 1024
-    __slots__ = ("nodes", "_answers", "_label_values", "_domains", "_capacities")
+    __slots__ = ("nodes", "_answers", "_label_values", "_domains", "_capacities", "_labelled", "_among")
 
     def __init__(self, nodes: Iterable[Node]):
         self.nodes: dict[str, Node] = {node.name: node for node in sorted(nodes, key=lambda n: n.name)}
@@ -124,6 +124,8 @@ class NodePool:
         self._label_values: dict[str, dict[str, str]] = {}
         self._domains: dict[str, dict[str, frozenset[str]]] = {}
         self._capacities: dict[tuple[str, str], dict[str, int]] = {}
+        self._labelled: dict[tuple[str, Hashable], tuple[tuple[str, ...], Counter]] = {}
+        self._among: dict[Hashable, tuple[tuple[str, ...], frozenset[str], tuple[str, ...]]] = {}
 
     def label_values(self, label: str) -> Mapping[str, str]:
         """Node name → value of `label`, for the nodes that have it (topology domains)."""
@@ -132,6 +134,34 @@ class NodePool:
             values = self._label_values[label] = {
                 name: node.labels[label] for name, node in self.nodes.items() if label in node.labels}
         return values
+
+    def eligible_among(self, eligible: frozenset[str], names: tuple[str, ...], slot: Hashable) -> tuple[str, ...]:
+        """The names of `names` in `eligible`, in their order: `names` itself when all of them are.
+
+        The answer is kept in the slot until another tuple or another set comes (as `labelled`
+        keeps its counts), both kept beside it, so that their identities name no other: one
+        answer a slot, so that sets made for one class (a volume's nodes) cannot pile up."""
+        known = self._among.get(slot)
+        if known is not None and known[0] is names and known[1] is eligible:
+            return known[2]
+        answer = names if eligible.issuperset(names) else tuple(filter(eligible.__contains__, names))
+        self._among[slot] = (names, eligible, answer)
+        return answer
+
+    def labelled(self, label: str, names: Sequence[str], slot: Hashable = None) -> Mapping[str | None, int]:
+        """How many of `names` have each value of `label` (None: how many have no value; read only).
+
+        Given a `slot`, the answer for a tuple is kept there until another tuple comes: the
+        ledger hands out the same tuple of names while the nodes with one amount free do not
+        change (`Ledger.names_by_free`), so that groups planned one after the other count each
+        amount once. The tuple is kept beside its answer, so that its identity names no other."""
+        values = self.label_values(label)
+        if slot is None or type(names) is not tuple:
+            return Counter(map(values.get, names))
+        known = self._labelled.get((label, slot))
+        if known is None or known[0] is not names:
+            known = self._labelled[label, slot] = (names, Counter(map(values.get, names)))
+        return known[1]
 
     def domains(self, label: str) -> Mapping[str, frozenset[str]]:
         """Value of `label` → names of the nodes that have it: the label's topology domains."""

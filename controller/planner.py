@@ -17,7 +17,11 @@ Packing, so that fragments get used and whole nodes stay whole for whole-node jo
 Members are grouped by identical requests and constraints: eligibility is looked up once per
 group of identical members (the node pool remembers it), and only nodes the ledger's index shows
 with enough free accelerators are considered, so a 64-member group on 5,000 nodes is planned in
-milliseconds.
+milliseconds. Those nodes are taken in packing order only as far as the plan reads them (the
+ledger keeps each amount's nodes in name order; `_Bucket`), and what a plan works out from one
+amount's nodes (which are eligible, how many each domain has) the node pool keeps until they
+change, so that planning every group after a restart costs what each plan reads, not the
+nodes times the groups. Ties break as the full sort would: by name within an amount.
 
 Given the occupancy (`controller.occupancy`: devices, the pods around a member, its volumes),
 members whose DRA claims or neighbours decide too are placed one at a time, each on the first
@@ -47,7 +51,7 @@ Placing one at a time (devices, neighbours), at most `ONE_BY_ONE_TRIES` domains 
 """
 
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from fractions import Fraction
 from functools import partial
@@ -163,11 +167,11 @@ class _Class:
     why no node may take them whatever is free (a volume claim that does not exist)."""
 
     members: list[Member]
-    demand: Mapping[str, Fraction]
+    demand: Mapping[str, Fraction]  # what each takes from a node (`Ledger.usage_of`)
     eligible: frozenset[str]
     accelerator: str | None
     per_member: int
-    room: dict[int, list[str]]
+    room: dict[int, tuple[str, ...]]
     devices: DeviceDemand | Unresolved = ()
     unplaceable: str | None = None
     extended: bool = False  # requests an extended resource a DeviceClass may serve
@@ -175,10 +179,19 @@ class _Class:
 
 def _member_classes(members: Sequence[Member], pool: NodePool, ledger: Ledger,
                     occupancy: Occupancy | None) -> list[_Class]:
-    """Identical members together, the hardest to place (most accelerators each) first."""
+    """Identical members together, the hardest to place (most accelerators each) first.
+
+    Members asking for the same mostly share one requests mapping (`model.member_from_api`): its
+    items are sorted and hashed once per mapping (alive in its member, so that its id names no
+    other), not once per member, and the members are told apart by the mapping's number."""
     alike: dict[tuple, list[Member]] = {}
+    shapes: dict[tuple, int] = {}
+    numbers: dict[int, int] = {}
     for member in members:
-        key = (tuple(sorted(member.requests.items())), member.placement_key)
+        shape = numbers.get(id(member.requests))
+        if shape is None:
+            shape = numbers[id(member.requests)] = shapes.setdefault(tuple(sorted(member.requests.items())), len(shapes))
+        key = (shape, member.placement_key)
         if occupancy is not None:
             key += (member.rules, _devices_of(member, occupancy), member.volume_claims)
         alike.setdefault(key, []).append(member)
@@ -207,13 +220,28 @@ def _member_class(members: list[Member], pool: NodePool, ledger: Ledger, occupan
             eligible, unplaceable = frozenset(), devices.reason
     extended = occupancy is not None and occupancy.devices.serves_extended(requests)
     if not wanted:
-        return _Class(members, usage(requests), eligible, None, 0, {}, devices, unplaceable, extended)
+        return _Class(members, ledger.usage_of(requests), eligible, None, 0, {}, devices, unplaceable, extended)
     amount, accelerator = max(wanted)
     per_member = ceil(amount)
-    room = {free: sorted(names & eligible)
-            for free, names in ledger.nodes_by_free(accelerator).items() if free >= per_member}
-    return _Class(members, usage(requests), eligible, accelerator, per_member,
-                  {free: names for free, names in room.items() if names}, devices, unplaceable, extended)
+    return _Class(members, ledger.usage_of(requests), eligible, accelerator, per_member,
+                  _room(pool, ledger, accelerator, eligible, lambda free: free >= per_member), devices,
+                  unplaceable, extended)
+
+
+def _room(pool: NodePool, ledger: Ledger, accelerator: str, eligible: frozenset[str],
+          wanted: Callable[[int], bool]) -> dict[int, tuple[str, ...]]:
+    """The eligible nodes by whole free amount of the accelerator, for the `wanted` amounts that
+    have some, each amount's in name order: the ledger's order (`Ledger.names_by_free`), its
+    eligible ones remembered by the pool while that amount's nodes stay the same
+    (`NodePool.eligible_among`), so that groups planned one after the other neither sort nor
+    filter the nodes again."""
+    room: dict[int, tuple[str, ...]] = {}
+    for free in ledger.nodes_by_free(accelerator):
+        if wanted(free):
+            names = pool.eligible_among(eligible, ledger.names_by_free(accelerator, free), (accelerator, free))
+            if names:
+                room[free] = names
+    return room
 
 
 def _fits_somewhere(classes: Sequence[_Class]) -> bool:
@@ -231,12 +259,11 @@ def _domains(classes: Sequence[_Class], pool: NodePool, topology: Topology) -> l
     packed = [c for c in classes if c.accelerator]
     preferred: list[Domain] = []
     for label in topology.labels:
-        values = pool.label_values(label)
         members_room: dict[str, list[int]] = {}
         spare: Counter = Counter()
         for index, cls in enumerate(packed):
             for free, names in cls.room.items():
-                for value, nodes in Counter(map(values.get, names)).items():
+                for value, nodes in pool.labelled(label, names, (cls.accelerator, free)).items():
                     if value is not None:
                         members_room.setdefault(value, [0] * len(packed))[index] += free // cls.per_member * nodes
                         spare[value] += free * nodes
@@ -419,8 +446,8 @@ def _unblocked_order(cls: _Class, pool: NodePool, ledger: Ledger, taken: Mapping
         counts = sorted(c for c in room if c >= count) + sorted((c for c in room if c < count), reverse=True)
         return [name for c in counts for name in devices.room_order(cls.devices, c)
                 if name in cls.eligible and (scope is None or name in scope)]
-    shelf = sorted(_shelf(cls, pool, ledger, taken, scope), key=lambda item: item[1])
-    names = [name for name, _ in shelf]
+    names = [name for _, bucket in sorted(_shelf(cls, pool, ledger, taken, scope).items(), key=lambda item: item[0])
+             for name in bucket]
     if not cls.devices or cls.accelerator is not None:
         return names
     room = {name: devices.fits(pool.nodes[name], devices.demand_on(pool.nodes[name], cls.devices,
@@ -451,8 +478,10 @@ class _Candidates:
     see `_shelf`).
 
     Nodes wait in buckets keyed by (tier, −free accelerators), so that each pick looks at
-    a handful of buckets rather than at every node. How many members a node really holds (every
-    resource, pod slot included) is worked out only for the nodes actually considered.
+    a handful of buckets rather than at every node; the buckets are filled as they are read
+    (`_Bucket`), so that a pick that finds its node among the first few of the room has looked
+    at those few alone. How many members a node really holds (every resource, pod slot
+    included) is worked out only for the nodes actually considered.
 
     Given the occupancy, a node holds no more members than it can allocate devices for, one
     after the other, and nodes where members of another device demand hold devices are left
@@ -478,12 +507,10 @@ class _Candidates:
             buckets, self._per_member = _device_buckets(cls, pool, occupancy), 1
             self._checked = True
         else:
-            shelved: dict[tuple[int, int], list[str]] = {}
-            for name, key in _shelf(cls, pool, ledger, taken, scope):
-                shelved.setdefault(key, []).append(name)
-            buckets = shelved
-        self._by_preference = sorted(buckets.items())
-        self._by_tightness = sorted((-negative_free, tier, names) for (tier, negative_free), names in buckets.items())
+            buckets = _shelf(cls, pool, ledger, taken, scope)
+        self._by_preference = sorted(buckets.items(), key=lambda item: item[0])
+        self._by_tightness = sorted(((-negative_free, tier, names) for (tier, negative_free), names in buckets.items()),
+                                    key=lambda item: item[:2])
         self._tiers = sorted({tier for tier, _ in buckets})
 
     def pick(self, unplaced: int) -> tuple[str, int] | None:
@@ -551,32 +578,118 @@ class _Candidates:
 
 
 def _shelf(cls: _Class, pool: NodePool, ledger: Ledger, taken: Mapping[str, Resources],
-           scope: Scope) -> Iterable[tuple[str, tuple[int, int]]]:
-    """The class's nodes in the scope, each with its preference key (lowest first).
+           scope: Scope) -> dict[tuple[int, int], "_Bucket"]:
+    """The class's nodes in the scope by preference key (lowest first), each key's in the order
+    they come in here: room amount by amount, fewest free first, by name within an amount.
 
     With accelerators: partly used nodes (0) before untouched ones (1), most free first. A
     class without accelerators prefers the nodes this plan already uses, then nodes without
     accelerators, so that a launcher pod neither spreads the group nor takes a GPU node's slots.
-    """
-    def inside(names: Sequence[str]) -> Iterable[str]:  # the scope's names among them, in their order
-        if scope is None:
-            return names
-        return sorted(scope.intersection(names)) if len(scope) < len(names) else [n for n in names if n in scope]
 
+    Each amount's nodes are dealt out to its buckets only as far as the buckets are read. A node
+    this plan uses may have fewer free than its amount: it is in the bucket of what is left, in
+    the place its amount gives it (`_Deal`), worked out up front (the plan's nodes are few).
+    """
+    buckets: dict[tuple[int, int], _Bucket] = {}
     if cls.accelerator is None:
-        for name in (name for name in (pool.nodes if scope is None else sorted(scope)) if name in cls.eligible):
-            has_accelerators = any(ledger.is_accelerator(r) for r in pool.nodes[name].allocatable)
-            yield name, (0 if name in taken else 1 + has_accelerators, 0)
-        return
-    for room_free, names in sorted(cls.room.items()):
-        for name in inside(names):
+        def cpu_key(name: str) -> tuple[int, int] | None:
+            if name not in cls.eligible:
+                return None
             if name in taken:
-                free = floor(ledger.free(name).get(cls.accelerator, 0) - taken[name].get(cls.accelerator, 0))
-                if free >= cls.per_member:
-                    yield name, (0, -free)
+                return 0, 0
+            return 1 + any(ledger.is_accelerator(r) for r in pool.nodes[name].allocatable), 0
+
+        names = pool.nodes if scope is None else sorted(scope)
+        _Deal(iter(names), cpu_key, {key: buckets.setdefault(key, _Bucket()) for key in ((0, 0), (1, 0), (2, 0))})
+        return buckets
+    accelerator, per_member = cls.accelerator, cls.per_member
+    moved: dict[tuple[int, int], list[tuple[int, str]]] = {}  # (amount, name) of the plan's nodes left with less
+    for name in taken if scope is None else [name for name in taken if name in scope]:
+        amount = floor(ledger.free(name).get(accelerator, 0))
+        if name in cls.eligible and amount in cls.room and name in ledger.nodes_by_free(accelerator).get(amount, ()):
+            left = floor(ledger.free(name).get(accelerator, 0) - taken[name].get(accelerator, 0))
+            if left != amount and left >= per_member:
+                moved.setdefault((0, -left), []).append((amount, name))
+    for amount, names in sorted(cls.room.items()):
+        def key(name: str, amount: int = amount) -> tuple[int, int] | None:
+            if name in taken:
+                left = floor(ledger.free(name).get(accelerator, 0) - taken[name].get(accelerator, 0))
+                return (0, -amount) if left == amount else None  # else moved, or too few left
+            return int(amount >= pool.nodes[name].allocatable.get(accelerator, 0)), -amount
+
+        dealt = {(tier, -amount): buckets.setdefault((tier, -amount), _Bucket()) for tier in (0, 1)}
+        _Deal(_inside(names, scope), key, dealt)
+    for key, entries in moved.items():
+        bucket = buckets.setdefault(key, _Bucket())
+        entries.sort()
+        bucket.names += [name for amount, name in entries if amount < -key[1]]
+        after = [name for amount, name in entries if amount > -key[1]]
+        if bucket.deal is None:  # no node has that amount: the bucket holds these alone
+            bucket.names += after
+        else:
+            bucket.after = after
+    return buckets
+
+
+def _inside(names: Sequence[str], scope: Scope) -> Iterator[str]:
+    """The scope's names among `names`, in their order: picked out as they are read, or, for a
+    scope much smaller than the names, its own names sorted (the same names, in the same order)."""
+    if scope is None:
+        return iter(names)
+    if len(scope) * 8 < len(names):
+        return iter(sorted(scope.intersection(names)))
+    return (name for name in names if name in scope)
+
+
+class _Bucket:
+    """The names of one preference key in packing order, worked out as far as they are read:
+    those known so far, then what its `_Deal` hands out, then `after` once the deal is done."""
+
+    __slots__ = ("names", "deal", "after")
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+        self.deal: _Deal | None = None
+        self.after: list[str] = []
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.names) if self.deal is None else self._dealing()  # once dealt, the names are all there
+
+    def _dealing(self) -> Iterator[str]:
+        names, position = self.names, 0
+        while True:
+            if position < len(names):
+                yield names[position]
+                position += 1
+            elif self.deal is not None:
+                self.deal.next()
             else:
-                untouched = room_free >= pool.nodes[name].allocatable.get(cls.accelerator, 0)
-                yield name, (int(untouched), -room_free)
+                return
+
+
+class _Deal:
+    """Hands the names of one source, in their order, to the buckets their keys name (None: to
+    none), one at a time as a bucket asks for more; when the source is done, each bucket takes
+    its `after` names and the deal leaves it."""
+
+    __slots__ = ("_names", "_key_of", "_buckets")
+
+    def __init__(self, names: Iterator[str], key_of: Callable[[str], tuple[int, int] | None],
+                 buckets: Mapping[tuple[int, int], _Bucket]):
+        self._names, self._key_of, self._buckets = names, key_of, buckets
+        for bucket in buckets.values():
+            bucket.deal = self
+
+    def next(self) -> None:
+        """Hand out the next name that has a bucket, or finish."""
+        for name in self._names:
+            key = self._key_of(name)
+            if key is not None:
+                self._buckets[key].names.append(name)
+                return
+        for bucket in self._buckets.values():
+            bucket.names += bucket.after
+            bucket.deal = None
 
 
 def _device_buckets(cls: _Class, pool: NodePool, occupancy: Occupancy) -> dict[tuple[int, int], Sequence[str]]:
@@ -719,11 +832,11 @@ class _RuleSearch:
                 if all(not cls.eligible.isdisjoint(nodes) for cls in self.classes):
                     rooms[value] = DomainRoom(value, [])
             return rooms
-        values = self.pool.label_values(label)
         for index, cls in enumerate(self.packed):
             for free, names in cls.room.items():
-                names = names if scope is None else scope.intersection(names)
-                for value, nodes in Counter(map(values.get, names)).items():
+                counted = (self.pool.labelled(label, names, (cls.accelerator, free)) if scope is None
+                           else self.pool.labelled(label, scope.intersection(names)))
+                for value, nodes in counted.items():
                     if value is not None:
                         room = rooms.get(value) or rooms.setdefault(value, DomainRoom(value, [0] * len(self.packed)))
                         room.room[index] += free // cls.per_member * nodes
@@ -855,7 +968,7 @@ def _why(cls: _Class, partial: list[Assignment], pool: NodePool, ledger: Ledger,
         refusals = _most_common(pool.refusals(member))
         return f"no node may run {member.name} ({refusals or 'there are no nodes'})", ("eligibility",)
     if cls.accelerator is not None:
-        explained = _accelerator_shortage(cls, ledger)
+        explained = _accelerator_shortage(cls, pool, ledger)
         if explained:
             return explained, (cls.accelerator,)
     if occupancy is not None and (_device_bound(cls, occupancy) or _one_by_one(cls, occupancy)):
@@ -961,13 +1074,16 @@ def _most_common(reasons: Counter) -> str:
     return ", ".join(f"{n} {reason}" for reason, n in reasons.most_common(3))
 
 
-def _accelerator_shortage(cls: _Class, ledger: Ledger) -> str | None:
+def _accelerator_shortage(cls: _Class, pool: NodePool, ledger: Ledger) -> str | None:
+    """Too few free accelerators on the eligible nodes for the class, or None when there are enough.
+    The class's room holds the amounts that take a member (counted from the same ledger when the
+    plan began); the nodes with fewer free are looked at only to say how short the class is."""
     name, per_member, count = cls.accelerator, cls.per_member, len(cls.members)
-    free_on = [(free, len(names & cls.eligible)) for free, names in ledger.nodes_by_free(name).items() if free > 0]
-    free_on = [(free, nodes) for free, nodes in free_on if nodes]
-    room = sum(free // per_member * nodes for free, nodes in free_on)
+    room = sum(free // per_member * len(names) for free, names in cls.room.items())
     if room >= count:
         return None
+    fewer = _room(pool, ledger, name, cls.eligible, lambda free: 0 < free < per_member)
+    free_on = [(free, len(names)) for free, names in (*cls.room.items(), *fewer.items())]
     total = sum(free * nodes for free, nodes in free_on)
     most = max((free for free, _ in free_on), default=0)
     return (f"needs {count} × {per_member} {name} ({count * per_member} in all, {per_member} on one node each); "
@@ -990,8 +1106,9 @@ def _resource_shortage(cls: _Class, partial: list[Assignment], ledger: Ledger) -
             f"{nodes} of {len(cls.eligible)} eligible nodes have less free"), (resource,)
 
 
-def _amount(value: Fraction) -> str:
+def _amount(value: Fraction | int) -> str:
     """Bytes in Gi/Mi when they divide evenly, everything else as the API writes it."""
+    value = Fraction(value)  # the ledger's whole amounts are ints
     for suffix, unit in (("Gi", 2**30), ("Mi", 2**20)):
         if value >= unit and (value / unit).denominator == 1:
             return f"{value // unit}{suffix}"

@@ -111,6 +111,27 @@ def test_a_copy_is_independent():
     assert copy.nodes_by_free(GPU) == {6: {"n1"}, 4: {"n2"}, 8: {"n3"}}
 
 
+def test_usage_of_is_the_usage_in_whole_ints_shared_by_equal_requests():
+    ledger = ledger_with_two_nodes()
+    counted = ledger.usage_of(REQUESTS)
+    assert counted == usage(REQUESTS) and all(type(value) is int for value in counted.values())
+    assert ledger.usage_of(dict(REQUESTS)) is counted
+
+
+def test_names_by_free_stay_in_name_order_as_nodes_move_and_each_copy_keeps_its_own():
+    ledger = Ledger([node(name, gpus=8) for name in ("n3", "n1", "n2")])
+    first = ledger.names_by_free(GPU, 8)
+    assert first == ("n1", "n2", "n3") and ledger.names_by_free(GPU, 8) is first  # unchanged: the same tuple
+    ledger.bind("a", "n2", REQUESTS)
+    copy = ledger.copy()
+    copy.bind("b", "n1", REQUESTS)
+    ledger.forget("a")
+    assert ledger.names_by_free(GPU, 8) == ("n1", "n2", "n3") and ledger.names_by_free(GPU, 6) == ()
+    assert copy.names_by_free(GPU, 8) == ("n3",) and copy.names_by_free(GPU, 6) == ("n1", "n2")
+    ledger.remove_node("n1")
+    assert ledger.names_by_free(GPU, 8) == ("n2", "n3")
+
+
 def test_a_copy_shares_node_figures_until_either_side_changes_them():
     ledger = ledger_with_two_nodes()
     first = ledger.copy()

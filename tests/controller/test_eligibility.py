@@ -117,6 +117,25 @@ def test_refusal_adds_the_pod_slot():
     assert refusal(pod, node("n1", ready=False), {"pods": Fraction(0)}) == "not Ready"
 
 
+def test_pool_keeps_the_eligible_ones_among_a_tuple_until_another_comes():
+    pool = NodePool([node("a"), node("b"), node("c", ready=False)])
+    eligible = pool.eligible(member("p"))
+    every, some = ("a", "b"), ("a", "b", "c")
+    assert pool.eligible_among(eligible, every, "eights") is every  # all eligible: the tuple itself
+    among = pool.eligible_among(eligible, some, "eights")
+    assert among == ("a", "b") and pool.eligible_among(eligible, some, "eights") is among
+    assert pool.eligible_among(frozenset({"c"}), some, "eights") == ("c",)  # another set, the same slot
+
+
+def test_pool_counts_label_values_and_keeps_the_count_of_a_tuple_until_another_comes():
+    pool = NodePool([node("a", labels={"pool": "a100"}), node("b", labels={"pool": "a100"}), node("c")])
+    names = ("a", "b", "c")
+    counted = pool.labelled("pool", names, "eights")
+    assert counted == {"a100": 2, None: 1} and pool.labelled("pool", names, "eights") is counted
+    assert pool.labelled("pool", ("a", "c"), "eights") == {"a100": 1, None: 1}  # another tuple, the same slot
+    assert pool.labelled("pool", ["a", "b"], "eights") == {"a100": 2}  # a list may change: counted each time
+
+
 def test_pool_remembers_eligible_nodes_and_counts_refusals():
     pool = NodePool([node("b", labels={"pool": "a100"}), node("a", labels={"pool": "a100"}),
                      node("c", ready=False), node("d", labels={"pool": "h100"})])

@@ -66,6 +66,13 @@ def test_one_rack_before_one_zone():
     assert placement(plan) == {"r2a": 1, "r2b": 1} and plan.domain == f"{rack}=r2"
 
 
+def test_a_node_of_the_plan_left_with_as_many_free_comes_after_the_nodes_that_had_that_many():
+    pool, ledger = cluster([node("a6"), node("z2")], [busy("a6", 2), busy("z2", 6)])
+    group = group_of(("team", "g"), [member("big", gpus=4), member("small", gpus=2)], 2, 0.0)
+    assignments = {m.name: n for m, n in plan_group(group, pool, ledger).assignments}
+    assert assignments == {"big": "a6", "small": "z2"}  # a6, 2 left after big, is not taken first by name
+
+
 def test_members_of_one_group_add_up_on_a_node():
     pool, ledger = cluster([node("n1", cpu="10"), node("n2", cpu="10")])
     assert placement(plan_group(gang("g", 3, gpus=2, cpu="4"), pool, ledger)) == {"n1": 2, "n2": 1}
