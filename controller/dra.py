@@ -80,6 +80,7 @@ import celpy
 from celpy import celtypes
 from celpy.evaluation import CELEvalError
 
+from gangkeeper.cel import error_message
 from gangkeeper.controller.eligibility import affinity_matches, tolerates
 from gangkeeper.controller.model import Node, Requirement, Taint, Term, Toleration
 from gangkeeper.names import EXTENDED_RESOURCE_CLAIM_ANNOTATION, IMPLICIT_EXTENDED_RESOURCE_PREFIX
@@ -1494,7 +1495,7 @@ class _Cel:
         try:
             result = program.evaluate({"device": device})
         except Exception as error:  # celpy raises CELEvalError, and whatever a broken expression makes it raise
-            return f"CEL runtime error: {_message(error)}"
+            return f"CEL runtime error: {error_message(error)}"
         if not isinstance(result, celtypes.BoolType):
             return f"CEL result of type {type(result).__name__} could not be converted to bool"
         return bool(result)
@@ -1505,7 +1506,7 @@ class _Cel:
             try:
                 program = self._environment.program(self._environment.compile(expression), _FUNCTIONS)
             except Exception as error:  # celpy's parser raises CELParseError and lark's own errors
-                program = f"CEL compile error: {_message(error)}"
+                program = f"CEL compile error: {error_message(error)}"
             self._programs[expression] = program
         return program
 
@@ -1551,12 +1552,6 @@ class _Domains(celtypes.MapType):
 
     def __getitem__(self, key):
         return super().__getitem__(key) if key in self else celtypes.MapType({})
-
-
-def _message(error: Exception) -> str:
-    """celpy's message on one line, without the dump of the whole activation it appends."""
-    text = str(error.args[0]) if error.args else str(error)
-    return " ".join(text.split(" (in activation", 1)[0].split())
 
 
 class _Quantity:

@@ -26,6 +26,7 @@ import lark
 import orjson
 from celpy import celtypes
 
+from gangkeeper.cel import error_message
 from sim.api import APIError, User
 from sim.devices import environment
 from sim.kinds import Kind
@@ -377,8 +378,7 @@ def _cel_error(error: Exception) -> str:
     map key in cel-go's words (`no such key: team`)."""
     if len(error.args) == 3 and error.args[1] is KeyError and error.args[2]:
         return f"no such key: {error.args[2][0]}"
-    text = str(error.args[0]) if error.args else str(error)
-    return " ".join(text.split(" (in activation", 1)[0].split())
+    return error_message(error)
 
 
 # How a kept-alive connection the webhook closed while it was idle fails on its next use: a TLS

@@ -1,0 +1,7 @@
+"""What the controller and the emulation share of CEL (cel-python): its errors in one line."""
+
+
+def error_message(error: Exception) -> str:
+    """celpy's message on one line, without the dump of the whole activation it appends."""
+    text = str(error.args[0]) if error.args else str(error)
+    return " ".join(text.split(" (in activation", 1)[0].split())
