@@ -38,6 +38,21 @@ def events(served, path: str, count: int) -> list[dict]:
         connection.close()
 
 
+def test_one_change_is_shown_to_each_watcher_as_its_selector_sees_it(api, served):
+    """One encoding of a watch event serves every watcher, each as the event type it must see."""
+    api.create("pods", pod("a", labels={"tier": "low"}), namespace="ml")
+    api.patch("pods", "a", {"metadata": {"labels": {"tier": "high"}}}, namespace="ml")
+
+    def shown(selector: str, count: int) -> list[tuple[str, str]]:
+        path = f"/api/v1/namespaces/ml/pods?watch=true&resourceVersion=1&{selector}"
+        return [(e["type"], e["object"]["metadata"]["name"]) for e in events(served, path, count)]
+
+    assert shown("", 2) == [("ADDED", "a"), ("MODIFIED", "a")]
+    assert shown("labelSelector=tier%3Dhigh", 1) == [("ADDED", "a")]
+    assert shown("labelSelector=tier%3Dlow", 2) == [("ADDED", "a"), ("DELETED", "a")]
+    assert shown("", 2) == [("ADDED", "a"), ("MODIFIED", "a")]
+
+
 def test_a_watch_list_sends_the_objects_then_the_bookmark_that_ends_them(api, served):
     api.create("pods", pod("a"), namespace="ml")
     api.create("pods", pod("b"), namespace="ml")

@@ -1,54 +1,14 @@
-"""The HTTP write path's economies keep the answers the same: one encoding of a watch event serves
-every watcher as the event type it must see, JSON is written as before where orjson refuses it,
-and a patch never shares an object with its caller."""
+"""The HTTP write path's economies keep the answers the same: JSON is written as before where orjson
+refuses it, a patch never shares an object with its caller, and watch events are encoded once for
+every watcher (tests/sim/test_watch_list.py shows each watcher its own event type of one change)."""
 
 import json
-import urllib.parse
-from http.client import HTTPConnection
-
-import pytest
 
 from sim.apiserver import APIServer
 from sim.patching import apply_json_patch
-from sim.server import RunningServer, _EventLines
+from sim.server import _EventLines
 from sim.store import Change, to_json
-from tests.sim.helpers import namespace, pod
-
-
-@pytest.fixture()
-def api():
-    server = APIServer()
-    server.create("namespaces", namespace("ml"))
-    return server
-
-
-@pytest.fixture()
-def served(api):
-    with RunningServer(api) as running:
-        yield running
-
-
-def _address(served) -> tuple[str, int]:
-    url = urllib.parse.urlsplit(served.url)
-    return url.hostname, url.port
-
-
-def _events(served, query: str, count: int) -> list[tuple[str, str]]:
-    connection = HTTPConnection(*_address(served), timeout=5)
-    connection.request("GET", f"/api/v1/namespaces/ml/pods?watch=true&resourceVersion=1&{query}")
-    response = connection.getresponse()
-    events = [json.loads(response.readline()) for _ in range(count)]  # http.client reads the chunks
-    connection.close()
-    return [(e["type"], e["object"]["metadata"]["name"]) for e in events]
-
-
-def test_one_change_is_shown_to_each_watcher_as_its_selector_sees_it(api, served):
-    api.create("pods", pod("a", labels={"tier": "low"}), namespace="ml")
-    api.patch("pods", "a", {"metadata": {"labels": {"tier": "high"}}}, namespace="ml")
-    assert _events(served, "", 2) == [("ADDED", "a"), ("MODIFIED", "a")]
-    assert _events(served, "labelSelector=tier%3Dhigh", 1) == [("ADDED", "a")]
-    assert _events(served, "labelSelector=tier%3Dlow", 2) == [("ADDED", "a"), ("DELETED", "a")]
-    assert _events(served, "", 2) == [("ADDED", "a"), ("MODIFIED", "a")]
+from tests.sim.helpers import pod
 
 
 def test_json_is_written_as_the_json_module_writes_it_where_orjson_refuses():
