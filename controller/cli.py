@@ -67,8 +67,9 @@ def add_parser(subparsers) -> None:
                   help="give up a group not admitted within its schedule timeout (Gang phase Failed) "
                        "instead of reporting TimedOut and waiting on")
     add_flag(parser, "--concurrent-writes", default=16, type=int_in_range(1, 32, "a number of writes"),
-             help="writes a pass may have in flight at once (pods, owners, Gangs, Events; each object's in order), "
-                  "over at most 32 kept-alive connections; 1 sends them one after the other")
+             help="pod, owner and Gang writes a pass may have in flight at once (each object's in order), over at "
+                  "most 32 kept-alive connections, with its Events written by 4 writers in the background; 1 sends "
+                  "every write, Events too, one after the other")
     add_flag(parser, "--health-port", default=8081, type=port, help="/healthz and /readyz")
     add_flag(parser, "--metrics-port", default=8080, type=port, help="Prometheus /metrics")
     add_flag(parser, "--audit-file", default="", help="audit log file, size-rotated; stdout when unset")
