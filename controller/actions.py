@@ -145,7 +145,11 @@ class Executor:
         ordered = sorted(actions, key=_urgency)
         failed, left = 0, 0
         for _, wave in groupby(enumerate(ordered), key=lambda numbered: _urgency(numbered[1])):
-            wave_failed, wave_left = self._run_wave(list(wave), proceed)
+            wave = list(wave)
+            if left or not proceed():  # no decision goes on record once writing is no longer allowed
+                left += len(wave)
+                continue
+            wave_failed, wave_left = self._run_wave(wave, proceed)
             failed, left = failed + wave_failed, left + wave_left
         if left:
             log.warning("stopped with %d of %d actions left: no longer allowed to write", left, len(ordered))

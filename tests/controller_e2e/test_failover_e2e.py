@@ -8,6 +8,7 @@ stops cleanly and hands the lease back at once. The replicas' leadership terms n
 and neither writes an audit line (every decision has one) outside its own terms.
 """
 
+import math
 import threading
 import time
 from datetime import datetime
@@ -35,20 +36,37 @@ class Replica:
         path, self.server = emulation.kubeconfig()
         kube = load(str(path))
         self.name, self.audit, self.terms = name, Lines(), []
+        self._terms_lock = threading.Lock()
         self.controller = Controller(kube, Settings(), AuditLog("controller", self.audit), Metrics(),
                                      resync_seconds=0.3, debounce_seconds=0.02)
         self.elector = LeaderElector(kube, names.DEFAULT_NAMESPACE, names.CONTROLLER_LEASE, name,
-                                     on_started_leading=self._started,
-                                     on_stopped_leading=lambda: self.terms[-1].__setitem__(1, time.time()),
+                                     on_started_leading=self._started, on_stopped_leading=self._stopped,
                                      lease_duration=LEASE_SECONDS, renew_deadline=RENEW_DEADLINE,
                                      retry_period=RETRY_PERIOD)
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self.controller.run, args=(self._stop, lambda: self.elector.is_leader),
-                                        daemon=True)
+        self._thread = threading.Thread(target=self.controller.run, args=(self._stop, self._leading), daemon=True)
+
+    def _leading(self) -> bool:
+        """`is_leader`, as the controller asks it; a term starts when it first says yes (the
+        elector calls `on_started_leading` only after that, so the controller may act first)."""
+        moment = time.time()
+        if self.elector.is_leader:
+            self._open_term(moment)
+            return True
+        return False
+
+    def _open_term(self, moment: float) -> None:
+        with self._terms_lock:
+            if not self.terms or self.terms[-1][1] is not None:
+                self.terms.append([moment, None])
 
     def _started(self) -> None:
-        self.terms.append([time.time(), None])
+        self._open_term(time.time())
         self.controller.wake()
+
+    def _stopped(self) -> None:
+        with self._terms_lock:
+            self.terms[-1][1] = time.time()
 
     def start(self) -> "Replica":
         self.controller.start()
@@ -66,8 +84,9 @@ class Replica:
         return any(line["group"] == group and line["event"] == "gang.released" for line in self.audit.lines)
 
     def acted_only_while_leading(self) -> bool:
-        def leading(moment: float) -> bool:
-            return any(start <= moment and (stop is None or moment <= stop) for start, stop in self.terms)
+        def leading(moment: float) -> bool:  # audit lines say the time in milliseconds, cut short
+            return any(math.floor(start * 1000) / 1000 <= moment and (stop is None or moment <= stop)
+                       for start, stop in self.terms)
         return all(leading(datetime.fromisoformat(line["ts"]).timestamp()) for line in self.audit.lines)
 
 

@@ -5,6 +5,8 @@ import threading
 import time
 from datetime import datetime, timezone
 
+import pytest
+
 from gangkeeper import names
 from gangkeeper.audit import AuditLog
 from gangkeeper.controller import actions
@@ -278,10 +280,35 @@ def test_the_same_news_twice_in_one_pass_is_one_event_counted_twice_in_parallel_
 
 def test_a_write_no_longer_allowed_is_not_sent_and_counts_as_left():
     kube = RecordingKube()
-    allowed = iter([True, True, False, False])
     run, _, written = parallel_executor(kube, concurrency=1)
-    assert run.execute(reserves(4), proceed=lambda: next(allowed)) == 2
+    assert run.execute(reserves(4), proceed=lambda: len(kube.calls) < 2) == 2
     assert [c[2] for c in kube.calls] == ["p0", "p1"] and len(written) == 2
+
+
+class SteppingDownKube(RecordingKube):
+    """The leader steps down while its first pod write is in flight."""
+
+    def __init__(self):
+        super().__init__()
+        self.leading = True
+
+    def patch(self, resource, namespace, name, body, patch_type=None, *, subresource=""):
+        self.leading = False
+        return super().patch(resource, namespace, name, body, patch_type, subresource=subresource)
+
+
+@pytest.mark.parametrize("concurrency", [1, 8])
+def test_a_leader_that_steps_down_mid_pass_puts_no_later_decision_on_record(concurrency):
+    kube = SteppingDownKube()
+    run, audit, _ = parallel_executor(kube, concurrency=concurrency)
+    try:
+        assert run.execute([released(), SaveGang(GROUP, "g", {"phase": "Admitted"}, None), *reserves(1)],
+                           proceed=lambda: kube.leading) == 2
+        run.drain()
+    finally:
+        run.close()
+    assert [c[2] for c in kube.calls] == ["p0"], "the write under way lands; nothing after it is sent"
+    assert audit.lines == [], "the release was never sent, so it is not on record"
 
 
 class HeldEventsKube(RecordingKube):
