@@ -25,12 +25,15 @@ node count: `SCALE` has 500 up to 5,000 nodes and 2,000 at 15,000, the issue's s
   - a restart, in a fresh process, as the controller restarts: the nodes, then every pod (bound
     and waiting, each padded to about 5 KB of JSON as a real API server returns it: env,
     volumes, managed fields, statuses) relisted by the controller's `Informer`s (pages of 500
-    parsed as they arrive, `pod_facts`, the caches), the changes they queue applied to a new
-    index in one batch, as the loop's first turn does; then `settle_memory` (the runner's, once
-    the caches have synced); then the first pass. `restart_ms` is the sum of the three. Not
-    included: making the pages' JSON (the API server's work), the network, watches, the Gang
-    and workload lists (none here), the pass's writes, and importing the controller. RSS is
-    measured at the process's start and after the first pass, the caches and the index alive.
+    read as they arrive through the pod's and the node's shapes, `controller.reading`, then
+    `pod_facts`, the caches), the changes they queue applied to a new index in one batch, as
+    the loop's first turn does; then `settle_memory` (the runner's, once the caches have
+    synced); then the first pass. `restart_ms` is the sum of the three. Not included: making
+    the pages' JSON (the API server's work), the network, watches, the Gang and workload lists
+    (none here), the pass's writes, and importing the controller. RSS is measured at the
+    process's start and after the first pass, the caches and the index alive. Then, in the
+    same process, the same relist reading every object whole (`relist_whole_ms`), as the
+    informers did before `controller.reading`, for the ratio.
 Everything is seeded: two runs plan the same thing.
 """
 
@@ -48,7 +51,7 @@ import orjson
 from bench.planner import _ms, _timed
 from gangkeeper import names
 from gangkeeper.audit import AuditLog
-from gangkeeper.controller import kube
+from gangkeeper.controller import kube, reading
 from gangkeeper.controller.groups import pod_facts
 from gangkeeper.controller.index import NODES, PODS, ClusterIndex
 from gangkeeper.controller.informer import Informer, object_key
@@ -212,42 +215,52 @@ class _ListingAPI:
     def served(self, group: str, version: str, plural: str) -> bool:
         return True
 
-    def list(self, resource, namespace=None, label_selector="", field_selector="", *, transform):
+    def list(self, resource, namespace=None, label_selector="", field_selector="", *, transform, reading=None):
         items, source = [], self.items[resource.name]
+        decode = orjson.loads if reading is None else reading.page
         while True:
             started = time.perf_counter()
             page = orjson.dumps({"items": list(islice(source, self.PAGE))})
             self.serving += time.perf_counter() - started
             self.page_bytes = max(self.page_bytes, len(page))
-            listed = orjson.loads(page)["items"]
+            listed = decode(page)["items"]
             if not listed:
                 return items, "1"
             items.extend(kept for kept in map(transform, listed) if kept is not None)
 
 
 def _restart(node_count: int, bound_pods: int, waiting_groups: int) -> dict:
-    """A restart in this (fresh) process: relist, settle, first pass (module docstring); RSS around it."""
+    """A restart in this (fresh) process: relist, settle, first pass (module docstring); RSS around it.
+    Then, beside it, the same relist reading whole objects (`relist_whole_ms`), as before `controller.reading`."""
     before = _rss_mib()
+    index = ClusterIndex()
+    relisted, api = _relisted(node_count, bound_pods, waiting_groups, index, (reading.NODES, reading.PODS))
+    settled, _ = _timed(Controller.settle_memory)
+    first, outcome = _timed(lambda: reconcile((), {}, (), Memory(), 2_000_000_000.0, Settings(), index=index))
+    after = _rss_mib()
+    whole, _ = _relisted(node_count, bound_pods, waiting_groups, ClusterIndex(), (None, None))
+    return {"relist_ms": _ms(relisted), "settle_ms": _ms(settled), "first_pass_ms": _ms(first),
+            "restart_ms": _ms(relisted + settled + first), "restart_groups": sum(outcome.phases.values()),
+            "rss_before_mib": before, "rss_after_mib": after, "rss_pods_mib": round(after - before, 1),
+            "sync_seconds": round(relisted, 2), "pod_json_kib": round(api.page_bytes / api.PAGE / 1024, 1),
+            "relist_whole_ms": _ms(whole)}
+
+
+def _relisted(node_count: int, bound_pods: int, waiting_groups: int, index: ClusterIndex,
+              readings: tuple) -> tuple[float, _ListingAPI]:
+    """Seconds to relist every node and pod into `index` (`readings`: the nodes' and the pods'), serving not counted."""
     node_objects, bound, waiting = _cluster(node_count, bound_pods, waiting_groups, lazily=True)
     api = _ListingAPI(node_objects, (_as_listed(pod, number) for number, pod in enumerate(chain(bound, waiting))))
     changes: list = []
-    informers = [Informer(api, resource, transform, on_object=lambda key, value, name=resource.name:
+    informers = [Informer(api, resource, transform, reading=read, on_object=lambda key, value, name=resource.name:
                           changes.append((name, key, value)))
-                 for resource, transform in ((kube.NODES, node_from_api), (kube.PODS, pod_facts))]
-    index = ClusterIndex()
+                 for resource, transform, read in ((kube.NODES, node_from_api, readings[0]),
+                                                   (kube.PODS, pod_facts, readings[1]))]
     started = time.perf_counter()
     for informer in informers:  # each informer lists on its own thread; here one after the other
         informer._relist()
     index.apply(changes)  # the loop's first turn applies what the informers queued
-    relisted = time.perf_counter() - started - api.serving
-    del changes[:]
-    settled, _ = _timed(Controller.settle_memory)
-    first, outcome = _timed(lambda: reconcile((), {}, (), Memory(), 2_000_000_000.0, Settings(), index=index))
-    after = _rss_mib()
-    return {"relist_ms": _ms(relisted), "settle_ms": _ms(settled), "first_pass_ms": _ms(first),
-            "restart_ms": _ms(relisted + settled + first), "restart_groups": sum(outcome.phases.values()),
-            "rss_before_mib": before, "rss_after_mib": after, "rss_pods_mib": round(after - before, 1),
-            "sync_seconds": round(relisted, 2), "pod_json_kib": round(api.page_bytes / api.PAGE / 1024, 1)}
+    return time.perf_counter() - started - api.serving, api
 
 
 def _in_fresh_process(function, *args) -> dict:
@@ -335,14 +348,15 @@ def _as_listed(pod: dict, number: int) -> dict:
 
 def markdown(figures: dict) -> str:
     header = ("| nodes | bound pods | waiting groups | index rebuild ms | restart pass ms | planning pass ms "
-              "| restart ms (relist + settle + first pass) | release p50 / p99 / max ms "
-              "| RSS MiB (start → after restart) |")
-    lines = [header, "|" + "---|" * 9]
+              "| restart ms (relist + settle + first pass) | relist reading whole objects ms (relist ratio) "
+              "| release p50 / p99 / max ms | RSS MiB (start → after restart) |")
+    lines = [header, "|" + "---|" * 10]
     for label, row in figures.items():
         lines.append(
             f"| {label.split('=')[1]} | {row['bound_pods']:,} | {row['waiting_groups']:,} | {row['index_rebuild_ms']} "
             f"| {row['restart_pass_ms']} | {row['planning_pass_ms']} | {row['restart_ms']} ({row['relist_ms']} + "
-            f"{row['settle_ms']} + {row['first_pass_ms']}) | {row['release_p50_ms']} / {row['release_p99_ms']} / "
+            f"{row['settle_ms']} + {row['first_pass_ms']}) | {row['relist_whole_ms']} "
+            f"({row['relist_ms'] / row['relist_whole_ms']:.2f}) | {row['release_p50_ms']} / {row['release_p99_ms']} / "
             f"{row['release_max_ms']} | {row['rss_before_mib']} → {row['rss_after_mib']} |")
     return ("## Controller: planning pass, restart, release latency and memory\n\n"
             "`bench/controller.py` (see its docstring for exactly what each figure includes). 8-GPU "

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gangkeeper.controller.kube import Backoff, Gone, Kube, KubeError, NotFound, Resource, WatchStream
+from gangkeeper.controller.reading import Reading
 
 log = logging.getLogger("gangkeeper.controller.informer")
 
@@ -139,7 +140,8 @@ class Informer:
     """One resource, one thread: `start()`, read `cache`, `stop()`."""
 
     def __init__(self, kube: Kube, resource: Resource, transform: Transform, *, namespace: str | None = None,
-                 label_selector: str = "", field_selector: str = "", hooks: Hooks | None = None,
+                 label_selector: str = "", field_selector: str = "", reading: Reading | None = None,
+                 hooks: Hooks | None = None,
                  on_change: Callable[[str], None] = _ignore,
                  on_object: Callable[[str, Any], None] = _ignore, watch_timeout: float = 300.0,
                  recheck_seconds: float = 60.0, backoff: Backoff | None = None,
@@ -149,7 +151,8 @@ class Informer:
         self.resource_version: str | None = None  # None: the next step lists
         self.hooks = hooks or Hooks()
         self._kube, self._transform, self._on_change = kube, transform, on_change
-        self._scope = dict(namespace=namespace, label_selector=label_selector, field_selector=field_selector)
+        self._scope = dict(namespace=namespace, label_selector=label_selector, field_selector=field_selector,
+                           reading=reading)
         self._watch_timeout, self._recheck_seconds = watch_timeout, recheck_seconds
         self._backoff = backoff or Backoff(initial=0.8, cap=30.0)
         self._random = random

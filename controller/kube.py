@@ -2,7 +2,8 @@
 
 Objects travel as plain dicts parsed with `orjson`: the client's generated models cost
 milliseconds per pod, and a cluster of 50,000 pods would spend minutes in deserialisation on
-every relist. The client is used for what it does well — kubeconfig and in-cluster credentials,
+every relist. A list or watch given a `Reading` (`controller.reading`: the informers' pods and
+nodes) decodes only the fields of its shape. The client is used for what it does well — kubeconfig and in-cluster credentials,
 token refresh, TLS and the connection pool — through its low-level `param_serialize` and
 `call_api`, which return the raw, not yet read urllib3 response.
 
@@ -28,6 +29,7 @@ from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 
 from gangkeeper import integrations
+from gangkeeper.controller.reading import Reading
 from gangkeeper.integrations import gang, pytorchjob
 from gangkeeper.integrations.kind import Resource
 
@@ -228,9 +230,9 @@ def split_lines(chunks: Iterable[bytes]) -> Iterator[bytes]:
         yield pending
 
 
-def parse_watch_line(line: bytes) -> tuple[str, dict]:
+def parse_watch_line(line: bytes, decode: Callable[[bytes], Any] = orjson.loads) -> tuple[str, dict]:
     """One watch event `{"type": ..., "object": {...}}` → (type, object); ValueError if it is not one."""
-    event = orjson.loads(line)
+    event = decode(line)
     if not isinstance(event, dict) or not isinstance(event.get("type"), str) \
             or not isinstance(event.get("object"), dict):
         raise ValueError(f"not a watch event: {line[:200]!r}")
@@ -242,17 +244,17 @@ class WatchStream:
 
     An `ERROR` event is raised as the typed error of the Status it carries (410 → `Gone`), and a
     broken stream as `ServerError`. `interrupt()` may be called from another thread to end a
-    read that is blocked waiting for the next event.
+    read that is blocked waiting for the next event. `decode` parses each event's line.
     """
 
-    def __init__(self, response: Any):
-        self._response = response
+    def __init__(self, response: Any, decode: Callable[[bytes], Any] = orjson.loads):
+        self._response, self._decode = response, decode
 
     def __iter__(self) -> Iterator[tuple[str, dict]]:
         try:
             for line in split_lines(self._response.stream(amt=None, decode_content=True)):
                 try:
-                    kind, obj = parse_watch_line(line)
+                    kind, obj = parse_watch_line(line, self._decode)
                 except ValueError as error:
                     raise _no_answer("BadWatchEvent", error) from error
                 if kind == "ERROR":
@@ -324,28 +326,31 @@ class Kube:
         return self._json("GET", resource.path(namespace, name))
 
     def list(self, resource: Resource, namespace: str | None = None, label_selector: str = "",
-             field_selector: str = "", *, transform: Callable[[dict], Any] | None = None) -> tuple[list, str]:
+             field_selector: str = "", *, transform: Callable[[dict], Any] | None = None,
+             reading: Reading | None = None) -> tuple[list, str]:
         """All items and the list's resourceVersion, read in pages of `page_size`.
 
         With `transform`, each page is transformed as it arrives and None results are dropped:
         50,000 pods parsed at once would hold gigabytes of dicts, one page of them does not.
+        With `reading`, only the fields of its shape are read of each item (controller.reading).
         When a continuation expires (410) between pages the list is read again in one request,
         as client-go's pager does, rather than failing forever on a busy cluster.
         """
         query = _selectors(label_selector, field_selector)
         try:
-            return self._list_pages(resource, namespace, query, self.page_size, transform)
+            return self._list_pages(resource, namespace, query, self.page_size, transform, reading)
         except Gone:
             log.info("list of %s: continuation expired, reading it in one request", resource.name)
-            return self._list_pages(resource, namespace, query, 0, transform)
+            return self._list_pages(resource, namespace, query, 0, transform, reading)
 
     def _list_pages(self, resource: Resource, namespace: str | None, query: list, limit: int,
-                    transform: Callable[[dict], Any] | None) -> tuple[list, str]:
+                    transform: Callable[[dict], Any] | None, reading: Reading | None) -> tuple[list, str]:
         items: list = []
         token = ""
+        decode = orjson.loads if reading is None else reading.page
         while True:
             page_query = query + ([("limit", limit)] if limit else []) + ([("continue", token)] if token else [])
-            page = self._json("GET", resource.path(namespace), query=page_query)
+            page = self._json("GET", resource.path(namespace), query=page_query, decode=decode)
             page_items = page.get("items") or ()
             if transform is None:
                 items.extend(page_items)
@@ -357,8 +362,10 @@ class Kube:
                 return items, str(metadata.get("resourceVersion", ""))
 
     def watch(self, resource: Resource, resource_version: str, timeout_seconds: int, allow_bookmarks: bool = True,
-              *, namespace: str | None = None, label_selector: str = "", field_selector: str = "") -> WatchStream:
+              *, namespace: str | None = None, label_selector: str = "", field_selector: str = "",
+              reading: Reading | None = None) -> WatchStream:
         """Changes after `resource_version`; the server ends the stream after `timeout_seconds`.
+        With `reading`, only the fields of its shape are read of each object (controller.reading).
 
         Not retried here: the informer decides between watching again and relisting.
         """
@@ -368,7 +375,7 @@ class Kube:
             query.append(("allowWatchBookmarks", "true"))
         # The read timeout only catches a dead connection: the server closes the stream itself.
         response = self._send("GET", resource.path(namespace), query, None, None, (10, timeout_seconds + 30))
-        return WatchStream(response)
+        return WatchStream(response, orjson.loads if reading is None else reading.event)
 
     def served(self, group: str, version: str, plural: str) -> bool:
         """Whether the API serves this resource, from discovery, re-read after `discovery_ttl`.
@@ -431,12 +438,12 @@ class Kube:
     # transport
 
     def _json(self, method: str, path: str, *, query: list | None = None, body: Any = None,
-              content_type: str | None = None) -> dict:
+              content_type: str | None = None, decode: Callable[[bytes], dict] = orjson.loads) -> dict:
         """One request, retried on temporary errors, answered as a parsed JSON object."""
         backoff = self._backoff()
         while True:
             try:
-                return self._exchange(method, path, query or [], body, content_type)
+                return self._exchange(method, path, query or [], body, content_type, decode)
             except Temporary as error:
                 if backoff.attempt >= self.retries:
                     raise
@@ -445,7 +452,8 @@ class Kube:
                 log.info("%s %s: %s; retrying in %.1fs", method, path, error, delay)
                 self._sleep(delay)
 
-    def _exchange(self, method: str, path: str, query: list, body: Any, content_type: str | None) -> dict:
+    def _exchange(self, method: str, path: str, query: list, body: Any, content_type: str | None,
+                  decode: Callable[[bytes], dict] = orjson.loads) -> dict:
         response = self._send(method, path, query, body, content_type, self.timeout)
         try:
             data = response.read()
@@ -454,7 +462,7 @@ class Kube:
         finally:
             response.release_conn()
         try:
-            return orjson.loads(data) if data else {}
+            return decode(data) if data else {}
         except ValueError as error:  # a body cut short
             raise _no_answer("BadResponse", error) from error
 

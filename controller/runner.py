@@ -42,6 +42,7 @@ from functools import partial
 from gangkeeper import integrations
 from gangkeeper.audit import AuditLog
 from gangkeeper.controller import kube as api
+from gangkeeper.controller import reading
 from gangkeeper.controller.actions import CONCURRENT_WRITES, Executor
 from gangkeeper.controller.budgets import budget_from_api
 from gangkeeper.controller.groups import pod_facts, workload_from_api
@@ -102,12 +103,13 @@ class Controller:
         hooks = Hooks(watch_restarted=lambda resource, reason: metrics.watch_restarts.labels(resource, reason).inc())
         make_informer = make_informer or partial(Informer, kube)
 
-        def informer(resource: api.Resource, transform: Transform, scope: str | None = None) -> Informer:
+        def informer(resource: api.Resource, transform: Transform, scope: str | None = None, **options) -> Informer:
             return make_informer(resource, transform, namespace=scope, hooks=hooks,
-                                 on_change=lambda _: self.wake(), on_object=partial(self._queue, resource.name))
+                                 on_change=lambda _: self.wake(), on_object=partial(self._queue, resource.name),
+                                 **options)
 
-        self.pods = informer(api.PODS, pod_facts)
-        self.nodes = informer(api.NODES, node_from_api)
+        self.pods = informer(api.PODS, pod_facts, reading=reading.PODS)
+        self.nodes = informer(api.NODES, node_from_api, reading=reading.NODES)
         self.workloads = [informer(resource, partial(workload_from_api, resource.name), namespace)
                           for resource in WORKLOADS]
         self.gangs = self.workloads[WORKLOADS.index(api.GANGS)]

@@ -20,6 +20,7 @@ from typing import Any
 
 from gangkeeper.controller.informer import Cache, Hooks, Transform, apply_event
 from gangkeeper.controller.kube import MERGE_PATCH, Resource, check_patch, error_from
+from gangkeeper.controller.reading import Reading
 from sim.api import CONTROLLER, APIError, User, WatchEvent
 from sim.apiserver import APIServer
 
@@ -63,14 +64,15 @@ class FedInformer:
     """One resource's informer, fed by `observe(event)` instead of list and watch.
 
     Made by the controller with `Informer`'s keyword arguments (`hooks` is accepted and has nothing
-    to report: no watch is ever restarted here). Synced from the start: the emulated cluster hands
+    to report: no watch is ever restarted here; nor has `reading`: the objects arrive as dicts, not JSON). Synced from the start: the emulated cluster hands
     its components every object that exists as an ADDED event first, as the initial list would. A
     resource the emulated API server does not serve is switched off, as the informer does: `served`
     False, nothing cached, `watched_as` None.
     """
 
     def __init__(self, api: APIServer, resource: Resource, transform: Transform, *, namespace: str | None = None,
-                 hooks: Hooks | None = None, on_change: Callable[[str], None], on_object: Callable[[str, Any], None]):
+                 reading: Reading | None = None, hooks: Hooks | None = None, on_change: Callable[[str], None],
+                 on_object: Callable[[str, Any], None]):
         kind = api.kinds.by_path(resource.group, resource.version, resource.plural)
         self.resource, self.served, self.has_synced = resource, kind is not None, True
         self.watched_as = None if kind is None else api.resource_name(kind)  # the emulation's name of it

@@ -51,7 +51,7 @@ class FakeClock:
 class FakeInformer:
     """An informer the test feeds by hand (`Informer`'s keyword arguments, no client, synced at once)."""
 
-    def __init__(self, resource, transform, *, namespace=None, hooks=None, on_change, on_object):
+    def __init__(self, resource, transform, *, namespace=None, reading=None, hooks=None, on_change, on_object):
         self.resource, self.transform, self.on_change = resource, transform, on_change
         self.told = True
         self.cache = Cache(lambda key, value: on_object(key, value) if self.told else None)

@@ -1,0 +1,207 @@
+"""Reading only what the informers' transforms read: each transform held to its shape, objects
+read through a shape giving the same cache values as whole ones, and JSON off the shape read whole."""
+
+import glob
+import json
+import typing
+from pathlib import Path
+
+import orjson
+import pytest
+
+from gangkeeper import names
+from gangkeeper.controller import reading
+from gangkeeper.controller.groups import pod_facts
+from gangkeeper.controller.informer import object_key
+from gangkeeper.controller.kube import NODES, PODS, Gone
+from gangkeeper.controller.model import node_from_api
+from tests.controller.builders import node_object, pod_object
+
+FIXTURES = Path(__file__).parents[1] / "fixtures"
+
+
+class Recorded(dict):
+    """A dict that notes, in `reads`, every key read of it that its shape does not name.
+
+    Children the shape describes (a TypedDict, a list of them) are recorded too; a key the shape
+    types `Any` is kept whole, so what lies below it is not watched. Walking all the keys of a
+    shaped level (`items()`, iteration) reads keys the shape may not name: noted as `*`."""
+
+    def __init__(self, value: dict, shape: type, path: str, reads: set):
+        super().__init__(value)
+        self._fields, self._path, self._reads = typing.get_type_hints(shape), path, reads
+
+    def _child(self, key, value):
+        kind = self._fields.get(key)
+        if kind is None:
+            self._reads.add(f"{self._path}.{key}")
+            return value
+        return watched(value, kind, f"{self._path}.{key}", self._reads)
+
+    def get(self, key, default=None):
+        return self._child(key, super().get(key, default))
+
+    def __getitem__(self, key):
+        return self._child(key, super().__getitem__(key))
+
+    def __contains__(self, key):
+        self._child(key, None)
+        return super().__contains__(key)
+
+    def _everything(self):
+        self._reads.add(f"{self._path}.*")
+
+    def keys(self):
+        self._everything()
+        return super().keys()
+
+    def items(self):
+        self._everything()
+        return super().items()
+
+    def values(self):
+        self._everything()
+        return super().values()
+
+    def __iter__(self):
+        self._everything()
+        return super().__iter__()
+
+
+def watched(value, kind, path, reads):
+    if typing.is_typeddict(kind) and isinstance(value, dict):
+        return Recorded(value, kind, path, reads)
+    if typing.get_origin(kind) is list and isinstance(value, list):
+        (item,) = typing.get_args(kind)
+        return [watched(element, item, f"{path}[]", reads) for element in value]
+    return value
+
+
+def recorded_objects(kind):
+    """Every object of `kind` in the recordings of a real control plane (scheduler cases, admission reviews)."""
+    found = []
+
+    def walk(value):
+        if isinstance(value, dict):
+            if value.get("kind") == kind and isinstance(value.get("metadata"), dict):
+                found.append(value)
+            for child in value.values():
+                walk(child)
+        elif isinstance(value, list):
+            for child in value:
+                walk(child)
+
+    for path in sorted(glob.glob(str(FIXTURES / "**" / "*.json"), recursive=True)):
+        walk(json.loads(Path(path).read_text()))
+    return found
+
+
+def listed_pod(**changes):
+    """A pod as an API server lists it, with what the controller reads and much that it does not."""
+    pod = pod_object("worker-0", gated=False, node_name="n1", phase="Running",
+                     tolerations=[{"key": GPU_TAINT, "operator": "Exists", "effect": "NoSchedule"}],
+                     affinity_terms=[{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}]}])
+    pod["apiVersion"], pod["kind"] = "v1", "Pod"
+    metadata = pod["metadata"]
+    metadata.update(resourceVersion="42", deletionTimestamp="2025-01-01T00:10:00Z",
+                    labels={names.GROUP_LABEL: "train", names.JOB_COMPLETION_INDEX: "0", "app": "train"},
+                    ownerReferences=[{"apiVersion": "batch/v1", "kind": "Job", "name": "train", "uid": "u-job",
+                                      "controller": True}],
+                    managedFields=[{"manager": "kubelet", "fieldsV1": {f"f:field-{k}": {} for k in range(20)}}])
+    metadata["annotations"].update({names.MIN_COUNT_ANNOTATION: "2", names.RELEASED_AT_ANNOTATION:
+                                    "2025-01-01T00:01:00Z", names.TOPOLOGY_ANNOTATIONS[0]: "topology/zone"})
+    spec = pod["spec"]
+    container = spec["containers"][0]
+    container.update(image="train:1", env=[{"name": f"VAR_{k}", "value": "x"} for k in range(20)],
+                     ports=[{"containerPort": 80, "hostPort": 8080}], volumeMounts=[{"name": "data", "mountPath": "/d"}])
+    spec.update(priority=100, preemptionPolicy="Never", volumes=[{"name": "data", "persistentVolumeClaim":
+                                                                   {"claimName": "data"}}],
+                resourceClaims=[{"name": "gpu", "resourceClaimTemplateName": "gpu"}],
+                topologySpreadConstraints=[{"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule",
+                                            "labelSelector": {"matchLabels": {"app": "train"}}}],
+                initContainers=[{"name": "sidecar", "restartPolicy": "Always", "image": "proxy:1",
+                                 "resources": {"requests": {"cpu": "1"}}}])
+    pod["status"].update(conditions=[{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                                      "message": "0/3 nodes are available"}],
+                         resourceClaimStatuses=[{"name": "gpu", "resourceClaimName": "worker-0-gpu-x"}],
+                         containerStatuses=[{"name": "main", "ready": True, "image": "train:1"}])
+    for key, value in changes.items():
+        spec[key] = value
+    return pod
+
+
+GPU_TAINT = "nvidia.com/gpu"
+POD_CASES = [listed_pod(), listed_pod(schedulingGates=[{"name": names.SCHEDULING_GATE}], nodeName=None),
+             *recorded_objects("Pod")]
+NODE_CASES = [node_object("n1", taints=[{"key": GPU_TAINT, "effect": "NoSchedule"}], unschedulable=True, zone="a"),
+              *recorded_objects("Node")]
+
+
+def test_the_recordings_give_each_transform_objects_to_read():
+    assert len(POD_CASES) > 50 and len(NODE_CASES) > 10
+
+
+@pytest.mark.parametrize("transform, shape, cases", [
+    (pod_facts, reading.Pod, POD_CASES), (node_from_api, reading.Node, NODE_CASES)], ids=["pod_facts", "node_from_api"])
+def test_every_key_a_transform_reads_is_in_its_shape(transform, shape, cases):
+    """What `Reading` drops, the transform never reads: a key read that the shape does not name
+    (or all the keys of a level) would make the controller decide on a field it never received."""
+    reads: set = set()
+    for obj in cases:
+        transform(Recorded(obj, shape, "", reads))
+        object_key(Recorded(obj, shape, "", reads))
+        (Recorded(obj, shape, "", reads).get("metadata") or {}).get("resourceVersion")  # what the informer reads
+    assert reads == set(), "read but not in the shape (controller/reading.py)"
+
+
+@pytest.mark.parametrize("reader, transform, cases", [
+    (reading.PODS, pod_facts, POD_CASES), (reading.NODES, node_from_api, NODE_CASES)], ids=["pods", "nodes"])
+def test_an_object_read_through_its_shape_makes_the_same_cache_value(reader, transform, cases):
+    page = orjson.dumps({"metadata": {"resourceVersion": "7", "continue": "next"}, "items": cases})
+    read = reader.page(page)
+    assert read["metadata"] == {"resourceVersion": "7", "continue": "next"}
+    assert [transform(obj) for obj in read["items"]] == [transform(obj) for obj in cases]
+    events = [reader.event(orjson.dumps({"type": "MODIFIED", "object": obj})) for obj in cases]
+    assert [(event["type"], transform(event["object"])) for event in events] == \
+        [("MODIFIED", transform(obj)) for obj in cases]
+
+
+def test_what_no_transform_reads_is_left_out():
+    (read,) = reading.PODS.page(orjson.dumps({"items": [listed_pod()]}))["items"]
+    assert "managedFields" not in read["metadata"] and "containerStatuses" not in read["status"]
+    assert read["spec"]["containers"] == [{"name": "main", "ports": [{"containerPort": 80, "hostPort": 8080}],
+                                           "resources": {"requests": {"cpu": "4", "memory": "64Gi",
+                                                                      "nvidia.com/gpu": "8"}}}]
+    assert read["spec"]["initContainers"][0] == {"name": "sidecar", "restartPolicy": "Always",
+                                                 "resources": {"requests": {"cpu": "1"}}}
+
+
+def test_an_object_off_the_shape_is_read_whole():
+    pod = listed_pod(containers=None)  # null where the shape expects a list
+    assert reading.PODS.page(orjson.dumps({"items": [pod]})) == {"items": [pod]}
+
+
+def test_an_error_event_is_read_whole_and_malformed_json_is_refused():
+    status = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 410, "reason": "Expired",
+              "metadata": {}, "message": "too old resource version"}
+    assert reading.PODS.event(orjson.dumps({"type": "ERROR", "object": status})) == \
+        {"type": "ERROR", "object": status}
+    with pytest.raises(ValueError):
+        reading.PODS.page(b'{"items": [')
+
+
+# --- over HTTP with the real client ---------------------------------------------------------
+
+def test_list_and_watch_read_through_the_shape(fake, kube):
+    fake.put(PODS, listed_pod())
+    start = str(fake.rv)
+    items, _ = kube.list(PODS, reading=reading.PODS)
+    assert items and all("managedFields" not in item["metadata"] for item in items)
+    fake.put(PODS, listed_pod(priority=5))
+    fake.put(NODES, node_object("n1"))
+    fake.expire(PODS)
+    seen = []
+    with pytest.raises(Gone):  # the ERROR event, read whole, is still the typed error of its Status
+        for kind, obj in kube.watch(PODS, start, 30, reading=reading.PODS):
+            seen.append((kind, obj["spec"]["priority"], "managedFields" in obj["metadata"]))
+    assert seen == [("MODIFIED", 5, False)]
