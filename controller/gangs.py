@@ -23,12 +23,14 @@ import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from functools import lru_cache
+from operator import attrgetter
 
 from gangkeeper import names
 from gangkeeper.controller.decisions import Phase, Reason, Verdict
 from gangkeeper.controller.groups import GANGS, GangView, Owner, Workload, WorkloadIndex, gang_for
 from gangkeeper.controller.model import GroupKey
-from gangkeeper.resources import accelerators
+from gangkeeper.resources import accelerator_count
 
 API_VERSION = f"{names.GANG_GROUP}/{names.GANG_VERSION}"
 NAME_MAX = 63
@@ -37,6 +39,7 @@ SUFFIX_MIN = 4
 _OBJECT_NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 # Sources whose group a user declares with a Gang of their own, found by the group it declares.
 _DECLARED_BY_USERS = frozenset({names.SOURCE_EXPLICIT, names.SOURCE_NATIVE_POD_GROUP})
+_requests = attrgetter("requests")  # what a member asks for, read in C for every member of every status
 
 # A waiting group's details (how many placeable, how much free) change with every pod that
 # starts or ends; rewriting its Gang on each would cost an API write per waiting group per
@@ -159,7 +162,7 @@ def gang_status(view: GangView, verdict: Verdict, timed_out: bool, attempts: int
             # null removes it (the status is written as a merge patch): only a waiting group has it
             "waitingSince": _rfc3339(view.group.first_seen) if waiting else None,
             "present": len(live), "minCount": view.group.min_count,
-            "accelerators": int(sum(sum(accelerators(m.requests, patterns).values()) for m in live)),
+            "accelerators": accelerator_count(map(_requests, live), patterns),
             "conditions": conditions}
 
 
@@ -191,5 +194,6 @@ def status_due(current: Mapping, wanted: Mapping, last_written: float | None, no
     return max(now, last_written + STATUS_DETAILS_REFRESH_SECONDS)
 
 
+@lru_cache(maxsize=1024)  # a pass stamps every group's conditions with the same `now`
 def _rfc3339(moment: float) -> str:
     return datetime.fromtimestamp(moment, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")

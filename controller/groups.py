@@ -261,13 +261,22 @@ def build_groups(pods: Iterable[PodFacts], workloads: WorkloadIndex, first_seen:
     workloads = as_workloads(workloads)
     members: dict[GroupKey, list[PodFacts]] = {}
     for facts in pods:
-        if facts.group is not None:
-            members.setdefault(group_key(facts, workloads), []).append(facts)
+        if facts.group is None:
+            continue
+        key = (facts.member.namespace, facts.group) if facts.source in _KEYED_BY_LABEL else group_key(facts, workloads)
+        found = members.get(key)
+        if found is None:
+            members[key] = [facts]
+        else:
+            found.append(facts)
     views = []
     for key, facts in sorted(members.items()):
-        facts, impostors = _split_impostors(facts)
+        sources = {f.source for f in facts}
+        facts, impostors = _split_impostors(facts, sources)
+        if impostors:
+            sources = {f.source for f in facts}
         facts.sort(key=lambda f: f.member.name)
-        views.append(_view(key, tuple(facts), workloads, _first_seen(key, facts, first_seen, now)))
+        views.append(_view(key, tuple(facts), workloads, _first_seen(key, facts, first_seen, now), sources))
         views.extend(_impostor_view(key, impostor, _first_seen(key, [impostor], first_seen, now))
                      for impostor in impostors)
     return views
@@ -276,16 +285,23 @@ def build_groups(pods: Iterable[PodFacts], workloads: WorkloadIndex, first_seen:
 # Sources the webhook derives from an owner: only the owner's pods carry them.
 _OWNED_SOURCES = frozenset(source for integration in integrations.ALL if integration.owns_pods
                            for source in integration.sources)
+# Sources whose members are grouped by their label alone (`group_key`): the key of most members,
+# made without asking their kind what it declares.
+_KEYED_BY_LABEL = frozenset(source for source, integration in integrations.BY_SOURCE.items()
+                            if source != names.SOURCE_ACCELERATOR_POD and integration.part_label is None)
 
 
-def _split_impostors(pods: list[PodFacts]) -> tuple[list[PodFacts], list[PodFacts]]:
+def _split_impostors(pods: list[PodFacts], sources: set[str]) -> tuple[list[PodFacts], list[PodFacts]]:
     """The members of a job's group, and the pods that only labelled themselves into it.
 
     The webhook marks a pod `explicit` when its label names a group its owner does not give it
     (the source is never taken from the pod). Such a pod is no member of the job: counting it
     would let anyone who can read a group name stall another team's job, or ride along when it
-    is released. It is set apart as a group of its own that is never reserved.
+    is released. It is set apart as a group of its own that is never reserved. `sources` are
+    the pods' sources: pods of one source are all members, or none is a job's.
     """
+    if len(sources) == 1:
+        return pods, []
     owned = [facts for facts in pods if facts.source in _OWNED_SOURCES]
     if not owned or len(owned) == len(pods):
         return pods, []
@@ -358,13 +374,17 @@ def group_key(facts: PodFacts, workloads: WorkloadIndex) -> GroupKey:
     return namespace, facts.group or ""
 
 
-def _view(key: GroupKey, pods: tuple[PodFacts, ...], workloads: Workloads, first_seen: float) -> GangView:
+def _view(key: GroupKey, pods: tuple[PodFacts, ...], workloads: Workloads, first_seen: float,
+          sources: set[str]) -> GangView:
+    """The group of `pods` (their `sources` given, as they were found to split them)."""
     source, label = pods[0].source, pods[0].group or ""
+    members = [p.member for p in pods]
+    live = [member for member in members if not member.terminal]
     declarations, owner, missing = _declarations(key, pods, workloads)
     values = {value for _, value in declarations}
     problem = None
-    if len({p.source for p in pods}) > 1:
-        problem = ("Disagreement", f"members name different group sources: {sorted({p.source for p in pods})}")
+    if len(sources) > 1:
+        problem = ("Disagreement", f"members name different group sources: {sorted(sources)}")
     elif len(values) > 1:
         problem = ("Disagreement", "declared sizes disagree: " + ", ".join(f"{who} says {v}" for who, v in declarations))
     elif not values:
@@ -372,24 +392,23 @@ def _view(key: GroupKey, pods: tuple[PodFacts, ...], workloads: Workloads, first
     elif not names.MIN_COUNT_RANGE[0] <= next(iter(values)) <= names.MIN_COUNT_RANGE[1]:
         problem = ("InvalidSize", f"declared size {next(iter(values))} is outside {names.MIN_COUNT_RANGE}")
     else:
-        problem = _priority_disagreement(pods)
+        problem = _priority_disagreement(live)
     min_count = next(iter(values)) if problem is None else 0
     topology = NO_TOPOLOGY
     if problem is None:
-        topology, problem = group_topology(pods, gang_for(key[0], label, workloads), min_count)
+        topology, problem = group_topology(live, gang_for(key[0], label, workloads), min_count)
         min_count = min_count if problem is None else 0
-    group = group_of(key, [p.member for p in pods], min_count, first_seen, _timeout(pods, workloads, key))
+    group = group_of(key, members, min_count, first_seen, _timeout(pods, workloads, key))
     if topology != NO_TOPOLOGY:
         group = replace(group, topology=topology)
     return GangView(group, pods, source, label, owner, problem, tuple(who for who, _ in declarations))
 
 
-def _priority_disagreement(pods: tuple[PodFacts, ...]) -> tuple[str, str] | None:
-    """Members of one group with different priorities or preemption policies (their PriorityClasses):
+def _priority_disagreement(live: list[Member]) -> tuple[str, str] | None:
+    """Live members of one group with different priorities or preemption policies (their PriorityClasses):
     the group is queued, preempted and preempts as one, so which one holds would be a guess. Only
     before the group is admitted: a replacement made after a PriorityClass changed must not stop
     a running group from getting its member back."""
-    live = [p.member for p in pods if not p.member.terminal]
     if any(m.node or m.reserved_node for m in live):
         return None
     for what, value in (("priorities", lambda m: m.priority),
@@ -410,13 +429,12 @@ _LABEL_KEY_FIELDS = _TOPOLOGY_FIELDS[:3]
 _SHOWN_CHARS = 64
 
 
-def group_topology(pods: tuple[PodFacts, ...], gang: Workload | None,
+def group_topology(live: list[Member], gang: Workload | None,
                    min_count: int) -> tuple[TopologyRule, tuple[str, str] | None]:
     """The group's topology from its live members' annotations and its Gang's `spec.topology`,
     field by field, or the problem that stops it: members, or members and the Gang, that
     disagree (`Disagreement`), or a rule the planner cannot follow (`InvalidTopology`, every
-    fault at once). Never raises, whatever the pods or the Gang hold."""
-    live = [p.member for p in pods if not p.member.terminal]
+    fault at once). Never raises, whatever the members or the Gang hold."""
     declared_by_gang = gang.topology if gang is not None else {}
     if not declared_by_gang and all(member.topology == NO_TOPOLOGY for member in live):
         return NO_TOPOLOGY, None
@@ -556,9 +574,9 @@ def _timeout(pods: tuple[PodFacts, ...], workloads: Workloads, key: GroupKey) ->
     gang = gang_for(key[0], pods[0].group or "", workloads)
     if gang is not None and gang.schedule_timeout is not None:
         return gang.schedule_timeout
-    declared = [p.schedule_timeout for p in pods if p.schedule_timeout]
+    declared = next((p.schedule_timeout for p in pods if p.schedule_timeout), None)
     try:
-        return float(declared[0]) if declared else None
+        return float(declared) if declared else None
     except ValueError:
         return None
 

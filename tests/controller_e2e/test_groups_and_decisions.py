@@ -1,5 +1,7 @@
 """Pure: group sizes from owners, and the release patch."""
 
+from dataclasses import replace
+
 import pytest
 
 from gangkeeper import names
@@ -120,3 +122,36 @@ def test_a_pod_labelled_into_a_jobs_group_is_set_apart_not_counted():
     assert views[("ns", "g")].problem is None
     assert [m.name for m in views[("ns", "g")].group.members] == ["p0", "p1"]
     assert views[("ns", "g/pod/sneaky")].problem[0] == "NotAMember"
+
+
+def test_members_of_two_sources_none_a_jobs_disagree_and_stay_one_group():
+    pods = [pod("p0", "g", names.SOURCE_EXPLICIT, annotations={names.MIN_COUNT_ANNOTATION: "2"}),
+            pod("p1", "g", names.SOURCE_NATIVE_POD_GROUP, annotations={names.MIN_COUNT_ANNOTATION: "2"})]
+    (view,) = build_groups(pods, {}, {}, 0.0)
+    assert [m.name for m in view.group.members] == ["p0", "p1"]
+    assert view.problem == ("Disagreement", "members name different group sources: ['explicit', 'native-podgroup']")
+
+
+def created(facts, stamp):
+    """The pod's facts with its creation time (`pod` leaves it unset)."""
+    return replace(facts, member=replace(facts.member, created=stamp))
+
+
+@pytest.mark.parametrize("timeouts, expected", [((None, "20", "30"), 20.0), (("", "soon", "30"), None),
+                                                ((None, None, None), None)])
+def test_a_group_waits_the_timeout_of_its_first_member_that_declares_one(timeouts, expected):
+    pods = [pod(f"p{i}", "g", names.SOURCE_EXPLICIT, annotations={names.MIN_COUNT_ANNOTATION: "3",
+                                                                  **({names.SCHEDULE_TIMEOUT_ANNOTATION: t}
+                                                                     if t is not None else {})})
+            for i, t in enumerate(timeouts)]
+    (view,) = build_groups(reversed(pods), {}, {}, 0.0)
+    assert view.group.schedule_timeout_seconds == expected
+
+
+def test_a_group_is_first_seen_when_its_oldest_member_was_created_unless_remembered():
+    pods = [created(pod("p0", "g", names.SOURCE_EXPLICIT, annotations={names.MIN_COUNT_ANNOTATION: "3"}), 50.0),
+            pod("p1", "g", names.SOURCE_EXPLICIT, annotations={names.MIN_COUNT_ANNOTATION: "3"}),
+            created(pod("p2", "g", names.SOURCE_EXPLICIT, annotations={names.MIN_COUNT_ANNOTATION: "3"}), 40.0)]
+    assert build_groups(pods, {}, {}, 100.0)[0].group.first_seen == 40.0
+    assert build_groups(pods[1:2], {}, {}, 100.0)[0].group.first_seen == 100.0  # none known: now
+    assert build_groups(pods, {}, {("ns", "g"): 7.0}, 100.0)[0].group.first_seen == 7.0

@@ -1,6 +1,14 @@
 from fractions import Fraction
 
-from gangkeeper.resources import accelerators, is_accelerator, pod_requests, shortfall
+from gangkeeper.resources import (
+    accelerator_count,
+    accelerators,
+    add_into,
+    is_accelerator,
+    pod_requests,
+    shortfall,
+    subtract,
+)
 
 
 def container(name="main", requests=None, limits=None, restart_policy=None):
@@ -62,3 +70,34 @@ def test_accelerator_patterns_match_families():
 def test_shortfall_names_only_what_is_missing():
     assert shortfall({"cpu": Fraction(4), "nvidia.com/gpu": Fraction(8)},
                      {"cpu": Fraction(8), "nvidia.com/gpu": Fraction(6)}) == {"nvidia.com/gpu": 2}
+
+
+def test_shortfall_counts_a_resource_not_free_at_all_in_full():
+    assert shortfall({"example.com/fpga": Fraction(2), "cpu": Fraction(0)}, {}) == {"example.com/fpga": 2}
+
+
+def test_adding_into_nothing_held_gives_the_value_as_a_fraction():
+    target = {"cpu": Fraction(1)}
+    add_into(target, {"cpu": Fraction(1, 2), "memory": Fraction(3), "pods": 1})
+    assert target == {"cpu": Fraction(3, 2), "memory": 3, "pods": 1}
+    assert all(type(value) is Fraction for value in target.values())
+
+
+def test_subtracting_what_is_not_held_goes_below_zero():
+    assert subtract({"cpu": Fraction(1)}, {"cpu": Fraction(3), "memory": Fraction(2)}) == {"cpu": -2, "memory": -2}
+
+
+def test_accelerator_count_is_the_exact_sum_cut_to_a_whole_number():
+    shared = {"cpu": Fraction(4), "nvidia.com/gpu": Fraction(2)}
+    half = {"nvidia.com/gpu": Fraction(1, 2), "gpu.intel.com/i915": Fraction(1, 4)}
+    members = [shared, shared, dict(shared), half, half, {"nvidia.com/gpu": Fraction(0)}, {}]
+    # 2 + 2 + 2 + 3/4 + 3/4 = 7.5: each set as often as it comes, fractions added exactly.
+    assert accelerator_count(members) == 7
+    assert accelerator_count([half] * 4) == 3
+    assert accelerator_count([shared], ["example.com/*"]) == 0
+    assert accelerator_count([]) == 0
+
+
+def test_accelerator_count_counts_requests_made_as_they_are_read():
+    # Sets made one after the other and dropped may share an address: each is counted for itself.
+    assert accelerator_count({"nvidia.com/gpu": Fraction(n)} for n in range(1, 5)) == 10
