@@ -193,6 +193,26 @@ def test_a_job_that_fails_to_bind_is_suspended_not_deleted_and_resumed_when_its_
     assert len(of(run.step(), Reserve)) == 2, "its pods come back gated and are planned at once"
 
 
+def test_a_suspension_that_meets_the_job_changed_since_it_was_read_is_decided_again():
+    """The Job controller writes the Job's status whenever its pods change: a suspend patch sent
+    on the Job as read before fails its resourceVersion precondition. Nothing was suspended, so
+    nothing is to be resumed; the next pass finds the group as it was and suspends it again."""
+    run = job_run()
+    released_and_refused(run, "train-1")
+    job = run.world.owner(JOBS, "train")
+    rolled_back = reconcile(run.world.facts(), run.world.workload_index(), run.world.node_list(), run.memory,
+                            run.now, run.settings)
+    run.memory, run.now = rolled_back.memory, run.now + 1
+    run.world.put_workload(JOBS, {**job, "status": {"active": 2}})  # the Job controller's write comes first
+    run.world.apply(rolled_back.actions)
+    assert of(rolled_back, SuspendOwner) and run.world.conflicts == 1
+    assert not run.world.owner(JOBS, "train")["spec"].get("suspend"), "the suspension did not take effect"
+    again = run.step()
+    assert len(of(again, SuspendOwner)) == 1
+    assert run.world.owner(JOBS, "train")["spec"]["suspend"] is True, "suspended on the next pass"
+    assert not any(of(outcome, ResumeOwner) for outcome in (rolled_back, again))
+
+
 def test_the_backoff_doubles_from_one_suspension_to_the_next():
     run = job_run()
     released_and_refused(run, "train-1")

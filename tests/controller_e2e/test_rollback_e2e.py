@@ -95,7 +95,10 @@ workloads: [{{kind: Job, name: train, namespace: {NS}, size: 2, gpusPerPod: 8, d
     assert "Failed" not in conditions(job) and conditions(job)["Suspended"]["reason"] == "JobResumed"
     assert not set(job["metadata"].get("annotations") or {}) & {names.SUSPENDED_BY_ANNOTATION,
                                                                names.RESUME_AT_ANNOTATION}
-    assert audit.events().count("gang.suspended") == 2 and audit.events().count("gang.resumed") == 2
+    # Two suspensions decided; each one that took effect was resumed. A suspend patch that meets
+    # the Job controller's own status write in between fails its resourceVersion precondition and
+    # is decided again the next pass, when the capacity may be back and no third rollback needed.
+    assert audit.events().count("gang.suspended") == 2 and 1 <= audit.events().count("gang.resumed") <= 2
     assert "gang.member_deleted" not in audit.events(), "no pod of the Job was deleted by gangkeeper"
     (gang,) = emulation.api.list("gangs", namespace=NS)
     assert conditions(gang)["RolledBack"]["message"].startswith("rolled back 2 times: ")
