@@ -26,8 +26,10 @@ A Conflict (409, or a failed JSON Patch `test`) means the cache was behind: the 
 dropped and the next pass, on fresher data, decides again; it is never retried blindly. Any other
 failure is logged and the remaining actions still run: one bad object never stops the loop.
 `--dry-run` records the decisions (audit, log) and writes nothing. Audit lines are written by the
-calling thread in the pass's order, and so are the API's answers handed to `written`; `proceed()`
-(still the leader) is asked before each write is sent, and a write it stops is counted as left.
+calling thread in the pass's order, before the writes (an eviction's once the Eviction API said
+yes), and so are the API's answers handed to `written`; `proceed()` (still the leader) is asked
+before the pass's decisions go on record and before each write is sent, and a write it stops is
+counted as left.
 
 Events are core/v1 Events named after the object and a hash of its uid, reason and message, so
 that the same news bumps `count` on one Event instead of piling up new ones, and an object
@@ -140,13 +142,26 @@ class Executor:
             self._events.shutdown(cancel_futures=True)
 
     def execute(self, actions: Iterable[Action], proceed: Callable[[], bool] = lambda: True) -> int:
-        """Run every action while `proceed()` (still the leader, say); return how many failed or were left."""
+        """Run every action while `proceed()` (still the leader, say); return how many failed or were left.
+
+        The pass's decisions go on record first, while `proceed()` holds, before any of their
+        writes is sent (an eviction once the Eviction API said yes): a leader that steps down
+        part-way has put on record every decision it began to carry out, and nothing after its
+        term. A pass begun when writing is no longer allowed records and sends nothing."""
         self._gang_uids = {}
         ordered = sorted(actions, key=_urgency)
+        if ordered and not proceed():
+            log.warning("stopped with %d of %d actions left: no longer allowed to write", len(ordered), len(ordered))
+            return len(ordered)
+        for action in ordered:
+            if isinstance(action, Report):
+                self._record(action)
+            elif isinstance(action, DeletePod) and action.why:
+                self._record_deletion(action)
         failed, left = 0, 0
         for _, wave in groupby(enumerate(ordered), key=lambda numbered: _urgency(numbered[1])):
             wave = list(wave)
-            if left or not proceed():  # no decision goes on record once writing is no longer allowed
+            if left:
                 left += len(wave)
                 continue
             wave_failed, wave_left = self._run_wave(wave, proceed)
@@ -156,13 +171,8 @@ class Executor:
         return failed + left
 
     def _run_wave(self, wave: list[tuple[int, Action]], proceed: Callable[[], bool]) -> tuple[int, int]:
-        """Record, write and account for one wave; (failed, left) actions. Events in the background
-        count in neither: their failures are logged."""
-        for _, action in wave:
-            if isinstance(action, Report):
-                self._record(action)
-            elif isinstance(action, DeletePod) and action.why:
-                self._record_deletion(action)
+        """Write and account for one wave; (failed, left) actions. Events in the background count
+        in neither: their failures are logged."""
         if self._dry_run:
             for _, action in wave:
                 if isinstance(action, EvictPod):

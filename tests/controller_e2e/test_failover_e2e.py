@@ -5,7 +5,8 @@ its open watches keep flowing); the follower, its cache warm and watching the Le
 once the Lease expires (how soon is measured by `gangkeeper bench reliability`, and the timing is
 tested on a fake clock in test_leader.py). Then the cut-off replica is healed, the new leader
 stops cleanly and hands the lease back at once. The replicas' leadership terms never overlap,
-and neither writes an audit line (every decision has one) outside its own terms.
+and neither writes an audit line (every decision has one) but between a yes and the next no of
+its own `is_leader`.
 """
 
 import math
@@ -35,7 +36,7 @@ class Replica:
     def __init__(self, emulation: Emulation, name: str):
         path, self.server = emulation.kubeconfig()
         kube = load(str(path))
-        self.name, self.audit, self.terms = name, Lines(), []
+        self.name, self.audit, self.terms, self.views = name, Lines(), [], []
         self._terms_lock = threading.Lock()
         self.controller = Controller(kube, Settings(), AuditLog("controller", self.audit), Metrics(),
                                      resync_seconds=0.3, debounce_seconds=0.02)
@@ -47,13 +48,22 @@ class Replica:
         self._thread = threading.Thread(target=self.controller.run, args=(self._stop, self._leading), daemon=True)
 
     def _leading(self) -> bool:
-        """`is_leader`, as the controller asks it; a term starts when it first says yes (the
-        elector calls `on_started_leading` only after that, so the controller may act first)."""
+        """`is_leader`, as the controller asks it before it records or writes anything. The answers
+        make the replica's views: each from its first yes to its first no, both taken on the
+        controller's own thread, so an audit line written after a yes and before the next no is
+        in a view whatever the elector's thread does meanwhile. A term starts at the first yes too
+        (the elector calls `on_started_leading` only after `is_leader` turns true)."""
         moment = time.time()
-        if self.elector.is_leader:
+        leader = self.elector.is_leader
+        with self._terms_lock:
+            open_view = bool(self.views) and self.views[-1][1] is None
+            if leader and not open_view:
+                self.views.append([moment, None])
+            elif not leader and open_view:
+                self.views[-1][1] = time.time()
+        if leader:
             self._open_term(moment)
-            return True
-        return False
+        return leader
 
     def _open_term(self, moment: float) -> None:
         with self._terms_lock:
@@ -86,7 +96,7 @@ class Replica:
     def acted_only_while_leading(self) -> bool:
         def leading(moment: float) -> bool:  # audit lines say the time in milliseconds, cut short
             return any(math.floor(start * 1000) / 1000 <= moment and (stop is None or moment <= stop)
-                       for start, stop in self.terms)
+                       for start, stop in self.views)
         return all(leading(datetime.fromisoformat(line["ts"]).timestamp()) for line in self.audit.lines)
 
 

@@ -298,17 +298,29 @@ class SteppingDownKube(RecordingKube):
 
 
 @pytest.mark.parametrize("concurrency", [1, 8])
-def test_a_leader_that_steps_down_mid_pass_puts_no_later_decision_on_record(concurrency):
+def test_a_leader_that_steps_down_mid_pass_has_recorded_what_it_began_and_sends_nothing_more(concurrency):
     kube = SteppingDownKube()
     run, audit, _ = parallel_executor(kube, concurrency=concurrency)
+    release = Release(GROUP, "p0", "n1", ({"op": "test", "path": "/metadata/resourceVersion", "value": "8"},))
     try:
-        assert run.execute([released(), SaveGang(GROUP, "g", {"phase": "Admitted"}, None), *reserves(1)],
-                           proceed=lambda: kube.leading) == 2
+        assert run.execute([released(pods=("p0",)), SaveGang(GROUP, "g", {"phase": "Admitted"}), release],
+                           proceed=lambda: kube.leading) == 2, "the Gang's write and the Events are left"
         run.drain()
     finally:
         run.close()
     assert [c[2] for c in kube.calls] == ["p0"], "the write under way lands; nothing after it is sent"
-    assert audit.lines == [], "the release was never sent, so it is not on record"
+    assert [line["event"] for line in audit.lines] == ["gang.released"], \
+        "the release was sent while leading: it is on record, written before the write"
+
+
+def test_a_pass_begun_after_the_leader_stepped_down_records_and_sends_nothing():
+    kube = RecordingKube()
+    run, audit, _ = parallel_executor(kube, concurrency=8)
+    try:
+        assert run.execute([released(), *reserves(2)], proceed=lambda: False) == 3
+    finally:
+        run.close()
+    assert kube.calls == [] and audit.lines == []
 
 
 class HeldEventsKube(RecordingKube):
