@@ -14,8 +14,11 @@ shape). A field typed `Any` is kept whole, whatever it holds. Only the informers
 every other request gets the whole object.
 
 JSON that does not fit the shape (a field of another type than the shape says: a null list, a
-Status where an object was expected) is parsed whole instead, so the transform sees what it
-always saw; malformed JSON raises the `ValueError` it always raised.
+Status where an object was expected, or nesting deeper than msgspec decodes) is parsed whole
+instead, so the transform sees what it always saw; JSON that is not even that raises orjson's
+`ValueError`, as before. Within the fields skipped, less is checked than orjson checks (invalid
+UTF-8 in an environment variable is skipped, not refused), and a whole number beyond 64 bits in
+a field kept stays exact where orjson made it a float (the API server allows none there).
 """
 
 from typing import Any, TypedDict
@@ -42,15 +45,17 @@ class Reading:
         """A watch event with its object cut to the shape. An ERROR event's object is a Status,
         not an object of the shape: it is read whole."""
         event = _decoded(self._event, line)
-        if event.get("type") == "ERROR":
+        if isinstance(event, dict) and event.get("type") == "ERROR":
             return orjson.loads(line)
         return event
 
 
-def _decoded(decoder: msgspec.json.Decoder, data: bytes) -> dict:
+def _decoded(decoder: msgspec.json.Decoder, data: bytes) -> Any:
+    """`data` decoded through the shape; else as orjson reads it (JSON off the shape, or nested
+    deeper than msgspec goes), or orjson's ValueError (not JSON)."""
     try:
         return decoder.decode(data)
-    except msgspec.DecodeError:  # not of the shape, or not JSON: orjson reads it or says why not
+    except (msgspec.DecodeError, RecursionError):
         return orjson.loads(data)
 
 

@@ -13,7 +13,7 @@ from gangkeeper import names
 from gangkeeper.controller import reading
 from gangkeeper.controller.groups import pod_facts
 from gangkeeper.controller.informer import object_key
-from gangkeeper.controller.kube import NODES, PODS, Gone
+from gangkeeper.controller.kube import NODES, PODS, Gone, parse_watch_line
 from gangkeeper.controller.model import node_from_api
 from tests.controller.builders import node_object, pod_object
 
@@ -179,6 +179,20 @@ def test_what_no_transform_reads_is_left_out():
 def test_an_object_off_the_shape_is_read_whole():
     pod = listed_pod(containers=None)  # null where the shape expects a list
     assert reading.PODS.page(orjson.dumps({"items": [pod]})) == {"items": [pod]}
+
+
+def test_a_watch_line_that_is_no_event_is_refused_as_the_client_refuses_it():
+    for line in (b"[1]", b"null", b"1", b'"x"', b'{"type": "ADDED", "object": [1]}'):
+        with pytest.raises(ValueError, match="not a watch event"):
+            parse_watch_line(line, reading.PODS.event)
+
+
+def test_json_nested_deeper_than_the_shapes_decode_is_read_whole():
+    deep = b'{"items": [{"metadata": {"labels": {"a": ' + b"[" * 1000 + b"]" * 1000 + b"}}}]}"
+    value, depth = reading.PODS.page(deep)["items"][0]["metadata"]["labels"]["a"], 1
+    while value:  # walked, not compared: comparing lists this deep exceeds Python's own recursion limit
+        (value,), depth = value, depth + 1
+    assert depth == 1000
 
 
 def test_an_error_event_is_read_whole_and_malformed_json_is_refused():
