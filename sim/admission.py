@@ -33,7 +33,7 @@ from sim.kinds import Kind
 from sim.patching import apply_json_patch
 from sim.selectors import Requirement, matches
 from sim.status import forbidden, status
-from sim.store import to_json
+from sim.store import clone, to_json
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +59,13 @@ class Attributes:
     request_kind: dict | None = None  # the Binding kind for pods/binding
 
     def review(self, obj: dict | None) -> dict:
-        request = {"uid": str(uuid.uuid4()), "kind": self.request_kind or self.kind.group_version_kind(),
+        return {"kind": "AdmissionReview", "apiVersion": "admission.k8s.io/v1",
+                "request": self.request(str(uuid.uuid4()), obj, with_objects=True)}
+
+    def request(self, uid: str, obj: dict | None, *, with_objects: bool) -> dict:
+        """The AdmissionRequest; without `object` and `oldObject` for matchConditions' `request`
+        (whose uid is empty: no uuid drawn for every request a webhook is matched against)."""
+        request = {"uid": uid, "kind": self.request_kind or self.kind.group_version_kind(),
                    "resource": self.kind.group_version_resource()}
         if self.subresource:
             request["subResource"] = self.subresource
@@ -75,10 +81,12 @@ class Attributes:
         if self.user.uid:
             user_info["uid"] = self.user.uid
         user_info["groups"] = list(self.user.groups)
-        request.update(operation=self.operation, userInfo=user_info, object=obj, oldObject=self.old,
-                       dryRun=self.dry_run,
+        request.update(operation=self.operation, userInfo=user_info)
+        if with_objects:
+            request.update(object=obj, oldObject=self.old)
+        request.update(dryRun=self.dry_run,
                        options={"kind": _OPTIONS_KIND[self.operation], "apiVersion": "meta.k8s.io/v1", **self.options})
-        return {"kind": "AdmissionReview", "apiVersion": "admission.k8s.io/v1", "request": request}
+        return request
 
 
 def rule_matches(rule: dict, attrs: Attributes) -> bool:
@@ -130,6 +138,8 @@ class Admission:
         self._namespace_labels = namespace_labels
         self.services = dict(services or {})
         self._connections = _Connections()
+        self._prepared: dict[str, _Prepared] = {}
+        self._prepared_lock = threading.Lock()
 
     def mutate(self, attrs: Attributes, obj: dict) -> tuple[dict, list[str]]:
         warnings: list[str] = []
@@ -154,20 +164,25 @@ class Admission:
         return warnings
 
     def _webhooks(self, plural: str, attrs: Attributes, obj: dict | None) -> list[dict]:
-        configurations = sorted(self._configurations(plural), key=lambda c: c["metadata"]["name"])
-        return [w for c in configurations for w in c.get("webhooks") or [] if self._matches(w, attrs, obj)]
+        configurations = self._configurations(plural)
+        with self._prepared_lock:
+            prepared = self._prepared.get(plural)
+            if prepared is None or not prepared.holds(configurations):
+                prepared = self._prepared[plural] = _Prepared(configurations)
+        return [w.webhook for w in prepared.webhooks if self._matches(w, attrs, obj)]
 
-    def _matches(self, webhook: dict, attrs: Attributes, obj: dict | None) -> bool:
-        if not any(rule_matches(rule, attrs) for rule in webhook.get("rules") or []):
+    def _matches(self, prepared: "_Webhook", attrs: Attributes, obj: dict | None) -> bool:
+        if not prepared.rules_match(attrs):
             return False
-        namespace_selector = selector_requirements(webhook.get("namespaceSelector"))
+        webhook = prepared.webhook
+        namespace_selector = prepared.selector("namespaceSelector")
         if namespace_selector is not None and (attrs.namespace or attrs.kind.plural == "namespaces"):
             labels = self._namespace_labels(attrs.namespace or attrs.name)
             if labels is None and attrs.kind.plural == "namespaces":
                 labels = ((obj or attrs.old or {}).get("metadata") or {}).get("labels") or {}
             if not matches(namespace_selector, labels):
                 return False
-        object_selector = selector_requirements(webhook.get("objectSelector"))
+        object_selector = prepared.selector("objectSelector")
         if object_selector is not None and not any(matches(object_selector, (o.get("metadata") or {}).get("labels"))
                                                    for o in (obj, attrs.old) if o is not None):
             return False
@@ -218,6 +233,47 @@ class Admission:
         return orjson.loads(body)
 
 
+class _Prepared:
+    """The webhooks of one kind of configuration in the order they are called (configurations by
+    name), each remembering what it worked out: whether its rules match a kind of request, its
+    parsed selectors. Kept while the configurations stay as they were: the same objects listed (a
+    stored object is replaced, never changed, on every write), each still equal to the copy taken
+    here (a caller changing one in place is seen too), so a change applies to the very next request."""
+
+    def __init__(self, configurations: list[dict]):
+        self._listed = list(configurations)
+        self._copies = [clone(c) for c in configurations]
+        ordered = sorted(configurations, key=lambda c: c["metadata"]["name"])
+        self.webhooks = [_Webhook(w) for c in ordered for w in c.get("webhooks") or []]
+
+    def holds(self, configurations: list[dict]) -> bool:
+        return len(configurations) == len(self._listed) and all(
+            c is listed and c == copy for c, listed, copy in zip(configurations, self._listed, self._copies))
+
+
+class _Webhook:
+    """One configured webhook and what it worked out so far. Only results are remembered: a rule
+    or selector that does not parse raises again on each request that reaches it, as before."""
+
+    def __init__(self, webhook: dict):
+        self.webhook = webhook
+        self._rules: dict[tuple, bool] = {}
+        self._selectors: dict[str, list[Requirement] | None] = {}
+
+    def rules_match(self, attrs: Attributes) -> bool:
+        """Whether a rule matches: it depends on the kind, operation and subresource alone."""
+        key = (attrs.kind, attrs.operation, attrs.subresource)
+        matched = self._rules.get(key)
+        if matched is None:
+            matched = self._rules[key] = any(rule_matches(rule, attrs) for rule in self.webhook.get("rules") or [])
+        return matched
+
+    def selector(self, field: str) -> list[Requirement] | None:
+        if field not in self._selectors:
+            self._selectors[field] = selector_requirements(self.webhook.get(field))
+        return self._selectors[field]
+
+
 # --- matchConditions -----------------------------------------------------------------------
 # As kube-apiserver evaluates them (admission/plugin/webhook/matchconditions/matcher.go), after
 # the rules and selectors matched: CEL over `object`, `oldObject` and `request`; any condition
@@ -257,9 +313,7 @@ def _cel_request(attrs: Attributes) -> dict:
     """`request` as CEL sees it (cel.CreateAdmissionRequest): the webhook's AdmissionRequest with an
     empty uid, without the objects (they are variables of their own) and, as its JSON tags say,
     without empty groups."""
-    request = attrs.review(None)["request"]
-    request["uid"] = ""
-    del request["object"], request["oldObject"]
+    request = attrs.request("", None, with_objects=False)
     if not request["userInfo"]["groups"]:
         del request["userInfo"]["groups"]
     return request

@@ -9,6 +9,7 @@ this class. Besides the verbs it serves the pods/binding and pods/eviction subre
 
 from __future__ import annotations
 
+import itertools
 import random
 import re
 import time
@@ -251,20 +252,21 @@ class APIServer:
         unless the request named the resourceVersion it expects (then 409)."""
         for _ in range(_UPDATE_RETRIES):
             current = self._current(kind, namespace, name)
-            new = self._proposed(kind, current, change(current), name, subresource)
-            expected = new["metadata"].get("resourceVersion")
+            proposed, settled = self._proposed(kind, current, change(current), name, subresource)
+            expected = proposed["metadata"].get("resourceVersion")
             if expected and expected != current["metadata"]["resourceVersion"]:
                 raise stale(kind, name)
-            if _same(new, current):
+            if _same(proposed, current):
                 return clone(current)
             attrs = Attributes(kind, "UPDATE", name, namespace, user, subresource, old=current, dry_run=dry_run,
                                options=dict(options or {}))
-            new, mutate_warnings = self.admission.mutate(attrs, new)
-            new = self._proposed(kind, current, new, name, subresource)
+            new, mutate_warnings = self.admission.mutate(attrs, proposed)
+            if new is not proposed or not settled:
+                new, _ = self._proposed(kind, current, new, name, subresource)
             self._validate_update(kind, current, new, subresource)
             _extend(warnings, mutate_warnings + self.admission.validate(attrs, new))
             if dry_run:
-                return new
+                return clone(new)
             with self.store.lock:
                 latest = self.store.get(kind, (namespace, name))
                 if latest is None:
@@ -279,8 +281,14 @@ class APIServer:
         raise conflict(kind, name, "the object has been modified; please apply your changes to the latest version "
                                    "and try again")
 
-    def _proposed(self, kind: Kind, current: dict, new: dict, name: str, subresource: str) -> dict:
-        """The object as the update would store it: server-owned metadata kept, spec or status reset per endpoint."""
+    def _proposed(self, kind: Kind, current: dict, new: dict, name: str, subresource: str) -> tuple[dict, bool]:
+        """The object as the update would store it: server-owned metadata kept, spec or status reset per endpoint.
+
+        Also whether it is settled: proposing it again would give it unchanged, so an object no
+        mutating webhook changed need not be proposed a second time. The fixups of metadata and
+        status and the generation repeat exactly and the defaults only fill in what is missing;
+        only a field that omitting empty lists removed may be defaulted anew (a namespace's
+        `finalizers: []`), so an object that lost one is not settled."""
         new = clone(new)
         meta = new.setdefault("metadata", {})
         if meta.get("name", name) != name:
@@ -303,11 +311,13 @@ class APIServer:
                 del new["status"]
         if subresource != "status":
             apply_defaults(kind.plural, new, creating=False)
+        settled = True
         if kind.strategic_merge:
-            new = _omit_empty(new)
+            defaulted, new = new, _omit_empty(new)
+            settled = new is defaulted
         if _spec_of(new) != _spec_of(current) and "generation" in current["metadata"]:
             new["metadata"]["generation"] = current["metadata"]["generation"] + 1
-        return new
+        return new, settled
 
     def _validate_update(self, kind: Kind, current: dict, new: dict, subresource: str) -> None:
         errors = []
@@ -566,11 +576,29 @@ def _same(new: dict, current: dict) -> bool:
 
 
 def _omit_empty(value):
-    """Built-in types marshal empty lists as absent (`omitempty`): a patch that empties one removes the field."""
+    """Built-in types marshal empty lists as absent (`omitempty`): a patch that empties one removes the field.
+
+    A dict or list with nothing to omit anywhere inside is returned itself, not copied: the
+    object proposed is a fresh copy already, and a pod's usual update has nothing to omit, so
+    building it anew was a second deep copy on every write."""
     if isinstance(value, dict):
-        return {k: _omit_empty(v) for k, v in value.items() if v != []}
+        kept = None
+        for index, (key, item) in enumerate(value.items()):
+            omitted = _omit_empty(item) if isinstance(item, (dict, list)) else item
+            if kept is None and (omitted is not item or omitted == []):
+                kept = dict(itertools.islice(value.items(), index))
+            if kept is not None and omitted != []:
+                kept[key] = omitted
+        return value if kept is None else kept
     if isinstance(value, list):
-        return [_omit_empty(v) for v in value]
+        kept = None
+        for index, item in enumerate(value):
+            omitted = _omit_empty(item) if isinstance(item, (dict, list)) else item
+            if kept is None and omitted is not item:
+                kept = value[:index]
+            if kept is not None:
+                kept.append(omitted)
+        return value if kept is None else kept
     return value
 
 

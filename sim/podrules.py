@@ -9,6 +9,7 @@ Each function returns every error (a list of FieldError), never the first only.
 import difflib
 import json
 import re
+from functools import lru_cache
 
 from gangkeeper.quantity import format_quantity, parse_quantity
 from sim.status import FieldError
@@ -73,10 +74,21 @@ def _overcommit_allowed(name: str) -> bool:
 
 
 def _amount(value: object) -> object:
+    if isinstance(value, str):
+        return _parsed_amount(value)
     try:
         return parse_quantity(value)
     except ValueError:
         return value  # a malformed quantity is refused on its own
+
+
+@lru_cache(maxsize=1024)
+def _parsed_amount(text: str) -> object:
+    """A quantity written as text, parsed once: every pod update validates the same few requests and limits."""
+    try:
+        return parse_quantity(text)
+    except ValueError:
+        return text
 
 
 def _go_quantity(value: object) -> str:
@@ -100,12 +112,16 @@ def validate_update(old: dict, new: dict) -> list[FieldError]:
     errors = _validate_spec(new_spec)
     errors += _only_added_tolerations(new_spec.get("tolerations"), old_spec.get("tolerations"))
     errors += _only_deleted_gates(new_spec.get("schedulingGates"), old_spec.get("schedulingGates"))
-    if _semantic(new_spec) == _semantic(old_spec):
+    # Equal specs are semantically equal: the plain comparison spares the two copies a metadata-only update made.
+    if new_spec == old_spec:
+        return errors
+    old_semantic = _semantic(old_spec)
+    if _semantic(new_spec) == old_semantic:
         return errors
     munged = _munge_updatable(new_spec, old_spec)
     if old_spec.get("schedulingGates"):
         errors += _munge_gated(munged, old_spec)
-    if _semantic(munged) != _semantic(old_spec):
+    if _semantic(munged) != old_semantic:
         errors.append(FieldError("spec", "Forbidden", f"pod updates may not change fields other than {UPDATABLE}\n"
                                                       f"{spec_diff(old_spec, munged)}"))
     return errors
