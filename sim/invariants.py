@@ -21,11 +21,12 @@ has finished, *released* once it no longer carries gangkeeper's scheduling gate.
   accelerator, what live pods bound to it request plus what live members reserved on it but not
   yet bound request never exceeds its allocatable (DESIGN.md, "Capacity": the scheduler's count
   and gangkeeper's reservations together). Room held for a preemptor is the one exception: while
-  members reserved there are still gated, bound pods of lower priority than every one of them
-  are not counted (they are the victims on their way out): those being deleted for as long as
-  they take, the others (a suspended owner's pods its operator has not deleted yet) for at most
-  the bind timeout and the reaction time since the room was first held; once a member reserved
-  there is released, everything is. A node never registered has nothing to give; one that
+  members reserved there are still gated, pods bound or reserved there of lower priority than the
+  highest of them are not counted (they are the victims on their way out, a group reserved but
+  not bound yet as much as one running): those being deleted for as long as they take, the
+  others (a suspended owner's pods its operator has not deleted yet) for at most the bind
+  timeout and the reaction time since the room was first held; once no member reserved there is
+  gated any more, everything is. A node never registered has nothing to give; one that
   was deleted promises nothing (its pods are on their way out);
   a resource a DeviceClass serves (`extendedResourceName`) where the node does not list it is
   counted in devices instead, below; a pod with ResourceClaims holds accelerators while bound;
@@ -329,9 +330,9 @@ class Checker:
         over = self._over(counted, allocatable)
         holding = [p for p in counted if not p.node and p.gated]
         if over and holding:  # room held for a preemptor: the pods of lower priority it takes are going
-            outranked = min(p.priority for p in holding)
+            outranked = max(p.priority for p in holding)
             within = now - self._room_since.setdefault(node, now) <= self.bind_timeout + self.reaction
-            over = self._over([p for p in counted if not (p.node and p.priority < outranked and (p.deleting or within))],
+            over = self._over([p for p in counted if not (p.priority < outranked and (p.deleting or within))],
                               allocatable)
         else:
             self._room_since.pop(node, None)

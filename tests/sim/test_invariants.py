@@ -123,6 +123,19 @@ def test_room_held_over_a_victim_being_deleted_holds_for_as_long_as_it_takes():
     assert kinds(c) == []
 
 
+def test_room_held_over_a_victim_reserved_but_not_bound_yet_is_no_over_commit_while_it_goes():
+    """A group preempted moments after its own reservation: its pods hold the node by their
+    reservation, not by a binding, and go as a bound victim's do."""
+    c = checker()  # bind timeout 10
+    victim = with_priority(pod("least", group="l", size=1, gpus=8, reserved="n1", gated=True), 10)
+    c.observe("pods", "ADDED", victim, 1)
+    c.observe("pods", "ADDED", with_priority(pod("urgent", group="u", size=1, gpus=8, reserved="n1", gated=True),
+                                             1000), 2)
+    assert kinds(c) == [], "the victim is on its way out"
+    c.observe("pods", "MODIFIED", victim, 13)
+    assert kinds(c) == ["over-commit"], "room promised over a victim nobody takes away"
+
+
 def test_room_held_over_pods_of_equal_priority_is_over_commit():
     c = checker()
     c.observe("pods", "ADDED", with_priority(pod("peer", group="", size=1, gpus=8, node_name="n1",
