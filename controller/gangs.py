@@ -24,7 +24,6 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from functools import lru_cache
-from operator import attrgetter
 
 from gangkeeper import names
 from gangkeeper.controller.decisions import Phase, Reason, Verdict
@@ -39,7 +38,6 @@ SUFFIX_MIN = 4
 _OBJECT_NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 # Sources whose group a user declares with a Gang of their own, found by the group it declares.
 _DECLARED_BY_USERS = frozenset({names.SOURCE_EXPLICIT, names.SOURCE_NATIVE_POD_GROUP})
-_requests = attrgetter("requests")  # what a member asks for, read in C for every member of every status
 
 # A waiting group's details (how many placeable, how much free) change with every pod that
 # starts or ends; rewriting its Gang on each would cost an API write per waiting group per
@@ -162,7 +160,7 @@ def gang_status(view: GangView, verdict: Verdict, timed_out: bool, attempts: int
             # null removes it (the status is written as a merge patch): only a waiting group has it
             "waitingSince": _rfc3339(view.group.first_seen) if waiting else None,
             "present": len(live), "minCount": view.group.min_count,
-            "accelerators": accelerator_count(map(_requests, live), patterns),
+            "accelerators": accelerator_count((m.requests for m in live), patterns),
             "conditions": conditions}
 
 

@@ -264,11 +264,7 @@ def build_groups(pods: Iterable[PodFacts], workloads: WorkloadIndex, first_seen:
         if facts.group is None:
             continue
         key = (facts.member.namespace, facts.group) if facts.source in _KEYED_BY_LABEL else group_key(facts, workloads)
-        found = members.get(key)
-        if found is None:
-            members[key] = [facts]
-        else:
-            found.append(facts)
+        members.setdefault(key, []).append(facts)
     views = []
     for key, facts in sorted(members.items()):
         sources = {f.source for f in facts}
