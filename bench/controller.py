@@ -59,6 +59,7 @@ from gangkeeper.controller.metrics import Metrics
 from gangkeeper.controller.model import node_from_api
 from gangkeeper.controller.reconciler import Memory, Release, Report, Settings, reconcile
 from gangkeeper.controller.runner import Controller
+from sim.patching import apply_merge_patch
 
 GPU = "nvidia.com/gpu"
 NS = "bench"
@@ -128,6 +129,7 @@ class InMemoryAPI:
 
     def __init__(self, pods: list[dict]):
         self.pods = {object_key(pod): pod for pod in pods}
+        self.gangs: dict[str, dict] = {}
         self.rv = 10**6
         self.released_at = 0.0
 
@@ -152,10 +154,28 @@ class InMemoryAPI:
             self.released_at = time.perf_counter()
         return pod
 
+    def resource_versions(self, resource, namespace, label_selector):
+        label = label_selector.partition("=")[2]
+        return {pod["metadata"]["name"]: pod["metadata"]["resourceVersion"] for pod in self.pods.values()
+                if pod["metadata"].get("namespace") == namespace
+                and (pod["metadata"].get("labels") or {}).get(names.GROUP_LABEL) == label}
+
     def patch_status(self, resource, namespace, name, body, patch_type=None):
-        return self.patch(resource, namespace, name, body, patch_type, subresource="status")
+        """A Gang's status, merged (its reservations too) into the Gang as the API server merges it."""
+        if resource is not kube.GANGS:
+            return self.patch(resource, namespace, name, body, patch_type, subresource="status")
+        key = f"{namespace}/{name}"
+        gang = self.gangs.get(key) or {"apiVersion": f"{names.GANG_GROUP}/{names.GANG_VERSION}",
+                                       "kind": names.GANG_KIND, "metadata": {"name": name, "namespace": namespace}}
+        self.rv += 1
+        gang = {**gang, "metadata": {**gang["metadata"], "resourceVersion": str(self.rv)},
+                "status": apply_merge_patch(gang.get("status") or {}, body["status"])}
+        self.gangs[key] = gang
+        return gang
 
     def create(self, resource, namespace, body):
+        if resource is kube.GANGS:
+            self.gangs.setdefault(f"{namespace}/{body['metadata']['name']}", dict(body))
         return body
 
     def delete(self, resource, namespace, name, **_):

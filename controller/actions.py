@@ -1,17 +1,19 @@
 """Carry out a pass's actions through `controller.kube`, in parallel where they are independent.
 
-Pod and owner writes go first, then Gang statuses, then Events: what the scheduler and the
-operators wait for is not held up behind what people read, and an Event about a Gang created this
-pass names the uid the Gang's write was answered with. Pod and owner writes are one wave and Gang
+Pod and owner writes (and a group's reservations, one write on its Gang) go first, then Gang
+statuses, then Events: what the scheduler and the operators wait for is not held up behind what
+people read, and an Event about a Gang created this pass names the uid the Gang's write was
+answered with. Pod and owner writes are one wave and Gang
 statuses the next, each once the one before has been answered. Within a wave the writes are
 independent (a pass reserves, releases, deletes or suspends each object at most once, and never
 releases what it reserves), so up to `concurrency` of them are in flight at once over the
 client's pool of kept-alive connections; writes to the same object (a pod, an owner, a Gang, the
 Events of one object) still go out one after the other, in the pass's order. Every write keeps
-its guard: the reserve patch's resourceVersion, the release patch's `test`s, the delete's uid.
-The guarantee does not rest on the order within a wave: a group is released only by a pass that
+its guard: the reserve patch's resourceVersion, the release patch's `test`s, the delete's uid
+(a Gang's reservations are the leader's alone to write, on the status subresource). The
+guarantee does not rest on the order within a wave: a group is released only by a pass that
 finds every member's reservation already stored, so reservations are durable before any member
-is released however the reserve patches interleave (docs/design.md, "Release, binding and
+is released however the writes interleave (docs/design.md, "Release, binding and
 rollback").
 
 Events are written in the background, as client-go's event recorder writes them: the pass does
@@ -21,6 +23,11 @@ the next pass's pod writes. At most `PENDING_EVENTS` wait; beyond that an Event 
 log says how many (the audit line, written at once, is the record). With `concurrency` 1 nothing
 is in the background: every write is sent from the calling thread, in the pass's order, and
 Events are written before `execute` returns (what the studies use, for runs that repeat).
+
+Before a group's members are released, the executor asks the API server (one request, metadata
+alone) for their resourceVersions: a group any of whose members changed since the pass read it
+is not released by this pass, so that a member the cache had not yet seen deleted and created
+again cannot leave the rest released without it (`_without_stale_releases`).
 
 A Conflict (409, or a failed JSON Patch `test`) means the cache was behind: the action is
 dropped and the next pass, on fresher data, decides again; it is never retried blindly. Any other
@@ -47,12 +54,13 @@ import hashlib
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from itertools import groupby
 
+from gangkeeper import names
 from gangkeeper.audit import AuditLog
 from gangkeeper.controller.decisions import (
     Action,
@@ -65,6 +73,7 @@ from gangkeeper.controller.decisions import (
     Release,
     Report,
     Reserve,
+    ReserveGroup,
     ResumeOwner,
     SaveGang,
     SuspendOwner,
@@ -109,7 +118,8 @@ class _Left(Exception):
 
 
 class Executor:
-    """Writes actions; `written(obj)` sees every pod the API returned, so the cache can assume it.
+    """Writes actions; `written(obj)` sees every pod reserved or released and every Gang whose
+    reservations were written, as the API returned them, so the cache can assume them.
 
     `concurrency` is how many writes may be in flight at once; 1 sends them one after the other
     from the calling thread, in the pass's order (what the studies use, for runs that repeat).
@@ -153,6 +163,8 @@ class Executor:
         if ordered and not proceed():
             log.warning("stopped with %d of %d actions left: no longer allowed to write", len(ordered), len(ordered))
             return len(ordered)
+        if not self._dry_run:
+            ordered = self._without_stale_releases(ordered)
         for action in ordered:
             if isinstance(action, Report):
                 self._record(action)
@@ -169,6 +181,40 @@ class Executor:
         if left:
             log.warning("stopped with %d of %d actions left: no longer allowed to write", left, len(ordered))
         return failed + left
+
+    def _without_stale_releases(self, ordered: list[Action]) -> list[Action]:
+        """The actions without the releases, and the report of them, of a group any of whose
+        members changed since the pass read it; one request a group to the API server, not its cache.
+
+        A member deleted and created again just before the reservation (its cache a little behind)
+        would be reserved as the pod it was, on its Gang, and its release would fail while the
+        others' went through: part of the group released, its new pod unreserved. So a group is
+        released only when every member's resourceVersion is still the one its release patch tests."""
+        releases: dict[tuple[str, str], list[Release]] = {}
+        for action in ordered:
+            if isinstance(action, Release):
+                releases.setdefault(action.group, []).append(action)
+        if not releases:
+            return ordered
+        checked = (map if self._pool is None or len(releases) == 1 else self._pool.map)(
+            lambda item: (item[0], self._unchanged(*item)), releases.items())
+        stale = {group for group, unchanged in checked if not unchanged}
+        return [action for action in ordered if action.group not in stale or not (
+            isinstance(action, Release) or (isinstance(action, Report) and action.event is GangEvent.RELEASED))]
+
+    def _unchanged(self, group: tuple[str, str], members: list[Release]) -> bool:
+        try:
+            current = self._kube.resource_versions(PODS, group[0], f"{names.GROUP_LABEL}={members[0].label}")
+        except KubeError as error:
+            log.warning("%s: its members could not be checked before their release (%s); releasing next pass",
+                        "/".join(group), error)
+            return False
+        changed = sorted(member.pod for member in members if current.get(member.pod) != member.resource_version)
+        if changed:
+            shown = ", ".join(changed[:5]) + (f" and {len(changed) - 5} more" if len(changed) > 5 else "")
+            log.info("%s: %s changed since the pass read them (updated, or deleted and created again): none of "
+                     "the group is released until the cache has caught up", "/".join(group), shown)
+        return not changed
 
     def _run_wave(self, wave: list[tuple[int, Action]], proceed: Callable[[], bool]) -> tuple[int, int]:
         """Write and account for one wave; (failed, left) actions. Events in the background count
@@ -187,7 +233,7 @@ class Executor:
         for write, answer in self._send(writes, proceed):
             if isinstance(answer, BaseException):
                 errors.setdefault(write.action, answer)
-            elif isinstance(actions[write.action], (Reserve, Release)):
+            elif isinstance(actions[write.action], (Reserve, ReserveGroup, Release)):
                 self._written(answer)
         failed = left = 0
         for position, action in wave:
@@ -258,6 +304,10 @@ class Executor:
         if isinstance(action, Reserve):
             patch = reserve_patch(action.resource_version, action.node)
             return self._kube.patch(PODS, namespace, action.pod, patch, MERGE_PATCH)
+        if isinstance(action, ReserveGroup):
+            self._create_gang(namespace, action.create)
+            return self._kube.patch_status(GANGS, namespace, action.name,
+                                           {"status": {"reservations": dict(action.reservations)}}, MERGE_PATCH)
         if isinstance(action, Release):
             return self._kube.patch(PODS, namespace, action.pod, list(action.patch), JSON_PATCH)
         if isinstance(action, DeletePod):
@@ -267,11 +317,7 @@ class Executor:
         if isinstance(action, (SuspendOwner, ResumeOwner)):
             return self._kube.patch(action.resource, namespace, action.name, dict(action.patch), MERGE_PATCH)
         if isinstance(action, SaveGang):
-            if action.create is not None:
-                try:
-                    self._kube.create(GANGS, namespace, action.create)
-                except AlreadyExists:
-                    pass
+            self._create_gang(namespace, action.create)
             saved = self._kube.patch_status(GANGS, namespace, action.name, {"status": dict(action.status)},
                                             MERGE_PATCH)
             self._gang_uids[(namespace, action.name)] = ((saved or {}).get("metadata") or {}).get("uid", "")
@@ -282,6 +328,14 @@ class Executor:
             except NotFound:
                 return None
         raise TypeError(f"no write for {type(action).__name__}")
+
+    def _create_gang(self, namespace: str, body: Mapping | None) -> None:
+        """Create the Gang a pass found none of (None: it has one), unless it exists by now."""
+        if body is not None:
+            try:
+                self._kube.create(GANGS, namespace, dict(body))
+            except AlreadyExists:
+                pass
 
     def _report_on_group(self, report: Report, gang_uids: dict[tuple[str, str], str]) -> None:
         involved = self._with_uid(report.group[0], report.involved, gang_uids)
@@ -416,6 +470,8 @@ def _target(action: Action) -> str:
         return f"suspend {action.resource.kind} {action.name}"
     if isinstance(action, ResumeOwner):
         return f"resume {action.resource.kind} {action.name}"
+    if isinstance(action, ReserveGroup):
+        return f"reserve {len(action.reservations)} members on Gang {action.name}"
     if isinstance(action, SaveGang):
         return f"save Gang {action.name}"
     if isinstance(action, DeleteGang):

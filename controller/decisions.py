@@ -93,13 +93,31 @@ class Reserve:
 
 
 @dataclass(frozen=True)
+class ReserveGroup:
+    """Book the nodes of a plan for a group's gated members in one write: its Gang's
+    `status.reservations` (pod name → uid and node, `controller.gangs.reservations_patch`), a
+    merge patch that also removes the entries of pods gone, released or replaced (null). The Gang
+    is created first (`create`, its body) when the pass found none."""
+
+    group: GroupKey
+    name: str
+    reservations: Mapping[str, Mapping | None]
+    create: Mapping | None = None
+
+
+@dataclass(frozen=True)
 class Release:
-    """Pin a reserved member to its node and remove our gate, in one guarded JSON Patch (`controller.patches`)."""
+    """Pin a reserved member to its node and remove our gate, in one guarded JSON Patch
+    (`controller.patches`). `label` (the members' group label) and `resource_version` (the pod's,
+    as the pass read it) let the executor check, before any member of the group is released, that
+    none changed since (`controller.actions`)."""
 
     group: GroupKey
     pod: str
     node: str
     patch: tuple[Mapping, ...]
+    label: str
+    resource_version: str
 
 
 @dataclass(frozen=True)
@@ -192,4 +210,4 @@ class SaveGang:
     create: Mapping | None = None
 
 
-Action = Reserve | Release | DeletePod | EvictPod | SuspendOwner | ResumeOwner | Report | SaveGang | DeleteGang
+Action = Reserve | ReserveGroup | Release | DeletePod | EvictPod | SuspendOwner | ResumeOwner | Report | SaveGang | DeleteGang

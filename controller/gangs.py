@@ -28,7 +28,7 @@ from functools import lru_cache
 from gangkeeper import names
 from gangkeeper.controller.decisions import Phase, Reason, Verdict
 from gangkeeper.controller.groups import GANGS, GangView, Owner, Workload, WorkloadIndex, gang_for
-from gangkeeper.controller.model import GroupKey
+from gangkeeper.controller.model import GroupKey, Member
 from gangkeeper.resources import accelerator_count
 
 API_VERSION = f"{names.GANG_GROUP}/{names.GANG_VERSION}"
@@ -44,6 +44,11 @@ _DECLARED_BY_USERS = frozenset({names.SOURCE_EXPLICIT, names.SOURCE_NATIVE_POD_G
 # change. Phase, counts and condition reasons are written at once; details at most this often
 # (and then at once: the pass that falls due writes them, not the next resync).
 STATUS_DETAILS_REFRESH_SECONDS = 10.0
+# A group's reservations are written on its Gang while they take at most this much of it (etcd
+# stores objects of at most 1.5 MiB; an entry is about 100 bytes): a larger plan is booked on
+# each member instead, with the reservation annotation.
+RESERVATIONS_MAX_BYTES = 512 * 1024
+_ENTRY_BYTES = len('"": {"uid": "", "node": ""}, ')
 
 
 def keeps_gang(view: GangView, served: bool) -> bool:
@@ -162,6 +167,28 @@ def gang_status(view: GangView, verdict: Verdict, timed_out: bool, attempts: int
             "present": len(live), "minCount": view.group.min_count,
             "accelerators": accelerator_count((m.requests for m in live), patterns),
             "conditions": conditions}
+
+
+def reservations_patch(view: GangView, assignments: Sequence[tuple[Member, str]],
+                       existing: Workload | None) -> dict[str, dict | None] | None:
+    """The merge patch of the Gang's `status.reservations` that books each (member, node) of
+    `assignments` and removes (null) the entries of pods that are gone, finished or replaced by
+    another pod of the name. A released member's entry stays while it lives (its pin books its
+    node from then on). None when the entries would take more than `RESERVATIONS_MAX_BYTES`."""
+    patch: dict[str, dict | None] = {member.name: {"uid": member.uid, "node": node} for member, node in assignments}
+    held = existing.reservations if existing is not None else {}
+    live = {member.name: member.uid for member in view.group.members if not member.terminal}
+    size = 0
+    for name, (uid, node) in held.items():
+        if name in patch:
+            continue
+        if live.get(name) == uid:
+            size += _ENTRY_BYTES + len(name) + len(uid) + len(node)
+        else:
+            patch[name] = None
+    size += sum(_ENTRY_BYTES + len(name) + len(entry["uid"]) + len(entry["node"])
+                for name, entry in patch.items() if entry is not None)
+    return patch if size <= RESERVATIONS_MAX_BYTES else None
 
 
 def gang_body(view: GangView, name: str) -> dict:

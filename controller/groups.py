@@ -101,6 +101,9 @@ class Workload:
     status: Mapping | None = None  # a Gang's status, compared before it is written again
     disposable: bool = False  # a Gang the controller created for a group without owner
     suspend: SuspendState | None = None  # an owner's suspend switch, where its kind has one
+    # A Gang's `status.reservations`: member pod name → (uid, node), the nodes booked for its gated members.
+    reservations: Mapping[str, tuple[str, str]] = field(default_factory=lambda: _NO_FIELDS)
+    resource_version: str = ""
 
     @property
     def owner(self) -> Owner:
@@ -159,7 +162,8 @@ def workload_from_api(resource: str, obj: Mapping) -> Workload:
     return Workload(resource=resource, namespace=sys.intern(metadata.get("namespace", "")),
                     name=metadata.get("name", ""), uid=metadata.get("uid", ""),
                     api_version=f"{api.group}/{api.version}" if api.group else api.version,
-                    kind=api.kind, **integration.declaration(obj))
+                    kind=api.kind, resource_version=str(metadata.get("resourceVersion", "")),
+                    **integration.declaration(obj))
 
 
 def _controller_owner(metadata: Mapping) -> Owner | None:

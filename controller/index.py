@@ -3,7 +3,10 @@
 The informers report each change of a pod, node or workload; `apply` takes a batch of them and
 keeps, incrementally:
   - the capacity ledger (bound pods, reservations), the accelerators reserved and not yet
-    bound, and the node pool (rebuilt only when a node really changes, not on heartbeats);
+    bound, and the node pool (rebuilt only when a node really changes, not on heartbeats). A
+    reservation is a pod's own (its annotation, or once released its pin) or its Gang's
+    (`status.reservations`): the Gang's entries are joined to the pods they name, for that very
+    pod (its uid) while it is gated and has none of its own, whichever of the two arrives first;
   - the members of each group, by bucket (namespace, group label): a bucket holds one group,
     or several (an InOrder JobSet has one per replicated job, lone accelerator pods one each);
   - which buckets changed since the last pass (dirty) and which hold a group still under way
@@ -19,10 +22,10 @@ nothing: a heartbeat, a stale watch event), so that a pass can tell that what th
 is as it was at the last pass, and keep the answers it found then (`planned`; `controller.queue`).
 
 Our own writes arrive twice: as the API's answer to the patch (so that the next pass already
-sees the reservation) and later from the watch. A pod's facts are replaced only by facts at
-least as new (by resourceVersion), so a watch event older than our write cannot undo it; a pod
-deleted earlier in the same batch is not brought back by the answer to a write that preceded
-the deletion.
+sees the reservation) and later from the watch. A pod's facts, and a workload, are replaced only
+by newer ones (by resourceVersion), so a watch event older than our write cannot undo it; an
+object deleted earlier in the same batch is not brought back by the answer to a write that
+preceded the deletion.
 
 Not thread-safe: the controller's loop is the only thread that applies and reads.
 """
@@ -36,6 +39,7 @@ from gangkeeper.controller.budgets import POD_DISRUPTION_BUDGETS, Budgets
 from gangkeeper.controller.capacity import Ledger
 from gangkeeper.controller.eligibility import NodePool
 from gangkeeper.controller.groups import (
+    GANGS,
     GangView,
     PodFacts,
     Workload,
@@ -106,6 +110,9 @@ class ClusterIndex:
         self._settled_phases: Counter = Counter()
         self._gone: set[GroupKey] = set()
         self._deleted: dict[str, str] = {}
+        self._deleted_workloads: dict[WorkloadKey, str] = {}
+        self._plans: dict[str, dict[WorkloadKey, tuple[str, str]]] = {}  # pod key → Gang → (uid, node)
+        self._booked: set[str] = set()  # pods whose reservation is their Gang's
         self._claiming: list[Member] = []  # waiting members with claims seen in this batch of changes
         self.version = 0  # moves with every change to pods, nodes, devices, claims or volumes
         self.planned: Planned | None = None  # the last pass's planning, reused while `version` stays
@@ -159,6 +166,7 @@ class ClusterIndex:
             self.occupancy.index_rooms(self._claiming, self.pool)
             self._claiming = []
         self._deleted.clear()
+        self._deleted_workloads.clear()
         return failed
 
     def put_pod(self, key: str, facts: PodFacts | None) -> None:
@@ -168,16 +176,21 @@ class ClusterIndex:
                 return
             self._deleted[key] = old.member.uid
             del self.pods[key]
+            self._booked.discard(key)
         elif old is facts or (old is not None and not _newer(facts, old)) or self._deleted.get(key) == facts.member.uid:
             return
         else:
+            facts = self._with_plan(key, facts)
             self.pods[key] = facts
             if facts.member.claims and facts.member.waiting:
                 self._claiming.append(facts.member)
+        self._recount(key, old, facts)
+
+    def _recount(self, key: str, old: PodFacts | None, new: PodFacts | None) -> None:
         self.version += 1
         self._count(old, -1)
-        self._count(facts, +1)
-        self._regroup(key, old, facts)
+        self._count(new, +1)
+        self._regroup(key, old, new)
 
     def put_node(self, name: str, node: Node | None) -> None:
         if self.nodes.get(name) == node:
@@ -193,11 +206,67 @@ class ClusterIndex:
         self.version += 1
 
     def put_workload(self, key: WorkloadKey, workload: Workload | None) -> None:
+        current = self.workloads.get(key)
+        if workload is None:
+            if current is None:
+                return
+            self._deleted_workloads[key] = current.uid
+        elif ((current is not None and not _newer_version(workload.uid, workload.resource_version, current.uid,
+                                                          current.resource_version))
+              or self._deleted_workloads.get(key) == workload.uid):
+            return  # as for pods: our write's answer and the watch's older news arrive in either order
         previous = self.workloads.put(key, workload)
+        if key[0] == GANGS:
+            self._book(key, previous, workload)
         if _declaration(previous) == _declaration(workload):
             return  # a status write (ours, on a Gang) changes no group
         for dependency in {*dependents(key, previous), *dependents(key, workload)}:
             self._dirty |= self._dependents.get(dependency, set())
+
+    def _book(self, gang: WorkloadKey, previous: Workload | None, workload: Workload | None) -> None:
+        """Count the reservations a Gang's status holds for its members, and no longer those it dropped."""
+        old = previous.reservations if previous is not None else {}
+        new = workload.reservations if workload is not None else {}
+        if old == new:
+            return
+        namespace = gang[1]
+        for name in old.keys() | new.keys():
+            entry = new.get(name)
+            if entry == old.get(name):
+                continue
+            key = f"{namespace}/{name}"
+            plans = self._plans.setdefault(key, {})
+            if entry is not None:
+                plans[gang] = entry
+            else:
+                plans.pop(gang, None)
+                if not plans:
+                    del self._plans[key]
+            facts = self.pods.get(key)
+            if facts is not None:
+                booked = self._with_plan(key, self._own(key, facts))
+                if booked != facts:
+                    self.pods[key] = booked
+                    self._recount(key, facts, booked)
+
+    def _with_plan(self, key: str, facts: PodFacts) -> PodFacts:
+        """The pod's facts with the node its Gang reserves for it: only for this very pod (its uid),
+        gated, and with no reservation, pin or node of its own. Should two Gangs name it (its group
+        moved to a Gang a user declared later), the first by name counts, however they arrived."""
+        member = facts.member
+        plans = self._plans.get(key)
+        node = None
+        if plans and member.gated and member.reserved_node is None and member.node is None:
+            node = next((node for _, (uid, node) in sorted(plans.items()) if uid == member.uid), None)
+        if node is None:
+            self._booked.discard(key)
+            return facts
+        self._booked.add(key)
+        return replace(facts, member=replace(member, reserved_node=node))
+
+    def _own(self, key: str, facts: PodFacts) -> PodFacts:
+        """The pod's facts as read from the pod, without the reservation its Gang holds."""
+        return replace(facts, member=replace(facts.member, reserved_node=None)) if key in self._booked else facts
 
     def touch_all(self) -> None:
         """Decide on every group at the next pass (a new leadership term, a consistency check)."""
@@ -243,15 +312,19 @@ class ClusterIndex:
         return Pending(tuple(views), gone, +settled_elsewhere, complete)
 
     def rebuilt_from(self, pods: Iterable[PodFacts], workloads: Iterable[Workload], nodes: Iterable[Node],
-                     changes: Sequence[Change] = (), objects: Iterable[Change] = ()) -> tuple["ClusterIndex", list[str]]:
+                     changes: Sequence[Change] = (), objects: Iterable[Change] = (),
+                     assumed: Sequence[Change] = ()) -> tuple["ClusterIndex", list[str]]:
         """A fresh index of the informers' caches, and how this one differs from it (nothing,
         unless an incremental update has a bug). `changes` (queued after the caches were read) go
-        to both; our writes that the caches have not seen yet are kept. `objects`: as for `build`."""
+        to both; our writes that the caches have not seen yet are kept: the pods', and the Gangs
+        of `assumed` (the runner's: one this pass created is in no cache yet), unless the caches
+        hold a newer version. `objects`: as for `build`."""
         self.apply(changes)
         fresh = ClusterIndex.build(pods, {(w.resource, w.namespace, w.name): w for w in workloads},
                                    nodes, self.patterns, namespace=self.namespace, objects=objects)
         fresh.apply(changes)
-        fresh.apply([(PODS, key, facts) for key, facts in self.pods.items()
+        fresh.apply(assumed)
+        fresh.apply([(PODS, key, self._own(key, facts)) for key, facts in self.pods.items()
                      if key in fresh.pods and _newer(facts, fresh.pods[key])])
         return fresh, self._differences(fresh)
 
@@ -353,15 +426,19 @@ def _newer(facts: PodFacts, than: PodFacts) -> bool:
     resourceVersions are opaque in general; kube-apiserver (etcd revisions) and the emulation use
     increasing integers, and anything else is taken as newer.
     """
-    if facts.member.uid != than.member.uid:
+    return _newer_version(facts.member.uid, facts.resource_version, than.member.uid, than.resource_version)
+
+
+def _newer_version(uid: str, new: str, than_uid: str, old: str) -> bool:
+    if uid != than_uid:
         return True
-    new, old = facts.resource_version, than.resource_version
     return not (new.isdigit() and old.isdigit()) or int(new) > int(old)
 
 
 def _declaration(workload: Workload | None) -> Workload | None:
-    """What a workload says about groups: everything but a Gang's status."""
-    return None if workload is None else replace(workload, status=None)
+    """What a workload says about groups: everything but a Gang's status (its reservations are
+    counted on the members they book) and the object's version."""
+    return None if workload is None else replace(workload, status=None, reservations={}, resource_version="")
 
 
 def _workload_key(resource: str, key: str | WorkloadKey) -> WorkloadKey:

@@ -14,7 +14,10 @@ change to the cache (see `Cache`), value None meaning gone — a relist reports 
 and every key it drops — so that a consumer can keep its own index without rescanning the cache.
 
 A resource whose API is not served (a CRD not installed) is switched off with one log line,
-counts as synced with nothing in it, and is looked up again every `recheck_seconds`.
+counts as synced with nothing in it, and is looked up again every `recheck_seconds`. With
+`keeps_unserved`, one that was served and is not any more keeps what it last listed: the Gangs
+hold reservations, and an API server that answers 404 for a moment (restarting, before its CRD
+handlers are ready) must not free what they book.
 
 While a list is read and cached, the cyclic garbage collector is held off (`uncollected`): what
 a list makes lives on (150,000 pods' facts), and every full collection on the way would walk all
@@ -145,7 +148,8 @@ class Informer:
                  on_change: Callable[[str], None] = _ignore,
                  on_object: Callable[[str, Any], None] = _ignore, watch_timeout: float = 300.0,
                  recheck_seconds: float = 60.0, backoff: Backoff | None = None,
-                 wait: Callable[[float], Any] | None = None, random: Callable[[], float] = random.random):
+                 wait: Callable[[float], Any] | None = None, random: Callable[[], float] = random.random,
+                 keeps_unserved: bool = False):
         self.resource = resource
         self.cache = Cache(on_object)
         self.resource_version: str | None = None  # None: the next step lists
@@ -160,6 +164,7 @@ class Informer:
         self._wait = wait or self._stopped.wait
         self._synced = threading.Event()
         self._served: bool | None = None
+        self._keeps_unserved = keeps_unserved
         self._stream: WatchStream | None = None
         self._thread: threading.Thread | None = None
 
@@ -207,7 +212,11 @@ class Informer:
         resource = self.resource
         served = self._kube.served(resource.group, resource.version, resource.plural)
         if served != self._served:
-            if not served:
+            if not served and self._keeps_unserved and self._served:
+                log.warning("%s (%s/%s) is not served any more: keeping the %d objects last listed (what they "
+                            "book stays booked), looking again every %.0fs", resource.name, resource.group,
+                            resource.version, len(self.cache.snapshot()), self._recheck_seconds)
+            elif not served:
                 log.warning("%s (%s/%s) is not served: switched off, looking again every %.0fs",
                             resource.name, resource.group, resource.version, self._recheck_seconds)
                 self.cache.replace({})

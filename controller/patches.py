@@ -1,4 +1,5 @@
-"""The bodies of the controller's pod writes: reserve (a merge patch) and release (a JSON Patch).
+"""The bodies of the controller's pod writes: reserve (a merge patch, for a group whose Gang
+cannot hold its reservations: `gangs.reservations_patch`) and release (a JSON Patch).
 
 Both are guarded, so that a write made from a stale cache fails with a Conflict instead of
 landing on a pod that changed (docs/design.md, "Release, binding and rollback"): the reserve
@@ -27,8 +28,9 @@ def release_patch(facts: PodFacts, node: str, released_at: float | None = None) 
     The pin is added to every existing required term (terms are ORed: a pin missing from one
     would let the pod land anywhere that term allows), or as a new term when there are none.
     Only our gate is removed, by index, after a `test` that the index still names it. With
-    `released_at`, the release annotation records it (the member is reserved, so it has
-    annotations to add it to), and the bind timeout counts from it even after a restart.
+    `released_at`, the release annotation records it (the webhook gave every gated member
+    annotations, its group source among them, to add it to), and the bind timeout counts from it
+    even after a restart.
     """
     pin = {"key": names.PIN_FIELD, "operator": "In", "values": [node]}
     ops: list[Mapping] = [{"op": "test", "path": "/metadata/resourceVersion", "value": facts.resource_version}]

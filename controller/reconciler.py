@@ -1,10 +1,11 @@
 """One reconcile pass, decided on the cluster as the index holds it: what to write, never writing it.
 
 A group moves through reserve → release → bound, one durable step per pass:
-  - reserve: the planner admitted the group; each waiting member gets the reservation
-    annotation (it stays gated). Capacity is booked from now on: the ledger counts reservations
-    and pins found on the pods, so a restarted controller books exactly what its predecessor
-    booked and nothing twice.
+  - reserve: the planner admitted the group; its waiting members' nodes are written in one
+    write on its Gang (`status.reservations`), or, for a group without a Gang, in each member's
+    reservation annotation; they stay gated. Capacity is booked from now on: the ledger counts
+    the reservations and the pins on the pods, so a restarted controller books exactly what its
+    predecessor booked and nothing twice.
   - release: at least min count members hold a reservation (or are further along); every
     reserved, still-gated member gets one JSON Patch that pins it to its node, removes our gate
     and records when (`gangkeeper.io/released-at`), guarded by `test`s so that a stale cache
@@ -77,6 +78,7 @@ from gangkeeper.controller.decisions import (
     Release,
     Report,
     Reserve,
+    ReserveGroup,
     ResumeOwner,
     SaveGang,
     SuspendOwner,
@@ -709,7 +711,8 @@ def _release(state: _Pass, view: GangView) -> None:
         member = facts.member
         if member.gated and member.reserved_node and not member.terminal and facts.gate_index is not None:
             state.actions.append(Release(view.group.key, member.name, member.reserved_node,
-                                         release_patch(facts, member.reserved_node, state.now)))
+                                         release_patch(facts, member.reserved_node, state.now), view.label,
+                                         facts.resource_version))
             released.append(member.name)
     if released:
         key = view.group.key
@@ -788,9 +791,17 @@ def _incomplete_or_queued(group: Group) -> Verdict:
 
 
 def _reserve(state: _Pass, view: GangView, plan: Plan) -> None:
-    by_uid = {facts.member.uid: facts for facts in view.pods}
-    for member, node in plan.assignments:
-        state.actions.append(Reserve(view.group.key, member.name, by_uid[member.uid].resource_version, node))
+    """Book the plan: in one write on the group's Gang when it has one and the plan fits there,
+    else on each member (its reservation annotation, guarded by the resourceVersion read)."""
+    place = _gang(state, view)
+    patch = gangs.reservations_patch(view, plan.assignments, place.existing) if place is not None else None
+    if patch is not None:
+        state.actions.append(ReserveGroup(view.group.key, place.name, patch,
+                                          None if place.existing is not None else gangs.gang_body(view, place.name)))
+    else:
+        by_uid = {facts.member.uid: facts for facts in view.pods}
+        for member, node in plan.assignments:
+            state.actions.append(Reserve(view.group.key, member.name, by_uid[member.uid].resource_version, node))
     nodes = sorted(plan.nodes)
     _report(state, view, GangEvent.RESERVED, Reason.RESERVED,
             f"reserved {len(plan.assignments)} members on {len(nodes)} nodes: {', '.join(nodes[:10])}",

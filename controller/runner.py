@@ -39,13 +39,13 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from functools import partial
 
-from gangkeeper import integrations
+from gangkeeper import integrations, names
 from gangkeeper.audit import AuditLog
 from gangkeeper.controller import kube as api
 from gangkeeper.controller import reading
 from gangkeeper.controller.actions import CONCURRENT_WRITES, Executor
 from gangkeeper.controller.budgets import budget_from_api
-from gangkeeper.controller.groups import pod_facts, workload_from_api
+from gangkeeper.controller.groups import Workload, pod_facts, workload_from_api
 from gangkeeper.controller.index import PODS, Change, ClusterIndex
 from gangkeeper.controller.informer import Hooks, Informer, Transform, object_key
 from gangkeeper.controller.metrics import Metrics
@@ -98,7 +98,11 @@ class Controller:
         self._next_due: float | None = None  # cluster-clock moment a timeout falls due (from the last pass)
         self._turned_at = self.heartbeat  # monotonic moment the last turn ended
         self._deadline = self._turned_at + resync_seconds  # a turn by then even if nothing changes
-        self._pod_writes = 0
+        self._assumed = 0
+        # Gangs our writes got back and their informer has not shown yet: a Gang created with its
+        # reservations by this pass is in no cache, and a rebuild from the caches must keep it.
+        self._assumed_gangs: dict[str, Workload] = {}
+        self._assuming = threading.Lock()  # the informers' threads confirm what the loop assumed
         self._next_check = self._turned_at + consistency_seconds
         hooks = Hooks(watch_restarted=lambda resource, reason: metrics.watch_restarts.labels(resource, reason).inc())
         make_informer = make_informer or partial(Informer, kube)
@@ -110,7 +114,8 @@ class Controller:
 
         self.pods = informer(api.PODS, pod_facts, reading=reading.PODS)
         self.nodes = informer(api.NODES, node_from_api, reading=reading.NODES)
-        self.workloads = [informer(resource, partial(workload_from_api, resource.name), namespace)
+        self.workloads = [informer(resource, partial(workload_from_api, resource.name), namespace,
+                                   keeps_unserved=resource is api.GANGS)  # they hold reservations
                           for resource in WORKLOADS]
         self.gangs = self.workloads[WORKLOADS.index(api.GANGS)]
         self.objects = [*(informer(resource, cached_object) for resource in api.OCCUPANCY),
@@ -155,8 +160,8 @@ class Controller:
         return self._clock.monotonic() - self.heartbeat < stuck_after
 
     def due(self) -> float:
-        """The monotonic moment the next turn is due: at once after a pass whose pod writes
-        succeeded; else `debounce_seconds` after the first change since the last turn (counted
+        """The monotonic moment the next turn is due: at once after a pass whose pod writes or
+        Gang reservations succeeded; else `debounce_seconds` after the first change since the last turn (counted
         from the turn's end for a change during it) or after the deadline, whichever comes first.
         The deadline is `resync_seconds` after the last turn, or sooner when a timeout falls due."""
         if self._wrote:
@@ -233,9 +238,9 @@ class Controller:
         seconds = time.perf_counter() - started
         self.memory = outcome.memory
         self._next_due = outcome.next_due
-        writes = self._pod_writes
+        writes = self._assumed
         self.failed_actions += self.executor.execute(outcome.actions, proceed=still_leading)
-        self._wrote = self._pod_writes > writes
+        self._wrote = self._assumed > writes
         self.metrics.observe_pass(outcome, seconds)
         return outcome
 
@@ -255,7 +260,10 @@ class Controller:
         workloads = [w for informer in self.workloads for w in informer.cache.snapshot().values()]
         objects = [(informer.resource.name, key, obj) for informer in self.objects
                    for key, obj in informer.cache.snapshot().items()]
-        fresh, differences = self.index.rebuilt_from(pods.values(), workloads, nodes.values(), self._drain(), objects)
+        with self._assuming:
+            assumed = [(api.GANGS.name, key, gang) for key, gang in self._assumed_gangs.items()]
+        fresh, differences = self.index.rebuilt_from(pods.values(), workloads, nodes.values(), self._drain(), objects,
+                                                     assumed)
         if differences:
             log.warning("the incremental index had drifted from the caches (%s); using the rebuilt one",
                         "; ".join(differences))
@@ -272,10 +280,36 @@ class Controller:
         gc.freeze()
 
     def _queue(self, resource: str, key: str, value: object) -> None:
+        if resource == api.GANGS.name and key in self._assumed_gangs:
+            self._confirm(key, value)
         self._changes.append((resource, key, value))
 
-    def _assume(self, pod: dict) -> None:
-        facts = pod_facts(pod)
+    def _confirm(self, key: str, cached: Workload | None) -> None:
+        """Forget a Gang our write got back once its informer has it (that version, a later one,
+        another Gang under the name) or has seen it deleted: the caches stand for it from then on."""
+        with self._assuming:
+            assumed = self._assumed_gangs.get(key)
+            if assumed is not None and (cached is None or cached.uid != assumed.uid
+                                        or not _older(cached.resource_version, assumed.resource_version)):
+                del self._assumed_gangs[key]
+
+    def _assume(self, obj: dict) -> None:
+        """Lay an object our write got back over the cache: a pod reserved or released, or a Gang
+        whose reservations were written (so the next pass books them before the watch says so)."""
+        if obj.get("kind") == names.GANG_KIND:
+            key, gang = object_key(obj), workload_from_api(api.GANGS.name, obj)
+            with self._assuming:
+                self._assumed_gangs[key] = gang
+            self._changes.append((api.GANGS.name, key, gang))
+            self._assumed += 1
+            return
+        facts = pod_facts(obj)
         if facts is not None:
-            self._changes.append((PODS, object_key(pod), facts))
-            self._pod_writes += 1
+            self._changes.append((PODS, object_key(obj), facts))
+            self._assumed += 1
+
+
+def _older(version: str, than: str) -> bool:
+    """Whether resourceVersion `version` is older than `than` (increasing integers, as etcd's
+    revisions; anything else is not known to be older)."""
+    return version.isdigit() and than.isdigit() and int(version) < int(than)

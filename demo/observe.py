@@ -1,4 +1,4 @@
-"""What the demo shows and measures, read from pods alone: per job, how many pods run, wait,
+"""What the demo shows and measures, read from pods and their Gangs: per job, how many pods run, wait,
 sit gated, how many GPUs they hold, and how many GPU-seconds were held to no purpose.
 
 Two kinds of waste are told apart, because only one of them is what gang scheduling removes:
@@ -8,8 +8,10 @@ Two kinds of waste are told apart, because only one of them is what gang schedul
 - *starting*: the job holds GPUs while every pod has a node but not all containers run yet
   (image pull, container start). Every scheduler pays this; it is shown so nothing is hidden.
 
-The tracker is fed pod objects with a time (watch events in the emulation, polled lists on a
-real cluster) and integrates both exactly between changes. It is thread-safe: the cluster
+The tracker is fed pod and Gang objects with a time (watch events in the emulation, polled lists
+on a real cluster) and integrates both exactly between changes. A pod is reserved when its Gang's
+`status.reservations` books it (or its own annotation does) and once the controller released it
+to its node. It is thread-safe: the cluster
 thread feeds it, the terminal view reads snapshots.
 """
 
@@ -18,6 +20,7 @@ from dataclasses import dataclass, field, replace
 
 from gangkeeper import names
 from gangkeeper.resources import accelerators, pod_requests
+from sim.reservations import Reservations
 
 TERMINAL = ("Succeeded", "Failed")
 
@@ -30,17 +33,18 @@ class PodFacts:
     running: bool
     succeeded: bool
     gated: bool
-    reserved: bool  # the controller wrote a reservation on it (or it is pinned)
+    reserved: bool  # the controller reserved a node for it, or released it to that node
 
 
-def pod_facts(pod: dict) -> PodFacts:
+def pod_facts(pod: dict, reservations: Reservations) -> PodFacts:
     spec, status, meta = pod.get("spec") or {}, pod.get("status") or {}, pod["metadata"]
     phase = status.get("phase") or "Pending"
     gpus = int(sum(accelerators(pod_requests(pod)).values()))
     return PodFacts(gpus=gpus, bound=bool(spec.get("nodeName")), terminal=phase in TERMINAL,
                     running=phase == "Running" and not meta.get("deletionTimestamp"),
                     succeeded=phase == "Succeeded", gated=bool(spec.get("schedulingGates")),
-                    reserved=names.RESERVED_NODE_ANNOTATION in (meta.get("annotations") or {}))
+                    reserved=bool(names.RELEASED_AT_ANNOTATION in (meta.get("annotations") or {})
+                                  or reservations.node_for(pod)))
 
 
 def as_created(pod: dict) -> tuple[bool, bool]:
@@ -147,6 +151,8 @@ class Observer:
         self.job_of = job_of or (lambda pod: (pod["metadata"].get("labels") or {}).get(names.KUBEFLOW_JOB_NAME_LABEL))
         self.timeline: list[tuple[float, tuple[int, ...]]] = [(0.0, tuple(0 for _ in job_sizes))]
         self.at_creation: dict[str, tuple[bool, bool]] = {}  # pod → (gated by us, labelled with a group)
+        self.reservations = Reservations()
+        self._pods: dict[str, dict] = {}  # the jobs' pods as last seen, read again when their Gang changes
         self.lock = threading.Lock()
 
     def observe(self, pod: dict, deleted: bool, now: float) -> None:
@@ -157,10 +163,26 @@ class Observer:
         with self.lock:
             if key not in self.at_creation:
                 self.at_creation[key] = as_created(pod)
-            tracker.update(key, None if deleted else pod_facts(pod), now)
-            held = tuple(t.view.held_gpus for t in self.jobs.values())
-            if held != self.timeline[-1][1]:
-                self.timeline.append((now - self.start, held))
+            if deleted:
+                self._pods.pop(key, None)
+            else:
+                self._pods[key] = pod
+            self._update(tracker, key, None if deleted else pod, now)
+
+    def observe_gang(self, gang: dict, deleted: bool, now: float) -> None:
+        """A Gang's reservations: its members are reserved from the moment they are written."""
+        with self.lock:
+            for key in self.reservations.observe("DELETED" if deleted else "MODIFIED", gang):
+                pod = self._pods.get(key)
+                tracker = self.jobs.get(self.job_of(pod) or "") if pod is not None else None
+                if tracker is not None:
+                    self._update(tracker, key, pod, now)
+
+    def _update(self, tracker: JobTracker, key: str, pod: dict | None, now: float) -> None:
+        tracker.update(key, None if pod is None else pod_facts(pod, self.reservations), now)
+        held = tuple(t.view.held_gpus for t in self.jobs.values())
+        if held != self.timeline[-1][1]:
+            self.timeline.append((now - self.start, held))
 
     def snapshot(self, now: float) -> Snapshot:
         with self.lock:

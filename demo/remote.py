@@ -82,7 +82,11 @@ def phase2_on_cluster(settings: Settings, view, kubeconfig: str, *, timeout: flo
         final = observer.snapshot(time.time())
         while time.time() - start < timeout:
             pods = {p["metadata"]["name"]: p for p in raw(core.list_namespaced_pod, namespace)["items"]}
+            gangs = custom.list_namespaced_custom_object(names.GANG_GROUP, names.GANG_VERSION, namespace,
+                                                         names.GANG_PLURAL)["items"]
             now = time.time()
+            for gang in gangs:
+                observer.observe_gang(gang, False, now)
             for name, pod in pods.items():
                 observer.observe(pod, False, now)
             for name in set(seen) - set(pods):

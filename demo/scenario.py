@@ -24,6 +24,7 @@ from sim.api import ADMIN, CONTROLLER, APIError, User, WatchEvent
 from sim.apiserver import APIServer
 from sim.cluster import Cluster, ThreadRunner, emulated_cluster
 from sim.names import PODS
+from sim.reservations import GANGS
 
 NAMESPACE = "ml-training"
 TICK = 0.25  # wall seconds between two looks at the cluster
@@ -84,15 +85,18 @@ def stop_cluster(runner: ThreadRunner) -> None:
 
 
 class PodFeed:
-    """A cluster component that hands every pod event to the observer, on the cluster's thread."""
+    """A cluster component that hands every pod and Gang event to the observer, on the cluster's thread."""
 
-    resources = (PODS,)
+    resources = (PODS, GANGS)
 
     def __init__(self, observer: Observer):
         self.observer = observer
 
     def observe(self, event: WatchEvent, now: float) -> None:
-        self.observer.observe(event.object, event.type == "DELETED", now)
+        if event.resource == GANGS:
+            self.observer.observe_gang(event.object, event.type == "DELETED", now)
+        else:
+            self.observer.observe(event.object, event.type == "DELETED", now)
 
     def step(self, now: float) -> bool:
         return False

@@ -53,6 +53,7 @@ from gangkeeper import names
 from reliability.stack import NAMESPACE, ControllerProcess, Stack, gated, member, percentile, wait_for
 from sim import spec as sim_spec
 from sim.api import WatchEvent
+from sim.reservations import GANGS
 
 GANGKEEPER, BARE = "gangkeeper", "bare"
 SIDES = (GANGKEEPER, BARE)
@@ -113,6 +114,14 @@ class Timeline:
         self.bound: dict[str, float] = {}
         self.all_bound = threading.Event()
 
+    def _gang(self, gang: dict, now: float) -> None:
+        """Members reserved in one write, on their Gang (`status.reservations`)."""
+        with self.lock:
+            if (gang["metadata"].get("namespace"), (gang.get("spec") or {}).get("groupName")) != self.key:
+                return
+            for name in (gang.get("status") or {}).get("reservations") or {}:
+                self.reserved.setdefault(name, now)
+
     def expect(self, namespace: str, group: str, size: int) -> None:
         with self.lock:
             self.key, self.size = (namespace, group), size
@@ -120,6 +129,8 @@ class Timeline:
             self.all_bound.clear()
 
     def __call__(self, event: WatchEvent) -> None:
+        if event.resource == GANGS and event.type != "DELETED":
+            self._gang(event.object, time.monotonic())
         if event.resource != "pods" or event.type == "DELETED":
             return
         now = time.monotonic()

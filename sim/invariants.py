@@ -5,16 +5,18 @@ One checker for every harness that runs gangkeeper on the emulation: the end-to-
 benchmark (`reliability/chaos.py`). It lives here, beside the API server whose watch events it
 reads, because all three build on the emulation and none should import another's harness.
 
-`Checker` is pure: `observe(resource, type, object, now)` takes one watch event (pods and nodes;
-anything else is ignored) and the moment it was committed; `tick(now)` looks at the clock between
-events (a group can hold GPUs too long without anything changing); `finish(now)` closes the run.
+`Checker` is pure: `observe(resource, type, object, now)` takes one watch event (pods, nodes,
+Gangs, DeviceClasses and ResourceClaims; anything else is ignored) and the moment it was
+committed; `tick(now)` looks at the clock between events (a group can hold GPUs too long without
+anything changing); `finish(now)` closes the run.
 Violations are collected, never raised, so that one run reports them all; each names its
 invariant (`kind`), the objects it is about, their namespaces, and the event and moment it was
 found at. `Watch` subscribes a checker to an API server.
 
 A group is the pods sharing namespace and group label; its size is what `size_of(pod)` says (by
 default the declared min count, else the emulated run's world size; unknown: the checks that need
-it are skipped). A member is *placed* when it is bound or holds a reservation, *live* until it
+it are skipped). A member is *placed* when it is bound or holds a reservation (its reservation
+annotation, or the entry for its uid in a Gang's `status.reservations`), *live* until it
 has finished, *released* once it no longer carries gangkeeper's scheduling gate. The invariants:
 
 - **over-commit**: on every node, for every resource it declares (its pod slots too) and every
@@ -65,7 +67,7 @@ import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 
 from gangkeeper import names
@@ -73,6 +75,7 @@ from gangkeeper.quantity import parse_quantity
 from gangkeeper.resources import accelerators, pod_requests
 from sim.api import APIError, ClusterAPI, WatchEvent
 from sim.names import DEVICE_CLASSES, NODES, PODS, RESOURCE_CLAIMS, WORLD_SIZE_ANNOTATION
+from sim.reservations import GANGS, Reservations, own_reservation
 
 TERMINAL = ("Succeeded", "Failed")
 GroupKey = tuple[str, str]  # (namespace, group label)
@@ -101,15 +104,21 @@ class PodState:
     requests: Mapping[str, Fraction]
     holds_accelerator: bool
     node: str
-    reserved: str
+    own_reservation: str  # the pod's reservation annotation
     phase: str
     deleting: bool
     gated: bool
     priority: int = 0
+    uid: str = ""
+    booked: str = ""  # the node its group's Gang reserves for it (`status.reservations`), for this uid
 
     @property
     def key(self) -> str:
         return f"{self.namespace}/{self.name}"
+
+    @property
+    def reserved(self) -> str:
+        return self.own_reservation or self.booked
 
     @property
     def group_key(self) -> GroupKey | None:
@@ -144,11 +153,12 @@ def pod_state(pod: Mapping, size_of: Callable[[Mapping], int | None] = group_siz
         requests=requests,
         holds_accelerator=any(v > 0 for v in accelerators(requests).values()) or bool(spec.get("resourceClaims")),
         node=spec.get("nodeName") or "",
-        reserved=(metadata.get("annotations") or {}).get(names.RESERVED_NODE_ANNOTATION, ""),
+        own_reservation=own_reservation(pod),
         phase=(pod.get("status") or {}).get("phase", ""),
         deleting=bool(metadata.get("deletionTimestamp")),
         gated=any(gate.get("name") == names.SCHEDULING_GATE for gate in spec.get("schedulingGates") or ()),
         priority=int(spec.get("priority") or 0),
+        uid=metadata.get("uid", ""),
     )
 
 
@@ -200,6 +210,7 @@ class Checker:
     _devices: dict[tuple, str] = field(default_factory=dict)  # device (driver, pool, name) → claim allocated it
     _claimed: dict[str, tuple] = field(default_factory=dict)  # claim → its allocated devices
     _room_since: dict[str, float] = field(default_factory=dict)  # node → since when room is held there for a preemptor
+    _reservations: Reservations = field(default_factory=Reservations)  # the Gangs'
 
     # --- input ------------------------------------------------------------------------------
     def observe(self, resource: str, event_type: str, obj: Mapping, now: float) -> None:
@@ -214,6 +225,15 @@ class Checker:
         elif resource == RESOURCE_CLAIMS:
             self.events += 1
             self._observe_claim(event_type, obj, now)
+        elif resource == GANGS:
+            self._observe_gang(event_type, obj, now)
+
+    def _observe_gang(self, event_type: str, obj: Mapping, now: float) -> None:
+        """A Gang's `status.reservations` reserve nodes for its members, as their annotations would."""
+        for key in self._reservations.observe(event_type, obj):
+            state = self.pods.get(key)
+            if state is not None:
+                self._put_pod(key, state, replace(state, booked=self._reservations.booked(key, state.uid)), now)
 
     def _observe_device_class(self, event_type: str, obj: Mapping) -> None:
         """A resource a DeviceClass serves is counted in devices on nodes whose allocatable does not
@@ -254,11 +274,16 @@ class Checker:
     def _observe_pod(self, event_type: str, obj: Mapping, now: float) -> None:
         metadata = obj["metadata"]
         key = f"{metadata.get('namespace', '')}/{metadata['name']}"
-        old = self.pods.pop(key, None)
+        new = None if event_type == "DELETED" else pod_state(obj, self.size_of)
+        if new is not None and self._reservations:
+            new = replace(new, booked=self._reservations.booked(key, new.uid))
+        self._put_pod(key, self.pods.get(key), new, now)
+
+    def _put_pod(self, key: str, old: PodState | None, new: PodState | None, now: float) -> None:
+        self.pods.pop(key, None)
         if old is not None:
             self._by_node[old.node or old.reserved].discard(key)
             self._by_group[old.group_key].discard(key)
-        new = None if event_type == "DELETED" else pod_state(obj, self.size_of)
         if new is not None:
             self.pods[key] = new
             self._by_node[new.node or new.reserved].add(key)
@@ -439,7 +464,7 @@ class Checker:
         self.violations.append(Violation(kind, message, now, self.events, frozenset(p.namespace for p in pods)))
 
 
-WATCHED = (DEVICE_CLASSES, NODES, PODS, RESOURCE_CLAIMS)
+WATCHED = (DEVICE_CLASSES, GANGS, NODES, PODS, RESOURCE_CLAIMS)
 
 
 def _listed(api: ClusterAPI, resource: str) -> list:

@@ -335,6 +335,9 @@ class _Handler(BaseHTTPRequestHandler):
         if version:
             self._send(200, self._table(target.kind, items, version, meta))
             return
+        if tables.wanted_metadata(self.headers.get("Accept", "")):
+            self._send(200, tables.metadata_list(items, meta))
+            return
         if target.kind.strategic_merge:
             # A built-in kind's list items carry no apiVersion or kind on a real server (only the
             # list does); custom resources' items carry both.

@@ -6,6 +6,8 @@ same way, for pods, nodes, namespaces and events (the printers transcribed) and 
 resources with printer columns. Every other kind gets NAME and AGE, as a custom resource without
 printer columns does. The server always fills the wide columns (priority 1); kubectl shows them
 with `-o wide`. Ages are counted on the API server's clock, as on a real server.
+
+A list asked as `as=PartialObjectMetadataList` (the same group) is the objects' metadata alone.
 """
 
 from __future__ import annotations
@@ -79,6 +81,24 @@ def wanted_table(accept: str) -> str | None:
     return None
 
 
+def wanted_metadata(accept: str) -> bool:
+    """Whether the Accept header asks for a list of the objects' metadata alone
+    (`as=PartialObjectMetadataList;g=meta.k8s.io;v=v1`) before plain JSON."""
+    for media in accept.split(","):
+        kind, params = _media(media)
+        if params.get("as") == "PartialObjectMetadataList" and (params.get("g"), params.get("v")) == (TABLE_GROUP, "v1"):
+            return True
+        if kind in ("application/json", "*/*", "application/*") and "as" not in params:
+            return False
+    return False
+
+
+def metadata_list(objects: list[dict], meta: dict) -> dict:
+    """A PartialObjectMetadataList of `objects`: what a metadata-only informer reads."""
+    return {"kind": "PartialObjectMetadataList", "apiVersion": f"{TABLE_GROUP}/v1", "metadata": meta,
+            "items": [_partial(obj) for obj in objects]}
+
+
 def _media(text: str) -> tuple[str, dict[str, str]]:
     kind, *params = [part.strip() for part in text.split(";")]
     return kind.lower(), dict(p.split("=", 1) for p in params if "=" in p)
@@ -112,6 +132,10 @@ def _row_object(obj: dict, include: str) -> dict | None:
         return None
     if include == "Object":
         return obj
+    return _partial(obj)
+
+
+def _partial(obj: dict) -> dict:
     return {"kind": "PartialObjectMetadata", "apiVersion": f"{TABLE_GROUP}/v1", "metadata": obj["metadata"]}
 
 

@@ -8,8 +8,8 @@ may run on its own, so:
 - `InProcessKube` hands the Executor's writes straight to the emulated API server — which still
   runs every write through defaulting, admission (the gangkeeper webhook included), the pod rules
   and optimistic concurrency — and turns its refusals into the typed errors the Executor branches
-  on, with the product's own `controller.kube.error_from`. Only `create`, `patch`, `patch_status`
-  and `delete` exist: the Executor uses nothing else.
+  on, with the product's own `controller.kube.error_from`. Only `create`, `patch`, `patch_status`,
+  `delete` and `resource_versions` exist: the Executor uses nothing else.
 - `FedInformer` stands in for an `Informer`: the emulated cluster's loop hands it each watch event
   (`observe`), and it does with it what the informer does with a watch event — the controller's
   transform, the informer's `Cache`, the controller's callbacks.
@@ -46,6 +46,11 @@ class InProcessKube:
                      patch_type: str = MERGE_PATCH) -> dict:
         return self.patch(resource, namespace, name, body, patch_type, subresource="status")
 
+    def resource_versions(self, resource: Resource, namespace: str | None, label_selector: str) -> dict[str, str]:
+        self.requests += 1
+        objects, _ = self.api.select(self.api.kind(resource.name), namespace, label_selector)
+        return {obj["metadata"]["name"]: str(obj["metadata"].get("resourceVersion", "")) for obj in objects}
+
     def delete(self, resource: Resource, namespace: str | None, name: str, *, uid: str | None = None,
                resource_version: str | None = None) -> dict:
         preconditions = {k: v for k, v in (("uid", uid), ("resourceVersion", resource_version)) if v}
@@ -64,15 +69,16 @@ class FedInformer:
     """One resource's informer, fed by `observe(event)` instead of list and watch.
 
     Made by the controller with `Informer`'s keyword arguments (`hooks` is accepted and has nothing
-    to report: no watch is ever restarted here; nor has `reading`: the objects arrive as dicts, not JSON). Synced from the start: the emulated cluster hands
-    its components every object that exists as an ADDED event first, as the initial list would. A
-    resource the emulated API server does not serve is switched off, as the informer does: `served`
-    False, nothing cached, `watched_as` None.
+    to report: no watch is ever restarted here; nor has `reading`: the objects arrive as dicts, not
+    JSON; nor has `keeps_unserved`: what is served stays served). Synced from the start: the
+    emulated cluster hands its components every object that exists as an ADDED event first, as the
+    initial list would. A resource the emulated API server does not serve is switched off, as the
+    informer does: `served` False, nothing cached, `watched_as` None.
     """
 
     def __init__(self, api: APIServer, resource: Resource, transform: Transform, *, namespace: str | None = None,
                  reading: Reading | None = None, hooks: Hooks | None = None, on_change: Callable[[str], None],
-                 on_object: Callable[[str, Any], None]):
+                 on_object: Callable[[str, Any], None], keeps_unserved: bool = False):
         kind = api.kinds.by_path(resource.group, resource.version, resource.plural)
         self.resource, self.served, self.has_synced = resource, kind is not None, True
         self.watched_as = None if kind is None else api.resource_name(kind)  # the emulation's name of it

@@ -203,6 +203,7 @@ class _Request(_Base):
     object = _Object(load_default=None, allow_none=True)
     oldObject = _Object(load_default=None, allow_none=True)
     dryRun = fields.Boolean(load_default=False)
+    subResource = fields.String(load_default="")
 
 
 class _Review(_Base):
@@ -228,6 +229,7 @@ class AdmissionRequest(NamedTuple):
     object: dict | None
     old_object: dict | None
     dry_run: bool
+    sub_resource: str = ""  # "status" for a write of a Gang's status
 
     @property
     def pod_name(self) -> str:
@@ -265,6 +267,7 @@ def parse_review(document: object) -> AdmissionRequest:
         object=request["object"],
         old_object=request["oldObject"],
         dry_run=request["dryRun"],
+        sub_resource=request["subResource"],
     )
 
 
@@ -276,7 +279,9 @@ def _well_formed(document: dict) -> AdmissionRequest | None:
         return None
     uid, kind, user = request.get("uid"), request.get("kind"), request.get("userInfo")
     name, namespace, dry_run = request.get("name", ""), request.get("namespace", ""), request.get("dryRun", False)
+    sub_resource = request.get("subResource", "")
     if not (isinstance(uid, str) and uid and request.get("operation") in OPERATIONS and isinstance(name, str)
+            and isinstance(sub_resource, str)
             and isinstance(namespace, str) and isinstance(dry_run, bool) and isinstance(kind, dict)
             and isinstance(user, dict) and isinstance(kind.get("group"), str) and isinstance(kind.get("version"), str)
             and isinstance(kind.get("kind"), str) and isinstance(user.get("username", ""), str)
@@ -287,7 +292,7 @@ def _well_formed(document: dict) -> AdmissionRequest | None:
         return None
     return AdmissionRequest(uid=uid, group=kind["group"], kind=kind["kind"], operation=request["operation"],
                             namespace=namespace, name=name, username=user.get("username", ""), object=obj,
-                            old_object=old, dry_run=dry_run)
+                            old_object=old, dry_run=dry_run, sub_resource=sub_resource)
 
 
 def _acceptable_object(value: object) -> bool:

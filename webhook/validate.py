@@ -57,6 +57,9 @@ def validate(request: AdmissionRequest, policy: Policy) -> Verdict:
         return Verdict(reason=f"{request.operation}: nothing to check")
     new, old = request.object or {}, request.old_object or {}
     if request.group == names.GANG_GROUP and request.kind == names.GANG_KIND:
+        if request.sub_resource == "status":
+            return _verdict(reservation_problems(old, new, request.username, policy.controller_username), (),
+                            f"{names.GANG_KIND} status {request.operation}")
         return _verdict(gang_problems(new), (), f"{names.GANG_KIND} {request.operation}")
     if request.group or request.kind != "Pod":
         return Verdict(reason=f"{request.kind}: nothing to check")
@@ -122,6 +125,25 @@ def controller_annotation_problems(old: Mapping, new: Mapping, username: str, co
     return [f"metadata.annotations[{key}]: {'set' if key not in before else 'changed'} to {_shown(after.get(key))} "
             f"by {username or 'an anonymous user'}; only {controller_username} writes it"
             for key in CONTROLLER_ANNOTATIONS if before.get(key) != after.get(key)]
+
+
+def reservation_problems(old: Mapping, new: Mapping, username: str, controller_username: str) -> list[str]:
+    """Only the controller writes a Gang's `status.reservations`: an entry books a node for a pod,
+    which the controller then releases without it ever having waited its turn."""
+    if username == controller_username:
+        return []
+    before, after = _reservations(old), _reservations(new)
+    changed = sorted(name for name in before.keys() | after.keys() if before.get(name) != after.get(name))
+    if not changed:
+        return []
+    shown = ", ".join(changed[:5]) + (f" and {len(changed) - 5} more" if len(changed) > 5 else "")
+    return [f"status.reservations: {username or 'an anonymous user'} changed the entries of {shown}; only "
+            f"{controller_username} writes them (the nodes it booked for the group's members)"]
+
+
+def _reservations(gang: Mapping) -> Mapping:
+    found = (gang.get("status") or {}).get("reservations")
+    return found if isinstance(found, Mapping) else {}
 
 
 def declaration_problems(pod: Mapping, keys: Iterable[tuple[str, str]] | None = None) -> list[str]:

@@ -3,9 +3,10 @@
 A user creates a Gang to declare the size (`spec.minCount`), schedule timeout and topology
 (`spec.topology`: `required`, `preferred`, `sliceRequired`, `sliceSize`, as the members'
 `gangkeeper.io/topology-*` annotations say it) of a group whose members carry the group label;
-`spec.groupName` names the group and defaults to the Gang's name. The controller creates a Gang for every group that has none, writes only its
-status, and deletes the ones it created (labelled managed-by gangkeeper, with no owner) once
-their group is gone. Its members are labelled explicitly, so a Gang has no rule of its own in
+`spec.groupName` names the group and defaults to the Gang's name. The controller creates a Gang
+for every group that has none, writes only its status (where `reservations` books the nodes of
+the group's gated members: docs/design.md, "Release, binding and rollback"), and deletes the
+ones it created (labelled managed-by gangkeeper, with no owner) once their group is gone. Its members are labelled explicitly, so a Gang has no rule of its own in
 the webhook (they are plain pods' explicit groups), and it has no suspend switch.
 """
 
@@ -22,13 +23,27 @@ def declaration(gang: Mapping) -> Declaration:
     spec = gang.get("spec") or {}
     timeout = spec.get("scheduleTimeoutSeconds")
     labels = metadata.get("labels") or {}
+    status = gang.get("status") or {}
     return {"sizes": {"": int(spec.get("minCount") or 0)},
             "group_name": spec.get("groupName") or metadata.get("name", ""),
             "schedule_timeout": float(timeout) if timeout is not None else None,
             "topology": topology(spec),
-            "status": gang.get("status") or {},
+            "status": status,
+            "reservations": reservations(status),
             "disposable": labels.get(names.MANAGED_BY_LABEL) == names.MANAGED_BY_VALUE
             and not metadata.get("ownerReferences")}
+
+
+def reservations(status: Mapping) -> Mapping[str, tuple[str, str]]:
+    """`status.reservations`, the nodes the controller booked for the group's gated members, as
+    (uid, node) by pod name. An entry that is not two strings is left out: the CRD schema refuses
+    it on the way in, and only the controller writes a Gang's status."""
+    booked = status.get("reservations")
+    if not isinstance(booked, Mapping):
+        return {}
+    return {name: (entry["uid"], entry["node"]) for name, entry in booked.items()
+            if isinstance(entry, Mapping) and isinstance(entry.get("uid"), str)
+            and isinstance(entry.get("node"), str) and entry["node"]}
 
 
 def topology(spec: Mapping) -> Mapping[str, object]:

@@ -45,8 +45,9 @@ class Declaration(TypedDict, total=False):
     """What the controller reads off an object of the kind: pods per part of its group ('' for
     the whole), whether the parts start in order, for a Gang the group it declares, its
     schedule timeout, its `spec.topology` (the fields of `names.GANG_TOPOLOGY_FIELDS` it sets,
-    as written: the controller checks them), its status (compared before it is written again)
-    and whether the controller created it for a group without owner (and so deletes it with the
+    as written: the controller checks them), its status (compared before it is written again),
+    the nodes its status reserves for members (`reservations`: pod name → (uid, node)) and
+    whether the controller created it for a group without owner (and so deletes it with the
     group), and for an owner with a suspend switch where the switch stands (`SuspendState`)."""
 
     sizes: Required[Mapping[str, int]]
@@ -55,6 +56,7 @@ class Declaration(TypedDict, total=False):
     schedule_timeout: float | None
     topology: Mapping[str, object]
     status: Mapping
+    reservations: Mapping[str, tuple[str, str]]
     disposable: bool
     suspend: "SuspendState"
 

@@ -7,9 +7,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gangkeeper import names
-from gangkeeper.controller.decisions import DeleteGang, Report, SaveGang
+from gangkeeper.controller.decisions import DeleteGang, Report, ReserveGroup, SaveGang
 from gangkeeper.controller.gangs import NAME_MAX, STATUS_DETAILS_REFRESH_SECONDS, name_candidates, status_due
-from gangkeeper.controller.groups import GANGS, JOBS, JOBSETS, Owner
+from gangkeeper.controller.groups import GANGS, JOBS, JOBSETS, Owner, workload_from_api
 from gangkeeper.controller.memory import Memory
 from gangkeeper.controller.reconciler import reconcile
 from tests.controller.builders import node_object, pod_object
@@ -199,3 +199,26 @@ def test_details_held_back_by_the_refresh_interval_are_written_by_the_pass_that_
     assert later.next_due == NOW + STATUS_DETAILS_REFRESH_SECONDS
     (refreshed,) = saved(step(world, later.memory, later.next_due))
     assert "eligible nodes have 4 free" in refreshed.status["conditions"][0]["message"]
+
+
+# --- reservations -------------------------------------------------------------------------------
+
+def test_a_reservation_keeps_the_entries_of_live_members_and_drops_those_of_pods_gone_or_replaced():
+    world = World([node_object("n0"), node_object("n1")])
+    for name in ("g-0", "g-1", "g-2"):
+        world.add(member_object(name, min_count=3, gpus=1))
+    world.put_workload(GANGS, {"metadata": {"name": "g"}, "spec": {"minCount": 3}, "status": {"reservations": {
+        "g-0": {"uid": f"uid-{NS}-g-0", "node": "n0"},  # a member reserved before (an elastic group's, say)
+        "g-1": {"uid": "uid-of-a-pod-gone", "node": "n0"},  # another pod of the name: this one waits
+        "old": {"uid": "uid-old", "node": "n1"}}}})
+    outcome = reconcile(world.facts(), world.workload_index(), world.node_list(), Memory(), NOW)
+    (write,) = [a for a in outcome.actions if isinstance(a, ReserveGroup)]
+    assert write.create is None and write.reservations == {
+        "g-1": {"uid": f"uid-{NS}-g-1", "node": "n0"}, "g-2": {"uid": f"uid-{NS}-g-2", "node": "n0"}, "old": None}
+
+
+def test_a_gangs_reservations_are_read_as_written_and_malformed_entries_book_nothing():
+    gang = {"metadata": {"name": "g", "namespace": NS}, "spec": {"minCount": 1}, "status": {"reservations": {
+        "p0": {"uid": "u0", "node": "n0"}, "p1": {"uid": "u1"}, "p2": "n2", "p3": {"uid": 3, "node": "n3"}}}}
+    assert workload_from_api(GANGS, gang).reservations == {"p0": ("u0", "n0")}
+    assert workload_from_api(GANGS, {**gang, "status": {"reservations": ["p0"]}}).reservations == {}

@@ -2,21 +2,25 @@
 
 import random
 
+import jsonpatch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gangkeeper import names
-from gangkeeper.controller.decisions import Reserve
 from gangkeeper.controller.groups import GANGS, PYTORCHJOBS, Workloads, pod_facts, workload_from_api
 from gangkeeper.controller.index import PODS, ClusterIndex
 from gangkeeper.controller.model import node_from_api
 from gangkeeper.controller.occupancy import RESOURCE_SLICES
+from gangkeeper.controller.patches import release_patch
 from gangkeeper.controller.reconciler import Memory, Settings, reconcile
 from tests.controller.builders import node_object
-from tests.controller.world import NS, World, member_object
+from tests.controller.world import NS, World, booked, member_object
 
-OPS = st.lists(st.tuples(st.sampled_from(["add", "reserve", "bind", "finish", "delete", "regroup", "node"]),
+OPS = st.lists(st.tuples(st.sampled_from(["add", "reserve", "bind", "finish", "delete", "regroup", "node", "book",
+                                          "unbook"]),
                          st.integers(0, 11), st.integers(0, 3)), max_size=40)
+BOOKING_GANG = (GANGS, NS, "bookings")
+OTHER_GANG = (GANGS, NS, "another")  # a second Gang naming the same pods (its group moved to it)
 
 
 def pod_variant(index: int, variant: int, rv: int) -> dict:
@@ -36,13 +40,29 @@ def pod_variant(index: int, variant: int, rv: int) -> dict:
     return pod
 
 
-def replay(ops) -> tuple[ClusterIndex, dict, dict]:
-    """Apply the operations one by one to an index; return it with the final pods and nodes."""
+def gang_booking(reservations: dict, rv: int, gang=BOOKING_GANG):
+    """A Gang whose status reserves nodes for pods: name → (uid, node)."""
+    return workload_from_api(GANGS, {
+        "metadata": {"name": gang[2], "namespace": NS, "resourceVersion": str(rv)}, "spec": {"minCount": 1},
+        "status": {"reservations": {name: {"uid": uid, "node": node} for name, (uid, node) in reservations.items()}}})
+
+
+def replay(ops) -> tuple[ClusterIndex, dict, dict, dict]:
+    """Apply the operations one by one to an index; return it with the final pods, nodes and workloads."""
     index = ClusterIndex(namespace=NS)
-    pods, nodes = {}, {}
+    pods, nodes, workloads = {}, {}, {}
+    booked = {BOOKING_GANG: {}, OTHER_GANG: {}}
     for rv, (op, which, variant) in enumerate(ops, start=1):
         key = f"{NS if which % 3 else 'other'}/p{which}"
-        if op == "delete":
+        if op in ("book", "unbook"):  # a Gang's reservation for a pod: for it (its uid) or for another of its name
+            gang = BOOKING_GANG if variant < 2 else OTHER_GANG
+            if op == "book":
+                booked[gang][f"p{which}"] = (f"uid-{NS}-p{which}" if variant != 2 else "uid-gone", f"n{variant % 3}")
+            else:
+                booked[gang].pop(f"p{which}", None)
+            workloads[gang] = gang_booking(booked[gang], rv, gang)
+            index.apply([(GANGS, gang, workloads[gang])])
+        elif op == "delete":
             pods.pop(key, None)
             index.apply([(PODS, key, None)])
         elif op == "node":
@@ -56,7 +76,7 @@ def replay(ops) -> tuple[ClusterIndex, dict, dict]:
             else:
                 pods[key] = facts
             index.apply([(PODS, key, facts)])
-    return index, pods, nodes
+    return index, pods, nodes, workloads
 
 
 def node_from(number: int, gpus: int):
@@ -66,8 +86,8 @@ def node_from(number: int, gpus: int):
 @settings(max_examples=60, deadline=None)
 @given(OPS)
 def test_incremental_changes_end_where_a_rebuild_starts(ops):
-    index, pods, nodes = replay(ops)
-    fresh = ClusterIndex.build(pods.values(), {}, nodes.values(), namespace=NS)
+    index, pods, nodes, workloads = replay(ops)
+    fresh = ClusterIndex.build(pods.values(), workloads, nodes.values(), namespace=NS)
     assert index.pods == fresh.pods
     assert index.ledger.counted() == fresh.ledger.counted()
     assert all(dict(index.ledger.free(n)) == dict(fresh.ledger.free(n)) for n in nodes)
@@ -131,12 +151,12 @@ def test_a_pass_plans_again_what_a_change_since_the_last_one_may_let_in():
     waiting = member_object("w0", group="waiting", min_count=1, gpus=8)
     index.apply([(PODS, f"{NS}/running", pod_facts(running)), (PODS, f"{NS}/w0", pod_facts(waiting))])
     first = reconcile((), {}, (), Memory(), 100.0, Settings(), index=index)
-    assert index.planned is not None and not any(isinstance(a, Reserve) for a in first.actions)
+    assert index.planned is not None and not booked(first)
     again = reconcile((), {}, (), first.memory, 101.0, Settings(), index=index)
-    assert not any(isinstance(a, Reserve) for a in again.actions), "nothing changed: still no room"
+    assert not booked(again), "nothing changed: still no room"
     index.apply([(PODS, f"{NS}/running", None)])  # n0 is free now
     freed = reconcile((), {}, (), again.memory, 102.0, Settings(), index=index)
-    assert [(a.pod, a.node) for a in freed.actions if isinstance(a, Reserve)] == [("w0", "n0")]
+    assert [(b.pod, b.node) for b in booked(freed)] == [("w0", "n0")]
 
 
 def test_applying_changes_holds_the_garbage_collector_off_and_leaves_it_as_it_found_it():
@@ -295,3 +315,75 @@ def test_groups_that_came_and_went_leave_nothing_in_the_index_or_the_memory():
             index._dependents, index._dependencies) == ({}, {}, {}, set(), set(), set(), {}, {})
     assert index.ledger.counted() == {} and index.reserved_accelerators == 0
     assert all(len(getattr(memory, name)) == 0 for name in memory.__dataclass_fields__), memory
+
+
+# --- reservations held on a Gang ------------------------------------------------------------------
+
+def booking_index(*pods: dict) -> ClusterIndex:
+    for pod in pods:
+        pod["metadata"]["resourceVersion"] = "1"
+    index = ClusterIndex()
+    index.apply([("nodes", "n0", node_from(0, gpus=8))])
+    index.apply([(PODS, f"{NS}/{pod['metadata']['name']}", pod_facts(pod)) for pod in pods])
+    return index
+
+
+def reserved_nodes(index: ClusterIndex) -> dict[str, str | None]:
+    return {key.split("/")[1]: facts.member.reserved_node for key, facts in sorted(index.pods.items())}
+
+
+def test_a_gangs_reservations_book_the_very_pods_they_name_once_they_arrive():
+    index = booking_index(member_object("p0", gpus=4), member_object("p1", gpus=4))
+    index.pending({}, 0.0)
+    index.apply([(GANGS, BOOKING_GANG, gang_booking({"p0": (f"uid-{NS}-p0", "n0"), "p1": ("uid-gone", "n0")}, 5))])
+    assert reserved_nodes(index) == {"p0": "n0", "p1": None}, "an entry for another pod of the name books nothing"
+    assert index.ledger.free("n0")["nvidia.com/gpu"] == 4 and index.reserved_accelerators == 4
+    assert {key[1] for key in index._dirty} == {"g"}, "the group is decided again"
+    index.apply([(GANGS, BOOKING_GANG, gang_booking({}, 3))])
+    assert reserved_nodes(index)["p0"] == "n0", "an older version of the Gang (a late watch event) undoes nothing"
+    index.apply([(GANGS, BOOKING_GANG, gang_booking({}, 6))])
+    assert reserved_nodes(index)["p0"] is None and index.ledger.free("n0")["nvidia.com/gpu"] == 8
+    assert index.reserved_accelerators == 0
+    later = booking_index()  # the Gang first (a relist), its members after
+    later.apply([(GANGS, BOOKING_GANG, gang_booking({"p0": (f"uid-{NS}-p0", "n0")}, 5))])
+    later.apply([(PODS, f"{NS}/p0", pod_facts(member_object("p0", gpus=4)))])
+    assert reserved_nodes(later) == {"p0": "n0"} and later.ledger.free("n0")["nvidia.com/gpu"] == 4
+
+
+def test_a_released_member_is_booked_by_its_pin_and_a_gang_deleted_books_nothing_more():
+    index = booking_index(member_object("p0", gpus=4), member_object("p1", gpus=4))
+    both = {"p0": (f"uid-{NS}-p0", "n0"), "p1": (f"uid-{NS}-p1", "n0")}
+    index.apply([(GANGS, BOOKING_GANG, gang_booking(both, 5))])
+    pod = member_object("p0", gpus=4)
+    pod["metadata"]["resourceVersion"] = index.pods[f"{NS}/p0"].resource_version
+    released = jsonpatch.apply_patch(pod, list(release_patch(index.pods[f"{NS}/p0"], "n0", 1.0)))
+    released["metadata"]["resourceVersion"] = "7"
+    index.apply([(PODS, f"{NS}/p0", pod_facts(released))])
+    assert reserved_nodes(index) == {"p0": "n0", "p1": "n0"} and index.ledger.free("n0")["nvidia.com/gpu"] == 0
+    index.apply([(GANGS, BOOKING_GANG, None)])
+    assert reserved_nodes(index) == {"p0": "n0", "p1": None}, "the pin stays; the gated member waits again"
+
+
+def test_a_rebuild_keeps_the_gang_reservations_the_caches_have_not_seen():
+    pods = [member_object("p0", gpus=4)]
+    index = booking_index(*pods)
+    ours = gang_booking({"p0": (f"uid-{NS}-p0", "n0")}, 8)  # our write's answer: the Gang created with it
+    index.apply([(GANGS, BOOKING_GANG, ours)])
+    fresh, differences = index.rebuilt_from([pod_facts(p) for p in pods], [], [node_from(0, gpus=8)],
+                                            assumed=[(GANGS, BOOKING_GANG, ours)])
+    assert differences == [] and reserved_nodes(fresh) == {"p0": "n0"}, "in no cache yet, and kept"
+    newer = gang_booking({}, 9)  # the caches are ahead of the answer: they win
+    fresh, _ = index.rebuilt_from([pod_facts(p) for p in pods], [newer], [node_from(0, gpus=8)],
+                                  assumed=[(GANGS, BOOKING_GANG, ours)])
+    assert reserved_nodes(fresh) == {"p0": None}
+
+
+def test_a_pod_two_gangs_name_is_booked_alike_however_their_news_arrives():
+    index = booking_index(member_object("p0", gpus=4))
+    entry = {"p0": (f"uid-{NS}-p0", "n0")}
+    index.apply([(GANGS, BOOKING_GANG, gang_booking(entry, 5)), (GANGS, OTHER_GANG, gang_booking(entry, 6, OTHER_GANG))])
+    index.apply([(GANGS, OTHER_GANG, gang_booking({}, 7, OTHER_GANG))])
+    assert reserved_nodes(index) == {"p0": "n0"}, "the other Gang still books it"
+    fresh = ClusterIndex.build([index._own(key, facts) for key, facts in index.pods.items()], index.workloads,
+                               [node_from(0, gpus=8)])
+    assert index._differences(fresh) == []

@@ -7,7 +7,6 @@ from gangkeeper.controller.decisions import (
     EvictPod,
     Reason,
     Release,
-    Reserve,
     SaveGang,
     SuspendOwner,
 )
@@ -16,7 +15,7 @@ from gangkeeper.controller.groups import JOBS
 from gangkeeper.controller.reconciler import RETAKE_SECONDS, Preempting, Settings
 from tests.controller.builders import pod_object
 from tests.controller.test_rollback import BACKOFF, CREATED, JobController, Owners, Run, nodes, of, reports
-from tests.controller.world import NS, member_object
+from tests.controller.world import NS, booked, member_object
 
 HIGH = 1000
 
@@ -44,7 +43,7 @@ def test_a_higher_priority_group_suspends_the_job_in_its_way_and_is_released_onc
     run = running_job()
     urgent(run.world)
     preempting = run.step()
-    (reserved,) = of(preempting, Reserve)
+    (reserved,) = booked(preempting)
     assert reserved.pod == "urgent-0"
     assert [(a.resource.name, a.name) for a in of(preempting, SuspendOwner)] == [(JOBS, "train")]
     assert of(preempting, DeletePod) == [], "a suspended Job's pods go without counting as failed"
@@ -107,7 +106,7 @@ def test_with_preemption_off_or_equal_priority_nothing_is_taken():
     for run in (running_job(preemption=Preempting.NEVER), running_job(priority=HIGH)):
         urgent(run.world)
         outcome = run.step()
-        assert not of(outcome, SuspendOwner) and not of(outcome, Reserve) and not outcome.preemptions
+        assert not of(outcome, SuspendOwner) and not booked(outcome) and not outcome.preemptions
 
 
 # --- victims that still stand ------------------------------------------------------------------

@@ -3,13 +3,22 @@
 import pytest
 
 from gangkeeper import names
-from gangkeeper.controller.decisions import DeleteGang, DeletePod, Release, Report, Reserve, SaveGang
+from gangkeeper.controller import gangs
+from gangkeeper.controller.decisions import (
+    DeleteGang,
+    DeletePod,
+    Release,
+    Report,
+    Reserve,
+    ReserveGroup,
+    SaveGang,
+)
 from gangkeeper.controller.groups import GANGS, PYTORCHJOBS
 from gangkeeper.controller.memory import Memory
 from gangkeeper.controller.queue import Order, QueuePolicy
 from gangkeeper.controller.reconciler import Ownerless, Settings, reconcile
 from tests.controller.builders import node_object, pod_object
-from tests.controller.world import NS, World, member_object
+from tests.controller.world import NS, World, booked, member_object
 
 NOW = 1_800_000_000.0
 CREATED = "2027-01-15T08:00:00Z"  # NOW is 2027-01-15T08:00:00Z
@@ -54,6 +63,46 @@ def pod(world, name):
     return world.pods[f"{NS}/{name}"]
 
 
+# --- reserve, then release -------------------------------------------------------------------
+
+def test_a_group_is_reserved_in_one_write_on_its_gang_and_its_pods_are_written_once_to_release_them():
+    world = World(nodes(2))
+    add_group(world, "g", 2)
+    versions = {key: pod["metadata"]["resourceVersion"] for key, pod in world.pods.items()}
+    run = Run(world)
+    reserving = run.step()
+    (write,) = of(reserving, ReserveGroup)
+    assert of(reserving, Reserve) == [] and write.create["spec"]["groupName"] == "g", "the Gang created with it"
+    assert write.reservations == {"g-0": {"uid": f"uid-{NS}-g-0", "node": "n0"},
+                                  "g-1": {"uid": f"uid-{NS}-g-1", "node": "n1"}}
+    assert {key: pod["metadata"]["resourceVersion"] for key, pod in world.pods.items()} == versions, "pods untouched"
+    releasing = run.step()
+    assert sorted((a.pod, a.node) for a in of(releasing, Release)) == [("g-0", "n0"), ("g-1", "n1")]
+    assert of(releasing, ReserveGroup) == []
+
+
+def test_a_restart_between_reservation_and_release_books_what_the_gang_holds_and_nothing_twice():
+    world = World(nodes(1))
+    add_group(world, "first", 2, gpus=4)
+    Run(world).step()
+    add_group(world, "second", 2, gpus=4)
+    restarted = Run(world)  # a new leader: nothing remembered, the ledger rebuilt from the API's objects
+    outcome = restarted.step()
+    assert sorted(a.pod for a in of(outcome, Release)) == ["first-0", "first-1"]
+    assert booked(outcome) == [], "the node is the first group's: the second waits"
+
+
+def test_a_plan_too_large_for_its_gang_and_a_group_without_one_are_booked_on_each_member(monkeypatch):
+    monkeypatch.setattr(gangs, "RESERVATIONS_MAX_BYTES", 60)  # room for one entry of the two
+    world = World(nodes(2))
+    add_group(world, "g", 2)
+    outcome = Run(world).step()
+    assert of(outcome, ReserveGroup) == [] and sorted(a.pod for a in of(outcome, Reserve)) == ["g-0", "g-1"]
+    lone = World(nodes(1))
+    lone.add(member_object("solo", group="solo", source=names.SOURCE_ACCELERATOR_POD, gpus=1))
+    assert [a.pod for a in of(Run(lone).step(), Reserve)] == ["solo"], "a lone accelerator pod keeps no Gang"
+
+
 # --- queue policy ----------------------------------------------------------------------------
 
 def blocked_head_and_small_group(order: Order, starvation: float = 300.0) -> Run:
@@ -65,13 +114,13 @@ def blocked_head_and_small_group(order: Order, starvation: float = 300.0) -> Run
 
 def test_best_effort_fifo_admits_a_smaller_group_behind_one_that_does_not_fit():
     outcome = blocked_head_and_small_group(Order.BEST_EFFORT_FIFO, starvation=7200).step()
-    assert [a.group[1] for a in of(outcome, Reserve)] == ["small"]
+    assert [a.group[1] for a in booked(outcome)] == ["small"]
 
 
 def test_strict_fifo_admits_nothing_behind_a_group_that_does_not_fit():
     run = blocked_head_and_small_group(Order.STRICT_FIFO)
     outcome = run.step()
-    assert of(outcome, Reserve) == []
+    assert booked(outcome) == []
     status = of(outcome, SaveGang, "small")[0].status
     assert status["phase"] == "Waiting" and "StrictFIFO" in status["conditions"][0]["message"]
 
@@ -79,11 +128,11 @@ def test_strict_fifo_admits_nothing_behind_a_group_that_does_not_fit():
 def test_a_starving_group_holds_what_fits_of_it_so_smaller_ones_cannot_take_it():
     run = blocked_head_and_small_group(Order.BEST_EFFORT_FIFO, starvation=600)  # big waited 3,600 s
     outcome = run.step()
-    assert of(outcome, Reserve) == []
+    assert booked(outcome) == []
     message = of(outcome, SaveGang, "small")[0].status["conditions"][0]["message"]
     assert "capacity is held for team/big" in message
     run.world.node("n2")
-    assert {a.group[1] for a in of(run.step(), Reserve)} == {"big"}
+    assert {a.group[1] for a in booked(run.step())} == {"big"}
 
 
 # --- elastic groups and replacements ---------------------------------------------------------
@@ -94,11 +143,11 @@ def test_members_beyond_min_count_are_reserved_and_released_one_at_a_time():
     for i in range(4):
         world.add(member_object(f"w{i}", source=names.SOURCE_PYTORCHJOB, owner=("PyTorchJob", "pj")))
     run = Run(world)
-    assert len(of(run.step(), Reserve)) == 2, "admitted with min count"
+    assert len(booked(run.step())) == 2, "admitted with min count"
     second = run.step(bind=True)
-    assert len(of(second, Release)) == 2 and len(of(second, Reserve)) == 1, "then one extra"
+    assert len(of(second, Release)) == 2 and len(booked(second)) == 1, "then one extra"
     third = run.step(bind=True)
-    assert len(of(third, Release)) == 1 and of(third, Reserve) == [], "no room for the fourth"
+    assert len(of(third, Release)) == 1 and booked(third) == [], "no room for the fourth"
     waiting = [p for p in world.pods.values() if p["spec"].get("schedulingGates")]
     assert [p["metadata"]["name"] for p in waiting] == ["w3"]
 
@@ -113,7 +162,7 @@ def test_a_running_group_with_finished_members_stays_running_and_a_replacement_g
     outcome = run.step()
     assert of(outcome, SaveGang)[0].status["phase"] == "Running"
     world.add(member_object("g-2", group="g", min_count=2, created=CREATED))
-    assert [a.pod for a in of(run.step(), Reserve)] == ["g-2"]
+    assert [a.pod for a in booked(run.step())] == ["g-2"]
     assert [a.pod for a in of(run.step(), Release)] == ["g-2"]
 
 
@@ -256,7 +305,7 @@ def test_a_group_past_its_schedule_timeout_is_reported_once_and_keeps_waiting():
     later = run.step()
     assert reports(later, "gang.timed_out") == [] and of(later, SaveGang) == []
     world.node("n1")
-    assert len(of(run.step(), Reserve)) == 2, "still admitted when capacity comes"
+    assert len(booked(run.step())) == 2, "still admitted when capacity comes"
 
 
 def test_a_timed_out_group_is_given_up_when_configured_to_fail():
@@ -267,7 +316,7 @@ def test_a_timed_out_group_is_given_up_when_configured_to_fail():
     assert of(outcome, SaveGang)[0].status["phase"] == "Failed"
     assert "given up" in reports(outcome, "gang.timed_out")[0].message
     world.node("n1")
-    assert of(run.step(), Reserve) == []
+    assert booked(run.step()) == []
 
 
 def test_gang_status_follows_the_group_and_events_follow_changes_only():
@@ -296,7 +345,7 @@ def test_a_group_whose_declarations_disagree_is_reported_on_its_pod_and_never_re
     world = World(nodes(2), [(GANGS, {"metadata": {"name": "g"}, "spec": {"minCount": 3}})])
     add_group(world, "g", 2)
     outcome = Run(world).step()
-    assert of(outcome, Reserve) == []
+    assert booked(outcome) == []
     (report,) = of(outcome, Report)
     assert report.reason == "Disagreement" and report.warning and report.involved[1] == "Gang"
 
@@ -306,14 +355,14 @@ def test_a_pin_on_a_gated_pod_is_the_users_constraint_not_a_reservation():
     pin = [{"matchFields": [{"key": names.PIN_FIELD, "operator": "In", "values": ["n1"]}]}]
     world.add(member_object("p0", group="g", min_count=1, affinity_terms=pin, created=CREATED))
     outcome = Run(world).step()
-    assert [(a.pod, a.node) for a in of(outcome, Reserve)] == [("p0", "n1")]
+    assert [(a.pod, a.node) for a in booked(outcome)] == [("p0", "n1")]
 
 
 def test_a_pod_bound_outside_any_group_takes_capacity():
     world = World(nodes(1))
     world.add(pod_object("other", gated=False, node_name="n0", phase="Running", namespace="elsewhere", gpus=8))
     add_group(world, "g", 1)
-    assert of(Run(world).step(), Reserve) == []
+    assert booked(Run(world).step()) == []
 
 
 # --- Gang status writes ------------------------------------------------------------------------
@@ -341,7 +390,7 @@ def test_a_waiting_groups_phase_change_is_written_at_once():
     run.step()
     world.node("n1", gpus=8)
     outcome = run.step(seconds=1)
-    assert of(outcome, Reserve, "g") and of(outcome, SaveGang, "g")[0].status["phase"] == "Admitted"
+    assert booked(outcome, "g") and of(outcome, SaveGang, "g")[0].status["phase"] == "Admitted"
 
 
 def test_a_lone_accelerator_pod_gets_no_gang_and_never_sizes_a_group_of_its_name():
@@ -353,7 +402,7 @@ def test_a_lone_accelerator_pod_gets_no_gang_and_never_sizes_a_group_of_its_name
         world.add(member_object(f"trainer-{index}", group="trainer", min_count=2, gpus=1))
     run = Run(world)
     outcome = run.step()
-    assert {a.pod for a in of(outcome, Reserve)} == {"trainer", "trainer-0", "trainer-1"}
+    assert {a.pod for a in booked(outcome)} == {"trainer", "trainer-0", "trainer-1"}
     assert [a.group for a in of(outcome, SaveGang)] == [(NS, "trainer")]
     assert world.gang("trainer")["spec"]["minCount"] == 2
 
@@ -406,4 +455,4 @@ def test_members_of_different_priorities_disagree_until_admitted_but_a_running_g
     running.add(member_object("r-0", group="r", min_count=2, priority=10, gated=False, node_name="n0",
                               phase="Running", created=CREATED))
     running.add(member_object("r-1", group="r", min_count=2, priority=20, created=CREATED))  # after its class changed
-    assert [a.pod for a in of(Run(running).step(), Reserve)] == ["r-1"]
+    assert [a.pod for a in booked(Run(running).step())] == ["r-1"]

@@ -12,13 +12,13 @@ import copy
 from datetime import datetime, timezone
 
 from gangkeeper import names
-from gangkeeper.controller.decisions import DeleteGang, DeletePod, Report, Reserve, ResumeOwner, SaveGang, SuspendOwner
+from gangkeeper.controller.decisions import DeleteGang, DeletePod, Report, ResumeOwner, SaveGang, SuspendOwner
 from gangkeeper.controller.groups import JOBS, PYTORCHJOBS
 from gangkeeper.controller.memory import Memory
 from gangkeeper.controller.reconciler import Ownerless, Settings, reconcile
 from gangkeeper.identity import to_label_value
 from tests.controller.builders import node_object
-from tests.controller.world import NS, World, member_object
+from tests.controller.world import NS, World, booked, member_object
 
 NOW = 1_800_000_000.0  # 2027-01-15T08:00:00Z
 CREATED = "2027-01-15T08:00:00Z"
@@ -78,7 +78,7 @@ class Owners(World):
 
     def bind_one(self, name: str) -> None:
         pod = self.pods[f"{NS}/{name}"]
-        pod["spec"]["nodeName"] = pod["metadata"]["annotations"][names.RESERVED_NODE_ANNOTATION]
+        pod["spec"]["nodeName"] = self.reserved_node(name)
         pod["status"]["phase"] = "Running"
         self._store(pod)
 
@@ -190,7 +190,7 @@ def test_a_job_that_fails_to_bind_is_suspended_not_deleted_and_resumed_when_its_
     assert [r.involved[:3] for r in reports(resumed, "gang.resumed")] == [JOB]
     job = run.world.owner(JOBS, "train")
     assert job["spec"]["suspend"] is False and job["metadata"]["annotations"] == {}
-    assert len(of(run.step(), Reserve)) == 2, "its pods come back gated and are planned at once"
+    assert len(booked(run.step())) == 2, "its pods come back gated and are planned at once"
 
 
 def test_a_suspension_that_meets_the_job_changed_since_it_was_read_is_decided_again():
@@ -245,7 +245,7 @@ def test_an_owner_a_user_suspended_is_never_resumed_and_its_pods_are_not_planned
     world.put_workload(JOBS, merged(jobs.job, {"spec": {"suspend": True}}))
     run = Run(world, Settings())
     outcomes = [run.step(seconds=600) for _ in range(5)]
-    assert not any(of(o, ResumeOwner) or of(o, Reserve) or of(o, SuspendOwner) for o in outcomes)
+    assert not any(of(o, ResumeOwner) or booked(o) or of(o, SuspendOwner) for o in outcomes)
     assert "not by gangkeeper" in of(outcomes[0], SaveGang)[0].status["conditions"][0]["message"]
 
 
@@ -270,7 +270,7 @@ def test_a_user_who_resumes_the_owner_first_is_left_alone_and_the_group_is_plann
     run.world.patch_owner(JOBS, "train", {"spec": {"suspend": False}})  # our marks stay on it
     outcomes = [run.step() for _ in range(3)]
     assert not any(of(o, ResumeOwner) or of(o, SuspendOwner) for o in outcomes)
-    assert len(of(outcomes[0], Reserve)) == 2, "its backoff ends with the suspension"
+    assert len(booked(outcomes[0])) == 2, "its backoff ends with the suspension"
     assert run.now < NOW + 2 + BACKOFF
 
 
@@ -356,14 +356,14 @@ def test_a_group_given_up_stays_failed_while_its_members_go_and_is_planned_when_
     run.memory = rolled_back.memory
     run.world.apply([a for a in rolled_back.actions if not (isinstance(a, DeletePod) and a.pod == "plain-0")])
     terminating = run.step()  # plain-0 is still on its node, terminating: it looks bound and running
-    assert of(terminating, Reserve) == [] and reports(terminating, "gang.bound") == []
+    assert booked(terminating) == [] and reports(terminating, "gang.bound") == []
     status = run.world.gang("plain")["status"]
     assert status["phase"] == "Failed"
     assert "resubmit" in next(c for c in status["conditions"] if c["type"] == "RolledBack")["message"]
     run.world.delete(f"{NS}/plain-0")
     for index in (2, 3):
         run.world.add(member_object(f"plain-{index}", group="plain", min_count=2, gpus=8, created=CREATED))
-    assert len(of(run.step(), Reserve)) == 2
+    assert len(booked(run.step())) == 2
 
 
 def test_keeping_members_without_owner_says_what_they_hold():

@@ -3,11 +3,10 @@ members planned after their group's admission (elastic ones beyond min count, re
 held to the domain their group sits in."""
 
 from gangkeeper import names
-from gangkeeper.controller.decisions import Reserve
 from gangkeeper.controller.reconciler import Settings
 from tests.controller.builders import node_object
-from tests.controller.test_rollback import CREATED, Owners, Run, of
-from tests.controller.world import member_object
+from tests.controller.test_rollback import CREATED, Owners, Run
+from tests.controller.world import booked, member_object
 
 ZONE = "topology.kubernetes.io/zone"
 
@@ -27,6 +26,6 @@ def test_a_member_beyond_min_count_goes_only_where_its_group_sits():
         world.add(zoned_member(f"train-{i}"))
     reserved = {}
     for _ in range(4):
-        for action in of(run.step(), Reserve):
+        for action in booked(run.step()):
             reserved[action.pod] = action.node
     assert sorted(reserved.values()) == ["a-0", "a-0"], "the third member is not sent to another zone"

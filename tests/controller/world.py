@@ -1,13 +1,15 @@
 """A small stand-in for the API server and the scheduler, to drive `reconcile()` pass after pass.
 
 Pods are raw objects with resourceVersions; the reconciler's actions are applied the way the API
-applies them (a stale Reserve or a Release whose `test` fails is a conflict and changes nothing);
+applies them (a stale Reserve or a Release whose `test` fails is a conflict and changes nothing;
+a Gang's status is merged, as a merge patch is);
 `bind()` plays the scheduler, binding each released member to the node it is pinned to. Every
 change is also recorded as an informer would report it, so that the same run can feed a
 `ClusterIndex` incrementally and be compared with full rebuilds.
 """
 
 import copy
+from typing import NamedTuple
 
 import jsonpatch
 
@@ -15,10 +17,28 @@ from gangkeeper import names
 from gangkeeper.controller.groups import GANGS, pod_facts, workload_from_api
 from gangkeeper.controller.index import NODES, PODS, Change
 from gangkeeper.controller.model import node_from_api
-from gangkeeper.controller.reconciler import DeleteGang, DeletePod, Release, Reserve, SaveGang
+from gangkeeper.controller.reconciler import DeleteGang, DeletePod, Release, Reserve, ReserveGroup, SaveGang
 from tests.controller.builders import node_object, pod_object
 
 NS = "team"
+
+
+class Booking(NamedTuple):
+    group: tuple[str, str]
+    pod: str
+    node: str
+
+
+def booked(outcome, group=None) -> list[Booking]:
+    """The reservations a pass wrote, on a Gang or on each pod, in the pass's order."""
+    found = []
+    for action in outcome.actions:
+        if isinstance(action, Reserve):
+            found.append(Booking(action.group, action.pod, action.node))
+        elif isinstance(action, ReserveGroup):
+            found += [Booking(action.group, pod, entry["node"]) for pod, entry in action.reservations.items()
+                      if entry is not None]
+    return [booking for booking in found if group is None or booking.group[1] == group]
 
 
 def member_object(name, group="g", *, min_count=None, source=names.SOURCE_EXPLICIT, namespace=NS, owner=None,
@@ -100,6 +120,17 @@ class World:
         changes, self.changes = self.changes, []
         return changes
 
+    def reserved_node(self, name: str, namespace: str = NS) -> str | None:
+        """The node booked for a pod: its own reservation or pin, or the one a Gang holds for it."""
+        pod = self.pods[f"{namespace}/{name}"]
+        own = pod_facts(pod).member.reserved_node
+        if own is not None:
+            return own
+        uid = pod["metadata"]["uid"]
+        return next((entry["node"] for key, gang in self.workloads.items() if key[0] == GANGS and key[1] == namespace
+                     for pod_name, entry in ((gang.get("status") or {}).get("reservations") or {}).items()
+                     if pod_name == name and entry["uid"] == uid), None)
+
     def gang(self, name: str, namespace: str = NS) -> dict | None:
         return self.workloads.get((GANGS, namespace, name))
 
@@ -123,6 +154,8 @@ class World:
             elif isinstance(action, DeletePod):
                 if key in self.pods:
                     self.delete(key)
+            elif isinstance(action, ReserveGroup):
+                self._reserve_on_gang(action)
             elif isinstance(action, SaveGang):
                 self._save_gang(action)
             elif isinstance(action, DeleteGang):
@@ -131,9 +164,20 @@ class World:
                     self.changes.append((GANGS, key, None))  # as the Gangs informer reports it
 
     def _save_gang(self, action: SaveGang) -> None:
-        current = self.gang(action.name, action.group[0])
-        body = copy.deepcopy(action.create) if current is None else current
-        body["status"] = dict(action.status)
+        self._merge_status(action.group[0], action.name, action.create, action.status)
+
+    def _reserve_on_gang(self, action: ReserveGroup) -> None:
+        current = self.gang(action.name, action.group[0]) or action.create or {}
+        reservations = {**(current.get("status") or {}).get("reservations", {}), **action.reservations}
+        self._merge_status(action.group[0], action.name, action.create,
+                           {"reservations": {name: entry for name, entry in reservations.items() if entry is not None}})
+
+    def _merge_status(self, namespace: str, name: str, create, status) -> None:
+        """The Gang's status merged with `status` (a key set to None is removed), as a merge patch does."""
+        current = self.gang(name, namespace)
+        body = copy.deepcopy(dict(create)) if current is None else current
+        merged = {**(body.get("status") or {}), **status}
+        body["status"] = {key: value for key, value in merged.items() if value is not None}
         self.put_workload(GANGS, body)
 
     def bind(self) -> list[str]:

@@ -28,6 +28,7 @@ from sim.apiserver import APIServer
 from sim.deployed import install_webhook_configurations
 from sim.invariants import Checker, Watch
 from sim.rbac import deployed_rbac
+from sim.reservations import GANGS, Reservations
 from sim.server import RunningServer
 
 NS = "team"
@@ -98,6 +99,11 @@ class Emulation:
 
     def pods(self, namespace: str = NS) -> dict[str, dict]:
         return {p["metadata"]["name"]: p for p in self.api.list("pods", namespace=namespace)}
+
+    def reserved_nodes(self, namespace: str = NS) -> dict[str, str]:
+        """The node reserved for each pod that has one (its own annotation, or its Gang's entry), by name."""
+        booked = Reservations(self.api.list(GANGS, namespace=namespace))
+        return {name: node for name, pod in self.pods(namespace).items() if (node := booked.node_for(pod))}
 
 
 def node(name: str, gpus: int = 8) -> dict:

@@ -40,7 +40,7 @@ def test_once_syncs_runs_one_pass_and_exits(emulation, tmp_path):
     audit = tmp_path / "audit.jsonl"
     assert main(["controller", "--once", "--kubeconfig", str(kubeconfig), "--audit-file", str(audit)]) == 0
     pod = emulation.pods()["job-0"]
-    assert pod["metadata"]["annotations"][names.RESERVED_NODE_ANNOTATION] == "n0"
+    assert emulation.reserved_nodes() == {"job-0": "n0"}
     assert not released(pod), "one pass reserves; the next would release"
     assert [line["event"] for line in audit_lines(audit)] == ["gang.reserved"]
 

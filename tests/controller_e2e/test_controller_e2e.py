@@ -7,6 +7,7 @@ import pytest
 
 from gangkeeper import names
 from gangkeeper.controller.groups import pod_facts
+from gangkeeper.controller.kube import METADATA_LIST, PODS, load
 from gangkeeper.controller.reconciler import Settings, release_patch
 from sim.api import CONTROLLER
 from tests.controller_e2e.emulation import NS, Emulation, eventually, member, node, pinned_node, pytorchjob, released
@@ -34,10 +35,11 @@ def test_complete_group_is_reserved_then_released_with_pins(emulation):
     eventually(lambda: all(released(p) for p in emulation.pods().values()))
     pods = emulation.pods()
     assert {pinned_node(p) for p in pods.values()} == {"n0", "n1"}
-    for pod in pods.values():
-        annotations = pod["metadata"]["annotations"]
-        assert annotations[names.RESERVED_NODE_ANNOTATION] == pinned_node(pod)
-        assert annotations[names.RELEASED_AT_ANNOTATION].endswith("Z")
+    reserved = emulation.reserved_nodes()
+    for name, pod in pods.items():
+        assert names.RESERVED_NODE_ANNOTATION not in pod["metadata"]["annotations"], "reserved on the Gang"
+        assert reserved[name] == pinned_node(pod)
+        assert pod["metadata"]["annotations"][names.RELEASED_AT_ANNOTATION].endswith("Z")
     gang = eventually(lambda: (emulation.api.list("gangs", namespace=NS) or [None])[0])
     assert gang["spec"]["minCount"] == 2
     eventually(lambda: {(e["involvedObject"]["kind"], e["involvedObject"]["name"])
@@ -123,3 +125,16 @@ def test_missing_crds_switch_their_integrations_off(tmp_path, caplog):
         eventually(lambda: "gang.released" in audit.events())
     finally:
         emulation.close()
+
+
+def test_a_groups_members_are_checked_before_release_by_their_metadata_alone(emulation):
+    job, group = pytorchjob(emulation, "check", 1)
+    pods = [member(emulation, job, index) for index in range(2)]
+    path, _ = emulation.kubeconfig()
+    client = load(str(path))
+    assert client.resource_versions(PODS, NS, f"{names.GROUP_LABEL}={group}") == {
+        pod["metadata"]["name"]: pod["metadata"]["resourceVersion"] for pod in pods}
+    listed = client._json("GET", PODS.path(NS), query=[("labelSelector", f"{names.GROUP_LABEL}={group}")],
+                          accept=METADATA_LIST)
+    assert listed["kind"] == "PartialObjectMetadataList"
+    assert {tuple(sorted(item)) for item in listed["items"]} == {("apiVersion", "kind", "metadata")}

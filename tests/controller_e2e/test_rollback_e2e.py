@@ -14,7 +14,7 @@ from gangkeeper import names
 from gangkeeper.controller.reconciler import Settings
 from sim.api import ADMIN, WatchEvent
 from sim.names import NODES, PODS
-from tests.controller_e2e.emulation import NS, Emulation, eventually, released
+from tests.controller_e2e.emulation import NS, Emulation, eventually, pinned_node, released
 
 pytestmark = pytest.mark.e2e
 
@@ -41,8 +41,8 @@ class Spoiler:
         if event.type == "DELETED":
             self.armed = True
             return
-        node = (pod["metadata"].get("annotations") or {}).get(names.RESERVED_NODE_ANNOTATION)
-        if self.armed and self.left and node and released(pod) and not pod["spec"].get("nodeName"):
+        node = pinned_node(pod) if released(pod) else None
+        if self.armed and self.left and node and not pod["spec"].get("nodeName"):
             self.api.patch(NODES, node, {"spec": {"taints": [SPOILT]}}, user=ADMIN)
             self.armed, self.left = False, self.left - 1
             self.tainted.append(node)

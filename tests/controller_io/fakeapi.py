@@ -96,6 +96,12 @@ class FakeAPI:
         with self.cond:
             self.served.setdefault((group, version), {})[plural] = (kind, namespaced)
 
+    def unserve(self, group: str, version: str) -> None:
+        """The group-version is gone: discovery and every request under it answer 404."""
+        with self.cond:
+            self.served.pop((group, version), None)
+            self.cond.notify_all()
+
     def inject(self, method: str, path: str, code: int, body=None, headers=None) -> None:
         with self.cond:
             self.injected.append((method, path, code, body, headers or {}))

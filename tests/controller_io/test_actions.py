@@ -20,6 +20,7 @@ from gangkeeper.controller.decisions import (
     Release,
     Report,
     Reserve,
+    ReserveGroup,
     SaveGang,
 )
 from gangkeeper.controller.kube import EVENTS, GANGS, JSON_PATCH, PODS, AlreadyExists, Conflict, Forbidden, NotFound
@@ -33,6 +34,12 @@ class RecordingKube:
 
     def __init__(self):
         self.calls, self.refuse, self.events, self.gangs = [], {}, {}, set()
+        self.versions: dict[str, str] = {}  # pods changed since the pass read them (else as `release` reads them)
+        self.checked: list[str] = []  # the label selectors of the release checks
+
+    def resource_versions(self, resource, namespace, label_selector):
+        self.checked.append(label_selector)
+        return {f"p{number}": "8" for number in range(10)} | self.versions
 
     def _call(self, method, resource, name, body=None):
         self.calls.append((method, resource.name, name, body))
@@ -86,6 +93,10 @@ def executor(kube=None, dry_run=False):
                     clock=clock), audit, written
 
 
+def release(pod="p0", node="n1"):
+    return Release(GROUP, pod, node, ({"op": "test", "path": "/metadata/resourceVersion", "value": "8"},), "g", "8")
+
+
 def released(pods=("p0", "p1")):
     return Report(GROUP, GangEvent.RELEASED, Reason.RELEASED, "released 2 members", GANG,
                   tuple(Involved("v1", "Pod", pod, f"uid-{pod}") for pod in pods), on_pods=True)
@@ -94,7 +105,7 @@ def released(pods=("p0", "p1")):
 ACTIONS = (released(),
            SaveGang(GROUP, "g", {"phase": "Admitted"}, {"metadata": {"name": "g"}}),
            Reserve(GROUP, "p0", "7", "n1"),
-           Release(GROUP, "p0", "n1", ({"op": "test", "path": "/metadata/resourceVersion", "value": "8"},)),
+           release(),
            DeletePod(GROUP, "p1", "uid-p1"))
 
 
@@ -112,6 +123,20 @@ def test_each_action_is_one_narrow_write_pods_first_and_the_api_answers_are_assu
     assert kube.calls[2][3] == {"uid": "uid-p1"}
     assert len(written) == 2, "both pod patches are laid over the cache at once"
     assert [line["event"] for line in audit.lines] == ["gang.released"]
+
+
+def test_a_group_reservation_is_one_status_write_on_its_gang_before_the_gangs_other_writes():
+    kube = RecordingKube()
+    run, _, written = executor(kube)
+    body = {"metadata": {"name": "g"}}
+    booking = {"p0": {"uid": "uid-p0", "node": "n1"}, "gone": None}
+    assert run.execute([SaveGang(GROUP, "g", {"phase": "Admitted"}, body), ReserveGroup(GROUP, "g", booking, body),
+                        release("p1", "n0")]) == 0
+    assert [(method, name) for method, resource, name, _ in kube.calls if resource == GANGS.name] == [
+        ("create", "g"), ("patch/status", "g"), ("create", "g"), ("patch/status", "g")]
+    assert kube.calls[0][1] == GANGS.name, "with the pod writes, ahead of the Gang's status"
+    assert kube.calls[1][3] == {"status": {"reservations": booking}}, "a merge patch: null removes an entry"
+    assert [obj["metadata"]["name"] for obj in written] == ["g", "p1"], "the Gang's answer is laid over the cache"
 
 
 def test_a_release_report_is_an_event_on_the_gang_and_on_each_pod():
@@ -301,9 +326,9 @@ class SteppingDownKube(RecordingKube):
 def test_a_leader_that_steps_down_mid_pass_has_recorded_what_it_began_and_sends_nothing_more(concurrency):
     kube = SteppingDownKube()
     run, audit, _ = parallel_executor(kube, concurrency=concurrency)
-    release = Release(GROUP, "p0", "n1", ({"op": "test", "path": "/metadata/resourceVersion", "value": "8"},))
+    release_p0 = release()
     try:
-        assert run.execute([released(pods=("p0",)), SaveGang(GROUP, "g", {"phase": "Admitted"}), release],
+        assert run.execute([released(pods=("p0",)), SaveGang(GROUP, "g", {"phase": "Admitted"}), release_p0],
                            proceed=lambda: kube.leading) == 2, "the Gang's write and the Events are left"
         run.drain()
     finally:
@@ -376,3 +401,18 @@ def test_closing_drops_the_events_not_yet_begun():
     kube.letting_go.set()
     closing.join(10)
     assert len(kube.events) == actions.EVENT_WRITERS, "those begun were written, the other 17 dropped"
+
+
+def test_a_group_a_member_of_which_changed_since_the_pass_read_it_is_not_released_at_all():
+    """p1 was deleted and created again (its cache a little behind): releasing p0 alone would leave
+    the group part released with p1's new pod unreserved."""
+    kube = RecordingKube()
+    kube.versions = {"p1": "12"}
+    run, audit, written = executor(kube)
+    assert run.execute([released(), release("p0"), release("p1", "n0"), SaveGang(GROUP, "g", {"phase": "Admitted"})]) == 0
+    assert kube.checked == [f"{names.GROUP_LABEL}=g"], "one request for the group"
+    assert [c for c in kube.calls if c[1] == PODS.name] == [] and written == [], "no member released"
+    assert audit.lines == [], "and no release on record"
+    kube.versions = {}
+    assert run.execute([released(), release("p0"), release("p1", "n0")]) == 0
+    assert sorted(c[2] for c in kube.calls if c[1] == PODS.name) == ["p0", "p1"]

@@ -6,7 +6,7 @@ import pytest
 
 from gangkeeper import names
 from gangkeeper.controller.informer import Hooks, Informer, object_key
-from gangkeeper.controller.kube import NODES, PODS, PYTORCHJOBS, Backoff
+from gangkeeper.controller.kube import GANGS, NODES, PODS, PYTORCHJOBS, Backoff
 
 from .conftest import eventually
 
@@ -187,3 +187,15 @@ def test_list_failures_back_off_exponentially_and_success_resets(fake, kube, sta
     eventually(lambda: informer.has_synced)
     assert waits == [1, 2, 3] and recorder.failures == ["ServerError"] * 3
     assert backoff.attempt == 0
+
+
+def test_an_api_that_stops_being_served_is_kept_as_last_listed_when_told_to(fake, start, caplog):
+    caplog.set_level(logging.INFO, "gangkeeper.controller.informer")
+    fake.serve(names.GANG_GROUP, names.GANG_VERSION, names.GANG_PLURAL, names.GANG_KIND)
+    fake.put(GANGS, {"metadata": {"name": "g", "namespace": "ml"}})
+    kept, _ = start(GANGS, transform=lambda gang: gang["metadata"]["name"], keeps_unserved=True)
+    eventually(lambda: keys(kept) == {"ml/g"} and any(m == "WATCH" for m, _, _ in fake.requests))
+    fake.unserve(names.GANG_GROUP, names.GANG_VERSION)
+    fake.cut(GANGS)  # the open watch ends; the next one is answered 404 and discovery forgets the API
+    eventually(lambda: any("not served any more" in r.getMessage() for r in caplog.records))
+    assert keys(kept) == {"ml/g"}, "what a Gang books stays booked while its API answers 404"

@@ -10,8 +10,10 @@ from gangkeeper.audit import AuditLog
 from gangkeeper.controller import kube
 from gangkeeper.controller.informer import Cache, object_key
 from gangkeeper.controller.metrics import Metrics
-from gangkeeper.controller.reconciler import Release, Reserve, Settings
+from gangkeeper.controller.reconciler import Release, Settings
 from gangkeeper.controller.runner import Clock, Controller
+from sim.patching import apply_merge_patch
+from tests.controller.world import booked
 
 START = 1_000.0  # the fake monotonic clock's first moment
 WALL = 1_800_000_000.0  # the cluster's time at START: whole seconds, as the annotations the controller writes
@@ -51,7 +53,8 @@ class FakeClock:
 class FakeInformer:
     """An informer the test feeds by hand (`Informer`'s keyword arguments, no client, synced at once)."""
 
-    def __init__(self, resource, transform, *, namespace=None, reading=None, hooks=None, on_change, on_object):
+    def __init__(self, resource, transform, *, namespace=None, reading=None, hooks=None, on_change, on_object,
+                 keeps_unserved=False):
         self.resource, self.transform, self.on_change = resource, transform, on_change
         self.told = True
         self.cache = Cache(lambda key, value: on_object(key, value) if self.told else None)
@@ -77,6 +80,7 @@ class FakeKube:
 
     def __init__(self):
         self.pods: dict[str, dict] = {}
+        self.gangs: dict[str, dict] = {}
         self.pod_writes: list[str] = []
 
     def patch(self, resource, namespace, name, body, patch_type=kube.MERGE_PATCH, *, subresource=""):
@@ -94,10 +98,25 @@ class FakeKube:
         self.pod_writes.append(name)
         return pod
 
+    def resource_versions(self, resource, namespace, label_selector):
+        label = label_selector.partition("=")[2]
+        return {pod["metadata"]["name"]: pod["metadata"]["resourceVersion"] for pod in self.pods.values()
+                if pod["metadata"]["namespace"] == namespace and pod["metadata"]["labels"].get(names.GROUP_LABEL) == label}
+
     def patch_status(self, resource, namespace, name, body, patch_type=kube.MERGE_PATCH):
-        return {"metadata": {"name": name, "namespace": namespace, "uid": f"uid-{name}"}}
+        """A Gang's status as a merge patch merges it (a null removes the key), on the Gang created."""
+        key = f"{namespace}/{name}"
+        gang = self.gangs.get(key) or {"apiVersion": "gangkeeper.io/v1alpha1", "kind": names.GANG_KIND,
+                                       "metadata": {"name": name, "namespace": namespace}}
+        gang = {**gang, "metadata": {**gang["metadata"], "uid": f"uid-{name}",
+                                     "resourceVersion": str(int(gang["metadata"].get("resourceVersion", 0)) + 1)},
+                "status": apply_merge_patch(gang.get("status") or {}, body["status"])}
+        self.gangs[key] = gang
+        return gang
 
     def create(self, resource, namespace, body):
+        if resource == kube.GANGS:
+            self.gangs.setdefault(f"{namespace}/{body['metadata']['name']}", dict(body))
         return dict(body)
 
     def delete(self, resource, namespace, name, **_):
@@ -139,7 +158,7 @@ def submit(controller: Controller, api: FakeKube, *pods: dict) -> None:
 
 
 def reserved(outcome) -> set[str]:
-    return {action.pod for action in outcome.actions if isinstance(action, Reserve)}
+    return {booking.pod for booking in booked(outcome)}
 
 
 def released(outcome) -> set[str]:
@@ -156,10 +175,11 @@ def reserve_and_release_a_pair(clock: FakeClock, resync: float = RESYNC) -> tupl
     submit(loop, api, member("pair-0"), member("pair-1"))
     assert loop.due() == START + 1 + DEBOUNCE, "the first change counts: the burst after it is batched"
     assert reserved(loop.turn(lambda: True)) == {"pair-0", "pair-1"}
-    assert loop.due() == clock.now, "pod writes succeeded: the next turn at once"
+    assert sorted(api.gangs[f"{NS}/pair"]["status"]["reservations"]) == ["pair-0", "pair-1"], "in one write"
+    assert loop.due() == clock.now, "the reservation was written: the next turn at once"
     assert released(loop.turn(lambda: True)) == {"pair-0", "pair-1"}
     assert loop.due() == clock.now
-    assert api.pod_writes == ["pair-0", "pair-1", "pair-0", "pair-1"], "released what it had just reserved"
+    assert api.pod_writes == ["pair-0", "pair-1"], "released what it had just reserved, without writing the pods first"
     return loop, api
 
 
@@ -169,7 +189,7 @@ def test_a_turn_is_due_a_debounce_after_a_change_at_once_after_pod_writes_and_el
     assert loop.due() == START + RESYNC + DEBOUNCE, "nothing changed: a resync"
     loop, api = reserve_and_release_a_pair(clock)
     loop.turn(lambda: True)
-    assert api.pod_writes[4:] == [], "the released members wait for the scheduler: nothing written"
+    assert api.pod_writes[2:] == [], "the released members wait for the scheduler: nothing written"
     assert loop.due() == clock.now + RESYNC + DEBOUNCE, "the resync comes before the bind timeout"
     clock.now += 1
     loop.pods.add(api.pods[f"{NS}/pair-0"])
@@ -182,7 +202,7 @@ def test_the_loop_wakes_when_a_timeout_falls_due_before_the_resync():
     bind_timeout = Settings().bind_timeout_seconds
     loop, api = reserve_and_release_a_pair(clock, resync=10 * bind_timeout)
     loop.turn(lambda: True)
-    assert api.pod_writes[4:] == []
+    assert api.pod_writes[2:] == []
     assert loop.due() == clock.now + bind_timeout + DEBOUNCE, "when the released members' bind timeout ends"
 
 
@@ -240,3 +260,36 @@ def test_run_turns_when_due_waiting_only_through_its_clock_and_ends_when_told_to
     loop.run(stop, lambda: True)
     assert turned == [first, first + 7 + DEBOUNCE, first + 7 + DEBOUNCE + RESYNC + DEBOUNCE]
     assert "n0" in loop.index.pool.nodes, "the change that woke the loop reached the index"
+
+
+def reserve_a_pair(clock: FakeClock) -> tuple[Controller, FakeKube]:
+    """One turn: the pair reserved on its Gang, created with the reservations."""
+    api = FakeKube()
+    loop = controller(clock, api)
+    loop.nodes.add(node("n0"))
+    submit(loop, api, member("pair-0"), member("pair-1"))
+    assert reserved(loop.turn(lambda: True)) == {"pair-0", "pair-1"}
+    return loop, api
+
+
+def test_a_consistency_check_keeps_the_gang_this_leader_reserved_on_until_its_watch_shows_it():
+    clock = FakeClock()
+    loop, api = reserve_a_pair(clock)
+    clock.now = START + CONSISTENCY  # a rebuild from the caches, where the Gang is not yet
+    assert released(loop.turn(lambda: True)) == {"pair-0", "pair-1"}, "still reserved after the rebuild"
+    assert loop.metrics.registry.get_sample_value("gangkeeper_index_inconsistencies_total") == 0
+    assert list(loop._assumed_gangs) == [f"{NS}/pair"]
+    loop.gangs.add(api.gangs[f"{NS}/pair"])  # the watch catches up: the caches stand for it from now on
+    assert loop._assumed_gangs == {}
+
+
+def test_a_member_created_again_behind_the_caches_back_holds_its_whole_group_until_the_cache_catches_up():
+    loop, api = reserve_a_pair(FakeClock())  # pair-1 reserved as the pod it was
+    again = member("pair-1")  # deleted and created again; the pods' watch has not said so yet
+    again["metadata"].update(uid="uid-pair-1-again", resourceVersion="5")
+    api.pods[f"{NS}/pair-1"] = again
+    loop.turn(lambda: True)
+    assert api.pod_writes == [], "pair-0 is not released without pair-1"
+    loop.pods.add(again)  # the cache catches up: the new pair-1 is planned, then the pair released
+    assert reserved(loop.turn(lambda: True)) == {"pair-1"}
+    assert released(loop.turn(lambda: True)) == {"pair-0", "pair-1"} and sorted(api.pod_writes) == ["pair-0", "pair-1"]

@@ -8,9 +8,10 @@ JOB = "train-a"
 
 
 def pod(name: str, *, node: str = "", phase: str = "Pending", gated: bool = False, reserved: bool = False) -> dict:
-    meta = {"name": name, "namespace": "ml", "labels": {names.KUBEFLOW_JOB_NAME_LABEL: JOB}}
+    """`reserved`: released by the controller to its node (a gated member is reserved on its Gang: `booking`)."""
+    meta = {"name": name, "namespace": "ml", "uid": f"uid-{name}", "labels": {names.KUBEFLOW_JOB_NAME_LABEL: JOB}}
     if reserved:
-        meta["annotations"] = {names.RESERVED_NODE_ANNOTATION: "n1"}
+        meta["annotations"] = {names.RELEASED_AT_ANNOTATION: "2027-01-01T00:00:00.000000Z"}
     spec = {"containers": [{"name": "pytorch", "resources": {"requests": {"nvidia.com/gpu": "1"}}}]}
     if node:
         spec["nodeName"] = node
@@ -28,11 +29,18 @@ def test_a_job_holding_gpus_while_a_member_is_unplaced_accrues_stranded_gpu_seco
     assert job.started is None
 
 
+def booking(*members: str) -> dict:
+    """The job's Gang, its reservations naming `members`."""
+    return {"metadata": {"name": JOB, "namespace": "ml"},
+            "status": {"reservations": {name: {"uid": f"uid-{name}", "node": "n1"} for name in members}}}
+
+
 def test_a_job_whose_members_all_have_nodes_only_accrues_starting_gpu_seconds_then_trains():
     observer = Observer({JOB: 2}, capacity=8, start=0.0)
     for name in ("a-0", "a-1"):
-        observer.observe(pod(name, gated=True, reserved=True), False, 0.0)
-    observer.observe(pod("a-0", node="n1", reserved=True), False, 1.0)  # released and bound; a-1 still reserved
+        observer.observe(pod(name, gated=True), False, 0.0)
+    observer.observe_gang(booking("a-0", "a-1"), False, 0.0)
+    observer.observe(pod("a-0", node="n1", reserved=True), False, 1.0)  # released and bound; a-1 still gated
     observer.observe(pod("a-1", node="n1", reserved=True), False, 1.5)
     observer.observe(pod("a-0", node="n1", phase="Running", reserved=True), False, 3.0)
     observer.observe(pod("a-1", node="n1", phase="Running", reserved=True), False, 3.0)
@@ -65,3 +73,13 @@ def test_pods_of_other_jobs_are_ignored_and_creation_is_judged_on_the_first_even
     observer.observe(gated, False, 0.0)
     observer.observe(pod("a-0", node="n1"), False, 1.0)
     assert observer.creation_counts() == (1, 1, 1)
+
+
+def test_a_gated_member_its_gang_does_not_book_is_unplaced():
+    observer = Observer({JOB: 2}, capacity=8, start=0.0)
+    observer.observe(pod("a-1", gated=True), False, 0.0)
+    observer.observe_gang(booking("a-0"), False, 0.0)
+    observer.observe(pod("a-0", node="n1", phase="Running", reserved=True), False, 0.0)
+    assert observer.snapshot(2.0).jobs[0].stranded_gpu_seconds == 2.0
+    observer.observe_gang(booking("a-0", "a-1"), False, 2.0)
+    assert observer.snapshot(5.0).jobs[0].stranded_gpu_seconds == 2.0, "booked from the Gang's write on"

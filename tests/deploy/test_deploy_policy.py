@@ -205,7 +205,8 @@ def test_webhook_names_paths_and_rules(rendered):
     assert (validate["name"], validate["clientConfig"]["service"]["path"]) == (f"validate.{names.DOMAIN}", "/validate")
     assert [(r["apiGroups"], r["apiVersions"], r["resources"], r["operations"]) for r in validate["rules"]] == [
         ([""], ["v1"], ["pods"], ["CREATE", "UPDATE"]),
-        ([names.GANG_GROUP], [names.GANG_VERSION], [names.GANG_PLURAL], ["CREATE", "UPDATE"]),
+        ([names.GANG_GROUP], [names.GANG_VERSION], [names.GANG_PLURAL, f"{names.GANG_PLURAL}/status"],
+         ["CREATE", "UPDATE"]),
     ]
 
 

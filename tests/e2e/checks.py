@@ -48,7 +48,7 @@ def assert_placed_whole_and_succeeded(team: Team, group: str, size: int) -> None
     pods = members(team, group)
     assert len(pods) == size
     for pod in pods:
-        reserved = pod["metadata"]["annotations"][names.RESERVED_NODE_ANNOTATION]
+        reserved = team.stack.reservations[pod["metadata"]["uid"]][-1]
         assert pod["spec"]["nodeName"] == reserved, pod["metadata"]["name"]
         assert pod["status"]["phase"] == "Succeeded", pod["metadata"]["name"]
 
@@ -57,7 +57,6 @@ def all_succeeded(pods: dict[str, dict], count: int) -> bool:
     return len(pods) == count and all((p.get("status") or {}).get("phase") == "Succeeded" for p in pods.values())
 
 
-def placed(pods: Iterable[dict]) -> list[str]:
-    """The pods that are bound or hold a reservation."""
-    return [pod["metadata"]["name"] for pod in pods
-            if pod["spec"].get("nodeName") or names.RESERVED_NODE_ANNOTATION in pod["metadata"].get("annotations", {})]
+def placed(team: Team, pods: Iterable[dict]) -> list[str]:
+    """The pods that are bound or hold a reservation (of their own, or on their Gang)."""
+    return [pod["metadata"]["name"] for pod in pods if pod["spec"].get("nodeName") or team.stack.booked.node_for(pod)]

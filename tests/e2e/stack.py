@@ -34,6 +34,7 @@ from sim.apiserver import APIServer
 from sim.clock import RealClock
 from sim.cluster import ThreadRunner, emulated_cluster
 from sim.invariants import Checker, Watch
+from sim.reservations import GANGS, Reservations, own_reservation
 
 # A fixed leader-election identity: the controller started again after a SIGKILL is the Lease's
 # holder already and leads at once, instead of waiting out the 15 s the dead holder's Lease lasts.
@@ -84,6 +85,7 @@ class Stack:
         self.invariants = Watch(self.api, Checker(bind_timeout=BIND_TIMEOUT, reaction=RESYNC))
         self.created: dict[str, dict] = {}  # namespace/name → the pod as stored at creation
         self.reservations: dict[str, list[str]] = {}  # pod uid → nodes, in the order it was reserved on them
+        self.booked = Reservations()  # the Gangs' reservations as they stand
         self._changes = threading.Condition()
         self._change_count = 0
         self._unsubscribe = self.api.subscribe(self._changed)
@@ -129,14 +131,20 @@ class Stack:
         return {key.split("/", 1)[1]: pod for key, pod in self.created.items() if key.startswith(f"{namespace}/")}
 
     def _record(self, event: WatchEvent) -> None:
+        if event.resource == GANGS:
+            for entry in self.booked.observe(event.type, event.object).values():
+                if entry is not None:
+                    self._reserved(*entry)
         if event.resource != "pods" or event.type == "DELETED":
             return
         metadata = event.object["metadata"]
         if event.type == "ADDED":
             self.created[f"{metadata.get('namespace')}/{metadata['name']}"] = event.object
-        reserved = (metadata.get("annotations") or {}).get(names.RESERVED_NODE_ANNOTATION)
-        if reserved and self.reservations.get(metadata.get("uid", ""), [None])[-1] != reserved:
-            self.reservations.setdefault(metadata.get("uid", ""), []).append(reserved)
+        self._reserved(metadata.get("uid", ""), own_reservation(event.object))
+
+    def _reserved(self, uid: str, node: str) -> None:
+        if node and self.reservations.get(uid, [None])[-1] != node:
+            self.reservations.setdefault(uid, []).append(node)
 
     # --- waiting on the cluster --------------------------------------------------------------
 

@@ -54,7 +54,7 @@ def test_nobody_but_the_controller_removes_the_gate(stack):
             f"only {CONTROLLER} may remove it, once capacity for the whole group is reserved "
             f"(why its group waits: kubectl get gangs -n {team.name}, column Reason)")
     pod = team.pods()["pair-0"]
-    assert is_gated(pod) and placed([pod]) == []
+    assert is_gated(pod) and placed(team, [pod]) == []
 
     team.pod("pair-1", **pair)  # the group is complete: the controller reserves it and removes the gates
     team.wait_until(lambda: all_succeeded(team.pods(), 2), "both members Succeeded")

@@ -12,6 +12,7 @@ import pytest
 
 from gangkeeper import names
 from sim.api import WatchEvent
+from sim.reservations import own_reservation
 from tests.e2e.checks import assert_placed_whole_and_succeeded, group_label, members
 from tests.e2e.stack import is_gated
 from tests.e2e.workloads import new_team
@@ -43,7 +44,8 @@ def test_a_controller_killed_mid_release_is_restarted_and_books_nothing_twice(st
         interrupted = members(team, group)
         # The releases go out side by side: those already sent beside the first may land too.
         assert len([pod for pod in interrupted if not is_gated(pod)]) >= 1, "killed after its first release"
-        assert all(names.RESERVED_NODE_ANNOTATION in pod["metadata"]["annotations"] for pod in interrupted)
+        assert all(stack.booked.node_for(pod) and not own_reservation(pod) for pod in interrupted), \
+            "every member reserved, in one write on the Gang"
 
         team.pytorchjob("llm-b", workers=2, gpus=2)  # 6 GPUs: what llm-a has reserved but not yet bound
         team.wait_until(lambda: len(team.pods()) == 7, "llm-b's pods created, gated")

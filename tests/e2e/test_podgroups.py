@@ -44,7 +44,7 @@ def test_served_native_podgroup_gives_the_min_count(native_stack):
     team.pod(**native_member("trainer-1", "trainers"))
 
     team.wait_for_gang("trainers", "Waiting", present=2, minCount=3)  # minCount: the PodGroup's
-    assert placed(team.pods().values()) == []
+    assert placed(team, team.pods().values()) == []
 
     team.pod(**native_member("trainer-2", "trainers"))
     team.wait_until(lambda: all_succeeded(team.pods(), 3), "the three members Succeeded")
@@ -67,7 +67,7 @@ def test_unserved_native_podgroup_falls_back_to_the_annotation_or_a_gang(stack):
 
     team.wait_for_gang("trainers", "Waiting", present=2, minCount=3)  # minCount: the annotation's
     team.wait_for_gang("evaluators", "Succeeded", minCount=2)  # minCount: the Gang's
-    assert not placed(pod for name, pod in team.pods().items() if name.startswith("trainer-"))
+    assert not placed(team, (pod for name, pod in team.pods().items() if name.startswith("trainer-")))
 
     team.pod(**native_member("trainer-2", "trainers", annotations=annotated))
     team.wait_until(lambda: all_succeeded(team.pods(), 5), "all five pods Succeeded")

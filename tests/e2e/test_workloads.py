@@ -75,7 +75,7 @@ def test_pods_of_an_explicit_gang_wait_for_its_min_count_then_run_whole(stack):
     team.pod("allreduce-1", **member)
 
     team.wait_for_gang("allreduce", "Waiting", present=2, minCount=3)
-    assert placed(team.pods().values()) == [], "nothing is reserved or bound for an incomplete group"
+    assert placed(team, team.pods().values()) == [], "nothing is reserved or bound for an incomplete group"
 
     team.pod("allreduce-2", **member)
     team.wait_until(lambda: all_succeeded(team.pods(), 3), "the three members Succeeded")

@@ -8,13 +8,13 @@ def test_a_gang_declares_size_group_and_timeout():
     declared = gang.declaration({"metadata": {"name": "llm"}, "spec": {
         "minCount": 16, "groupName": "llm-run", "scheduleTimeoutSeconds": 600}, "status": {"phase": "Waiting"}})
     assert declared == {"sizes": {"": 16}, "group_name": "llm-run", "schedule_timeout": 600.0, "topology": {},
-                        "status": {"phase": "Waiting"}, "disposable": False}
+                        "status": {"phase": "Waiting"}, "reservations": {}, "disposable": False}
 
 
 def test_the_group_defaults_to_the_gangs_name_and_nothing_else_is_assumed():
     declared = gang.declaration({"metadata": {"name": "llm"}})
     assert declared == {"sizes": {"": 0}, "group_name": "llm", "schedule_timeout": None, "topology": {},
-                        "status": {}, "disposable": False}
+                        "status": {}, "reservations": {}, "disposable": False}
 
 
 def test_a_gang_declares_its_topology_as_written_for_the_controller_to_judge():

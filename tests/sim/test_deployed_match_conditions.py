@@ -136,3 +136,28 @@ def test_validate_allows_every_one_of_the_skipped_patches(tmp_path, shape):
     reserve_and_release(api, "m-0")
     assert webhook.validated("UPDATE") == [(CONTROLLER.username, True)] * 2
     assert not [r for path, op, _, r in webhook.calls if path == "/validate" and op == "UPDATE" and r.get("warnings")]
+
+
+def gang_with_reservations(api: APIServer, user, entries: dict) -> dict:
+    """A write of the Gang's `status.reservations`, as the controller sends its reservation."""
+    return api.patch(names.GANG_PLURAL, "train", {"status": {"reservations": entries}}, namespace=NS,
+                     patch_type=MERGE_PATCH, subresource="status", user=user)
+
+
+@pytest.mark.parametrize("configurations", [None, without_match_conditions()], ids=["1.28+", "1.27"])
+def test_only_the_controller_writes_a_gangs_reservations(tmp_path, configurations):
+    api, webhook = emulation(tmp_path, configurations)
+    api.create(names.GANG_PLURAL, {"apiVersion": f"{names.GANG_GROUP}/{names.GANG_VERSION}", "kind": names.GANG_KIND,
+                                   "metadata": {"name": "train"}, "spec": {"minCount": 2}}, namespace=NS, user=ADMIN)
+    booked = gang_with_reservations(api, CONTROLLER, {"m-0": {"uid": "uid-m-0", "node": NODE}})
+    assert booked["status"]["reservations"] == {"m-0": {"uid": "uid-m-0", "node": NODE}}
+    skipped = configurations is None
+    assert webhook.validated("UPDATE") == ([] if skipped else [(CONTROLLER.username, True)])
+    with pytest.raises(APIError) as refused:
+        gang_with_reservations(api, ADMIN, {"mine": {"uid": "uid-mine", "node": NODE}})
+    assert refused.value.status["message"].endswith(
+        "status.reservations: kubernetes-admin changed the entries of mine; only "
+        f"{CONTROLLER.username} writes them (the nodes it booked for the group's members)")
+    other = api.patch(names.GANG_PLURAL, "train", {"status": {"phase": "Waiting"}}, namespace=NS,
+                      patch_type=MERGE_PATCH, subresource="status", user=ADMIN)
+    assert other["status"]["reservations"] == booked["status"]["reservations"], "the rest of the status is not ours"

@@ -61,7 +61,8 @@ def pytorchjob_pod(job="bert", role="worker", index=0, uid="6f1c7c1e-8f31-4a44-9
 
 
 def review(obj=None, *, operation="CREATE", old=None, user=OPERATOR, uid="5d3c1a2b-0000-4000-8000-000000000001",
-           kind="Pod", group="", version="v1", namespace=NAMESPACE, dry_run=False, name=None) -> dict:
+           kind="Pod", group="", version="v1", namespace=NAMESPACE, dry_run=False, name=None,
+           sub_resource="") -> dict:
     request = {
         "uid": uid,
         "kind": {"group": group, "version": version, "kind": kind},
@@ -73,6 +74,8 @@ def review(obj=None, *, operation="CREATE", old=None, user=OPERATOR, uid="5d3c1a
         "oldObject": old,
         "dryRun": dry_run,
     }
+    if sub_resource:
+        request["subResource"] = sub_resource
     metadata_name = ((obj or old or {}).get("metadata") or {}).get("name")
     if name or metadata_name:
         request["name"] = name or metadata_name

@@ -190,3 +190,30 @@ def test_the_controller_writes_the_reservation_ledger():
     verdict = judged(gated(annotations={names.RESERVED_NODE_ANNOTATION: "gpu-node-1"}), operation="UPDATE",
                      old=gated(), user=CONTROLLER)
     assert verdict.allowed
+
+
+def gang_status(reservations, **status):
+    return {**gang({"minCount": 2}), "status": {**status, "reservations": reservations}}
+
+
+def judged_status(new, old, user, *, well_formed=True):
+    """A write of a Gang's status subresource, as the API server reviews it (or, not well formed,
+    as the schema reads it: `dryRun` a string it converts)."""
+    document = review(new, operation="UPDATE", old=old, user=user, kind=names.GANG_KIND, group=names.GANG_GROUP,
+                      version=names.GANG_VERSION, sub_resource="status")
+    if not well_formed:
+        document["request"]["dryRun"] = "false"
+    return validate(parse_review(document), POLICY)
+
+
+@pytest.mark.parametrize("well_formed", [True, False])
+def test_only_the_controller_writes_a_gangs_reservations(well_formed):
+    """An entry books a node for a pod, which the controller then releases without it waiting its turn."""
+    booked = {"p-0": {"uid": "u0", "node": "gpu-node-1"}}
+    mine = {**booked, "p-1": {"uid": "u1", "node": "gpu-node-1"}}
+    refused = judged_status(gang_status(mine), gang_status(booked), "alice", well_formed=well_formed)
+    assert refused.problems == (f"status.reservations: alice changed the entries of p-1; only {CONTROLLER} writes "
+                                "them (the nodes it booked for the group's members)",)
+    assert judged_status(gang_status(mine), gang_status(booked), CONTROLLER, well_formed=well_formed).allowed
+    other = judged_status(gang_status(booked, phase="Waiting"), gang_status(booked), "alice", well_formed=well_formed)
+    assert other.allowed, "the rest of a Gang's status is not the reservation ledger"
