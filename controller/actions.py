@@ -138,6 +138,7 @@ class Executor:
             self._pool = ThreadPoolExecutor(concurrency, thread_name_prefix="gangkeeper-write")
             self._events = ThreadPoolExecutor(EVENT_WRITERS, thread_name_prefix="gangkeeper-event")
         self._pending = threading.BoundedSemaphore(PENDING_EVENTS)  # a place for each Event write waiting
+        self.held: frozenset[tuple[str, str]] = frozenset()  # groups whose releases the last execute() held back
         self._queued: set[Future] = set()  # Event writes handed to the writers and not done
 
     def drain(self) -> None:
@@ -158,13 +159,17 @@ class Executor:
         writes is sent (an eviction once the Eviction API said yes): a leader that steps down
         part-way has put on record every decision it began to carry out, and nothing after its
         term. A pass begun when writing is no longer allowed records and sends nothing."""
-        self._gang_uids = {}
+        self._gang_uids, self.held = {}, frozenset()
         ordered = sorted(actions, key=_urgency)
         if ordered and not proceed():
             log.warning("stopped with %d of %d actions left: no longer allowed to write", len(ordered), len(ordered))
             return len(ordered)
         if not self._dry_run:
             ordered = self._without_stale_releases(ordered)
+            if ordered and not proceed():  # the check took time: ask again before anything goes on record
+                log.warning("stopped with %d of %d actions left: no longer allowed to write", len(ordered),
+                            len(ordered))
+                return len(ordered)
         for action in ordered:
             if isinstance(action, Report):
                 self._record(action)
@@ -199,6 +204,7 @@ class Executor:
         checked = (map if self._pool is None or len(releases) == 1 else self._pool.map)(
             lambda item: (item[0], self._unchanged(*item)), releases.items())
         stale = {group for group, unchanged in checked if not unchanged}
+        self.held = frozenset(stale)
         return [action for action in ordered if action.group not in stale or not (
             isinstance(action, Release) or (isinstance(action, Report) and action.event is GangEvent.RELEASED))]
 
@@ -208,6 +214,10 @@ class Executor:
         except KubeError as error:
             log.warning("%s: its members could not be checked before their release (%s); releasing next pass",
                         "/".join(group), error)
+            return False
+        except Exception:  # a bug: logged with its traceback, and the rest of the pass goes on
+            log.exception("%s: its members could not be checked before their release; releasing next pass",
+                          "/".join(group))
             return False
         changed = sorted(member.pod for member in members if current.get(member.pod) != member.resource_version)
         if changed:

@@ -369,8 +369,11 @@ class Kube:
         server (not a cache): asked as metadata alone (a PartialObjectMetadataList), which every
         API server since 1.15 serves without the objects' specs and statuses."""
         page = self._json("GET", resource.path(namespace), query=_selectors(label_selector, ""), accept=METADATA_LIST)
+        items = page.get("items") if isinstance(page, dict) else None
+        if not isinstance(items, list) or not all(isinstance(item, dict) for item in items):
+            raise _no_answer("BadResponse", ValueError(f"a list of {resource.name} without its items"))
         return {str((item.get("metadata") or {}).get("name", "")): str((item.get("metadata") or {}).get(
-            "resourceVersion", "")) for item in page.get("items") or ()}
+            "resourceVersion", "")) for item in items}
 
     def watch(self, resource: Resource, resource_version: str, timeout_seconds: int, allow_bookmarks: bool = True,
               *, namespace: str | None = None, label_selector: str = "", field_selector: str = "",

@@ -13,8 +13,8 @@ its backoff count starts again.
 """
 
 import enum
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
 
 from gangkeeper.controller.decisions import Reason
 from gangkeeper.controller.groups import WorkloadKey
@@ -82,6 +82,14 @@ class Memory:
     given_up: Mapping[GroupKey, frozenset[str]] = field(default_factory=dict)
     # Groups reserved where the work they preempted still holds capacity: the room they wait for.
     preempting: Mapping[GroupKey, Room] = field(default_factory=dict)
+
+
+def unreported(memory: Memory, groups: Iterable[GroupKey]) -> Memory:
+    """`memory` as if the groups' state had not been reported: their releases were held back
+    (`controller.actions`), and the pass that releases them must say so."""
+    held = set(groups)
+    return replace(memory, reported={key: news for key, news in memory.reported.items()
+                                     if not (key[0] in held and key[1] is Channel.STATE)})
 
 
 def after_pass(memory: Memory, pending: Pending, now: float, *, rollbacks: Mapping[GroupKey, tuple[int, float]],

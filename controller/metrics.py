@@ -101,7 +101,7 @@ class Metrics:
             for phase in PHASES:
                 self.groups.labels(namespace, phase).set(counts.get((namespace, phase), 0))
             self.longest_wait.labels(namespace).set(outcome.longest_wait.get(namespace, 0.0))
-        for namespace, waited in outcome.waited:
+        for (namespace, _), waited in outcome.waited:
             self.group_wait.labels(namespace).observe(waited)
         for namespace, resource in self._published - outcome.waiting_accelerators.keys():
             self.waiting_accelerators.labels(namespace, resource).set(0)
@@ -109,7 +109,7 @@ class Metrics:
             self.waiting_accelerators.labels(namespace, resource).set(amount)
         self._published |= outcome.waiting_accelerators.keys()
         self.reserved_accelerators.set(outcome.reserved_accelerators)
-        for delay in outcome.released_after:
+        for _, delay in outcome.released_after:
             self.complete_to_released.observe(delay)
         for delay in outcome.bound_after:
             self.complete_to_bound.observe(delay)

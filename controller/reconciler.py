@@ -133,7 +133,7 @@ class Outcome:
     memory: Memory
     phases: Mapping[str, int]
     reserved_accelerators: int
-    released_after: tuple[float, ...]
+    released_after: tuple[tuple[GroupKey, float], ...]  # (group, seconds from complete) of each first release
     rollbacks: int
     # The earliest moment a decision falls due by time alone (a bind or incomplete timeout): the
     # runner wakes then rather than at its next resync, so a timeout is acted on when it expires.
@@ -145,8 +145,8 @@ class Outcome:
     decided_phases: Mapping[GroupKey, str] = field(default_factory=dict)
     gone: frozenset[GroupKey] = frozenset()
     complete: bool = False
-    # (namespace, seconds from first seen) of each group whose wait this pass's release ended.
-    waited: tuple[tuple[str, float], ...] = ()
+    # (group, seconds from first seen) of each group whose wait this pass's release ended.
+    waited: tuple[tuple[GroupKey, float], ...] = ()
     # The accelerators the live members of waiting groups request, by (namespace, resource), and
     # how long the longest-waiting group of each namespace has waited so far. Waiting groups are
     # under way, so each pass decides all of them: these are whole.
@@ -180,7 +180,7 @@ class _Pass:
     verdicts: dict[GroupKey, Verdict] = field(default_factory=dict)
     reported: dict[tuple[GroupKey, Channel], News] = field(default_factory=dict)
     rollbacks: dict[GroupKey, tuple[int, float]] = field(default_factory=dict)
-    released_after: list[float] = field(default_factory=list)
+    released_after: list[tuple[GroupKey, float]] = field(default_factory=list)
     bound_after: list[float] = field(default_factory=list)
     status_written: dict[GroupKey, float] = field(default_factory=dict)
     incomplete_since: dict[GroupKey, float] = field(default_factory=dict)
@@ -717,7 +717,7 @@ def _release(state: _Pass, view: GangView) -> None:
     if released:
         key = view.group.key
         if state.memory.reported.get((key, Channel.STATE)) != News(Reason.RELEASED) and key in state.memory.complete_at:
-            state.released_after.append(state.now - state.memory.complete_at[key])
+            state.released_after.append((key, state.now - state.memory.complete_at[key]))
         _report(state, view, GangEvent.RELEASED, Reason.RELEASED,
                 f"released {len(released)} members to their reserved nodes", pods=released, on_pods=True)
 
@@ -921,7 +921,7 @@ def _outcome(state: _Pass, pending: Pending, index: ClusterIndex) -> Outcome:
         # and replacements come later), nor reported released (a release whose writes failed is sent again).
         if (group.key in released and all(member.gated for member in live)
                 and state.memory.reported.get((group.key, Channel.STATE)) != News(Reason.RELEASED)):
-            waited.append((namespace, max(state.now - group.first_seen, 0.0)))
+            waited.append((group.key, max(state.now - group.first_seen, 0.0)))
         if waiting:
             longest[namespace] = max(longest.get(namespace, 0.0), state.now - group.first_seen)
             for member in live:

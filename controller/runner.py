@@ -35,7 +35,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from functools import partial
 
@@ -48,6 +48,7 @@ from gangkeeper.controller.budgets import budget_from_api
 from gangkeeper.controller.groups import Workload, pod_facts, workload_from_api
 from gangkeeper.controller.index import PODS, Change, ClusterIndex
 from gangkeeper.controller.informer import Hooks, Informer, Transform, object_key
+from gangkeeper.controller.memory import unreported
 from gangkeeper.controller.metrics import Metrics
 from gangkeeper.controller.model import node_from_api
 from gangkeeper.controller.occupancy import cached_object
@@ -58,6 +59,9 @@ log = logging.getLogger("gangkeeper.controller")
 # One informer per workload kind that has an object to watch (gangkeeper.integrations).
 WORKLOADS = integrations.RESOURCES
 STOP_POLL_SECONDS = 0.25  # how often a loop waiting for a change looks whether it was told to stop
+# A group whose releases were held back (a member changed behind the cache) is tried again this
+# soon, whether or not the cache has caught up by then: its watch usually has, within milliseconds.
+HELD_RELEASE_RETRY_SECONDS = 1.0
 
 
 @dataclass(frozen=True)
@@ -241,6 +245,13 @@ class Controller:
         writes = self._assumed
         self.failed_actions += self.executor.execute(outcome.actions, proceed=still_leading)
         self._wrote = self._assumed > writes
+        held = self.executor.held
+        if held:  # releases held back until the cache has caught up: reported, counted and tried again then
+            self.memory = unreported(self.memory, held)
+            outcome = replace(outcome, released_after=tuple(p for p in outcome.released_after if p[0] not in held),
+                              waited=tuple(w for w in outcome.waited if w[0] not in held))
+            again = self._clock.wall() + HELD_RELEASE_RETRY_SECONDS
+            self._next_due = again if self._next_due is None else min(self._next_due, again)
         self.metrics.observe_pass(outcome, seconds)
         return outcome
 

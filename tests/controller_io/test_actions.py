@@ -416,3 +416,35 @@ def test_a_group_a_member_of_which_changed_since_the_pass_read_it_is_not_release
     kube.versions = {}
     assert run.execute([released(), release("p0"), release("p1", "n0")]) == 0
     assert sorted(c[2] for c in kube.calls if c[1] == PODS.name) == ["p0", "p1"]
+
+
+class CheckingKube(RecordingKube):
+    """The release check answers with `answer` (an exception to raise, or a side effect first)."""
+
+    def __init__(self, answer):
+        super().__init__()
+        self.answer = answer
+
+    def resource_versions(self, resource, namespace, label_selector):
+        versions = super().resource_versions(resource, namespace, label_selector)
+        if isinstance(self.answer, BaseException):
+            raise self.answer
+        self.answer()
+        return versions
+
+
+def test_a_leader_that_steps_down_during_the_release_check_records_and_sends_nothing():
+    leading = [True]
+    kube = CheckingKube(lambda: leading.__setitem__(0, False))
+    run, audit, _ = executor(kube)
+    assert run.execute([released(pods=("p0",)), release("p0")], proceed=lambda: leading[0]) == 2
+    assert kube.calls == [] and audit.lines == []
+
+
+def test_a_release_check_that_breaks_holds_its_group_back_and_the_pass_goes_on(caplog):
+    kube = CheckingKube(AttributeError("'NoneType' object has no attribute 'get'"))
+    run, audit, _ = executor(kube)
+    assert run.execute([released(pods=("p0",)), release("p0"), DeletePod(GROUP, "p1", "uid-p1")]) == 0
+    assert [(method, name) for method, _, name, _ in kube.calls] == [("delete", "p1")]
+    assert run.held == {GROUP} and audit.lines == []
+    assert "could not be checked before their release" in caplog.text

@@ -308,3 +308,15 @@ def test_an_eviction_names_the_pod_and_its_uid_and_a_budgets_refusal_is_not_retr
     with pytest.raises(Throttled) as refused:
         kube.evict("ml", "p", "uid-p")
     assert "disruption budget" in str(refused.value) and sleeps == []
+
+
+def test_the_resource_versions_of_a_group_are_read_by_label_and_a_list_without_items_is_a_bad_answer(fake, kube):
+    fake.put(PODS, pod("a", app="x"))
+    fake.put(PODS, pod("b", app="y"))
+    versions = kube.resource_versions(PODS, "ml", "app=x")
+    assert list(versions) == ["a"] and versions["a"] == fake.objects[("", "v1", "pods")][("ml", "a")]["metadata"][
+        "resourceVersion"]
+    fake.inject("GET", "/api/v1/namespaces/ml/pods", 200, {"kind": "Status"})
+    with pytest.raises(ServerError) as bad:
+        kube.resource_versions(PODS, "ml", "app=x")
+    assert bad.value.reason == "BadResponse"

@@ -1,6 +1,8 @@
 """The controller's loop on a fake clock: what one turn does, when the next one is due, and that
 `run()` turns exactly when `due()` says, waiting only through the clock it was given."""
 
+import copy
+import json
 import threading
 
 import jsonpatch
@@ -11,7 +13,7 @@ from gangkeeper.controller import kube
 from gangkeeper.controller.informer import Cache, object_key
 from gangkeeper.controller.metrics import Metrics
 from gangkeeper.controller.reconciler import Release, Settings
-from gangkeeper.controller.runner import Clock, Controller
+from gangkeeper.controller.runner import HELD_RELEASE_RETRY_SECONDS, Clock, Controller
 from sim.patching import apply_merge_patch
 from tests.controller.world import booked
 
@@ -124,8 +126,11 @@ class FakeKube:
 
 
 class _Discard:
+    def __init__(self):
+        self.events: list[str] = []  # the audit lines' events, kept for the tests that read them
+
     def write_line(self, line: str) -> None:
-        return None
+        self.events.append(json.loads(line)["event"])
 
 
 def node(name: str) -> dict:
@@ -145,8 +150,8 @@ def member(name: str, group: str = "pair", size: int = 2) -> dict:
             "status": {"phase": "Pending"}}
 
 
-def controller(clock: FakeClock, api: FakeKube, resync: float = RESYNC) -> Controller:
-    return Controller(api, Settings(), AuditLog("controller", _Discard()), Metrics(), resync_seconds=resync,
+def controller(clock: FakeClock, api: FakeKube, resync: float = RESYNC, audit: _Discard | None = None) -> Controller:
+    return Controller(api, Settings(), AuditLog("controller", audit or _Discard()), Metrics(), resync_seconds=resync,
                       debounce_seconds=DEBOUNCE, consistency_seconds=CONSISTENCY, clock=clock.clock(),
                       make_informer=FakeInformer)
 
@@ -262,10 +267,10 @@ def test_run_turns_when_due_waiting_only_through_its_clock_and_ends_when_told_to
     assert "n0" in loop.index.pool.nodes, "the change that woke the loop reached the index"
 
 
-def reserve_a_pair(clock: FakeClock) -> tuple[Controller, FakeKube]:
+def reserve_a_pair(clock: FakeClock, audit: _Discard | None = None) -> tuple[Controller, FakeKube]:
     """One turn: the pair reserved on its Gang, created with the reservations."""
     api = FakeKube()
-    loop = controller(clock, api)
+    loop = controller(clock, api, audit=audit)
     loop.nodes.add(node("n0"))
     submit(loop, api, member("pair-0"), member("pair-1"))
     assert reserved(loop.turn(lambda: True)) == {"pair-0", "pair-1"}
@@ -293,3 +298,18 @@ def test_a_member_created_again_behind_the_caches_back_holds_its_whole_group_unt
     loop.pods.add(again)  # the cache catches up: the new pair-1 is planned, then the pair released
     assert reserved(loop.turn(lambda: True)) == {"pair-1"}
     assert released(loop.turn(lambda: True)) == {"pair-0", "pair-1"} and sorted(api.pod_writes) == ["pair-0", "pair-1"]
+
+
+def test_a_release_held_back_is_tried_again_within_a_second_and_on_record_when_it_goes_through():
+    clock, audit = FakeClock(), _Discard()
+    loop, api = reserve_a_pair(clock, audit)
+    updated = copy.deepcopy(api.pods[f"{NS}/pair-1"])  # changed by someone; the pods' watch has not said so yet
+    updated["metadata"]["resourceVersion"] = "7"
+    api.pods[f"{NS}/pair-1"] = updated
+    loop.turn(lambda: True)
+    assert api.pod_writes == [] and "gang.released" not in audit.events
+    assert loop.due() <= clock.now + HELD_RELEASE_RETRY_SECONDS + DEBOUNCE, "not at the next resync"
+    loop.pods.add(updated)
+    assert released(loop.turn(lambda: True)) == {"pair-0", "pair-1"}
+    assert audit.events.count("gang.released") == 1, "the release that went through is on record"
+    assert loop.metrics.registry.get_sample_value("gangkeeper_complete_to_released_seconds_count") == 1
