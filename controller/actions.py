@@ -139,6 +139,7 @@ class Executor:
             self._events = ThreadPoolExecutor(EVENT_WRITERS, thread_name_prefix="gangkeeper-event")
         self._pending = threading.BoundedSemaphore(PENDING_EVENTS)  # a place for each Event write waiting
         self.held: frozenset[tuple[str, str]] = frozenset()  # groups whose releases the last execute() held back
+        self.reservations_pruned = False  # a Gang's answer came back without the reservations written on it
         self._queued: set[Future] = set()  # Event writes handed to the writers and not done
 
     def drain(self) -> None:
@@ -244,6 +245,8 @@ class Executor:
             if isinstance(answer, BaseException):
                 errors.setdefault(write.action, answer)
             elif isinstance(actions[write.action], (Reserve, ReserveGroup, Release)):
+                if isinstance(actions[write.action], ReserveGroup) and not _stored(actions[write.action], answer):
+                    self._pruned(actions[write.action])
                 self._written(answer)
         failed = left = 0
         for position, action in wave:
@@ -339,6 +342,14 @@ class Executor:
                 return None
         raise TypeError(f"no write for {type(action).__name__}")
 
+    def _pruned(self, action: ReserveGroup) -> None:
+        if not self.reservations_pruned:
+            log.error("%s: Gang %s came back without the reservations written on it: its CRD is of an older "
+                      "version, whose schema prunes status.reservations. Groups are reserved on each member "
+                      "until the controller restarts; apply this version's CRD (README, \"Upgrade\") before it "
+                      "does", "/".join(action.group), action.name)
+        self.reservations_pruned = True
+
     def _create_gang(self, namespace: str, body: Mapping | None) -> None:
         """Create the Gang a pass found none of (None: it has one), unless it exists by now."""
         if body is not None:
@@ -415,6 +426,14 @@ class Executor:
             if len(self._event_counts) > REMEMBERED_EVENTS:
                 self._event_counts.popitem(last=False)
             return count
+
+
+def _stored(action: ReserveGroup, answer: object) -> bool:
+    """Whether the Gang the API answered with holds every reservation the action wrote."""
+    status = (answer.get("status") if isinstance(answer, dict) else None) or {}
+    held = status.get("reservations") if isinstance(status, dict) else None
+    held = held if isinstance(held, dict) else {}
+    return all(held.get(pod) == entry for pod, entry in action.reservations.items() if entry is not None)
 
 
 def _chains(writes: list[_Write]) -> list[list[_Write]]:

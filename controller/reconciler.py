@@ -793,7 +793,7 @@ def _incomplete_or_queued(group: Group) -> Verdict:
 def _reserve(state: _Pass, view: GangView, plan: Plan) -> None:
     """Book the plan: in one write on the group's Gang when it has one and the plan fits there,
     else on each member (its reservation annotation, guarded by the resourceVersion read)."""
-    place = _gang(state, view)
+    place = _gang(state, view) if state.index.keeps_gang_reservations else None
     patch = gangs.reservations_patch(view, plan.assignments, place.existing) if place is not None else None
     if patch is not None:
         state.actions.append(ReserveGroup(view.group.key, place.name, patch,

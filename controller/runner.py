@@ -245,6 +245,8 @@ class Controller:
         writes = self._assumed
         self.failed_actions += self.executor.execute(outcome.actions, proceed=still_leading)
         self._wrote = self._assumed > writes
+        if self.executor.reservations_pruned:  # a CRD of an older version: reserve on the members instead
+            self.index.keeps_gang_reservations = False
         held = self.executor.held
         if held:  # releases held back until the cache has caught up: reported, counted and tried again then
             self.memory = unreported(self.memory, held)

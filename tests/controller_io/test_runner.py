@@ -12,7 +12,7 @@ from gangkeeper.audit import AuditLog
 from gangkeeper.controller import kube
 from gangkeeper.controller.informer import Cache, object_key
 from gangkeeper.controller.metrics import Metrics
-from gangkeeper.controller.reconciler import Release, Settings
+from gangkeeper.controller.reconciler import Release, Reserve, Settings
 from gangkeeper.controller.runner import HELD_RELEASE_RETRY_SECONDS, Clock, Controller
 from sim.patching import apply_merge_patch
 from tests.controller.world import booked
@@ -313,3 +313,23 @@ def test_a_release_held_back_is_tried_again_within_a_second_and_on_record_when_i
     assert released(loop.turn(lambda: True)) == {"pair-0", "pair-1"}
     assert audit.events.count("gang.released") == 1, "the release that went through is on record"
     assert loop.metrics.registry.get_sample_value("gangkeeper_complete_to_released_seconds_count") == 1
+
+
+class PruningKube(FakeKube):
+    """An API server whose Gang CRD is of an older version: its schema prunes status.reservations."""
+
+    def patch_status(self, resource, namespace, name, body, patch_type=kube.MERGE_PATCH):
+        status = {key: value for key, value in body["status"].items() if key != "reservations"}
+        return super().patch_status(resource, namespace, name, {"status": status}, patch_type)
+
+
+def test_a_gang_crd_that_prunes_reservations_turns_the_controller_to_reserving_on_each_member(caplog):
+    clock, api = FakeClock(), PruningKube()
+    loop = controller(clock, api)
+    loop.nodes.add(node("n0"))
+    submit(loop, api, member("pair-0"), member("pair-1"))
+    assert reserved(loop.turn(lambda: True)) == {"pair-0", "pair-1"}, "on the Gang, which lost them"
+    assert "prunes status.reservations" in caplog.text
+    on_members = loop.turn(lambda: True)
+    assert {action.pod for action in on_members.actions if isinstance(action, Reserve)} == {"pair-0", "pair-1"}
+    assert released(loop.turn(lambda: True)) == {"pair-0", "pair-1"}
