@@ -91,6 +91,7 @@ from gangkeeper.controller.kube import (
     NotFound,
 )
 from gangkeeper.controller.patches import reserve_patch
+from gangkeeper.wording import first_of
 
 log = logging.getLogger("gangkeeper.controller.actions")
 COMPONENT = "gangkeeper-controller"
@@ -163,14 +164,11 @@ class Executor:
         self._gang_uids, self.held = {}, frozenset()
         ordered = sorted(actions, key=_urgency)
         if ordered and not proceed():
-            log.warning("stopped with %d of %d actions left: no longer allowed to write", len(ordered), len(ordered))
-            return len(ordered)
+            return _stopped(len(ordered), len(ordered))
         if not self._dry_run:
             ordered = self._without_stale_releases(ordered)
             if ordered and not proceed():  # the check took time: ask again before anything goes on record
-                log.warning("stopped with %d of %d actions left: no longer allowed to write", len(ordered),
-                            len(ordered))
-                return len(ordered)
+                return _stopped(len(ordered), len(ordered))
         for action in ordered:
             if isinstance(action, Report):
                 self._record(action)
@@ -185,7 +183,7 @@ class Executor:
             wave_failed, wave_left = self._run_wave(wave, proceed)
             failed, left = failed + wave_failed, left + wave_left
         if left:
-            log.warning("stopped with %d of %d actions left: no longer allowed to write", left, len(ordered))
+            _stopped(left, len(ordered))
         return failed + left
 
     def _without_stale_releases(self, ordered: list[Action]) -> list[Action]:
@@ -222,9 +220,8 @@ class Executor:
             return False
         changed = sorted(member.pod for member in members if current.get(member.pod) != member.resource_version)
         if changed:
-            shown = ", ".join(changed[:5]) + (f" and {len(changed) - 5} more" if len(changed) > 5 else "")
             log.info("%s: %s changed since the pass read them (updated, or deleted and created again): none of "
-                     "the group is released until the cache has caught up", "/".join(group), shown)
+                     "the group is released until the cache has caught up", "/".join(group), first_of(changed, 5))
         return not changed
 
     def _run_wave(self, wave: list[tuple[int, Action]], proceed: Callable[[], bool]) -> tuple[int, int]:
@@ -244,9 +241,9 @@ class Executor:
         for write, answer in self._send(writes, proceed):
             if isinstance(answer, BaseException):
                 errors.setdefault(write.action, answer)
-            elif isinstance(actions[write.action], (Reserve, ReserveGroup, Release)):
-                if isinstance(actions[write.action], ReserveGroup) and not _stored(actions[write.action], answer):
-                    self._pruned(actions[write.action])
+            elif isinstance(action := actions[write.action], (Reserve, ReserveGroup, Release)):
+                if isinstance(action, ReserveGroup) and not _stored(action, answer):
+                    self._pruned(action)
                 self._written(answer)
         failed = left = 0
         for position, action in wave:
@@ -426,6 +423,12 @@ class Executor:
             if len(self._event_counts) > REMEMBERED_EVENTS:
                 self._event_counts.popitem(last=False)
             return count
+
+
+def _stopped(left: int, of: int) -> int:
+    """Say that `left` of the pass's `of` actions were left unsent, no longer leading; return `left`."""
+    log.warning("stopped with %d of %d actions left: no longer allowed to write", left, of)
+    return left
 
 
 def _stored(action: ReserveGroup, answer: object) -> bool:

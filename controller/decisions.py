@@ -210,4 +210,5 @@ class SaveGang:
     create: Mapping | None = None
 
 
-Action = Reserve | ReserveGroup | Release | DeletePod | EvictPod | SuspendOwner | ResumeOwner | Report | SaveGang | DeleteGang
+Action = (Reserve | ReserveGroup | Release | DeletePod | EvictPod | SuspendOwner | ResumeOwner | Report | SaveGang
+          | DeleteGang)

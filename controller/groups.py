@@ -38,6 +38,7 @@ from gangkeeper.controller.model import NO_TOPOLOGY, Group, GroupKey, Member, To
 from gangkeeper.integrations import gang, job, jobset, native_pod_group, pytorchjob
 from gangkeeper.integrations.finding import LABEL_KEY_RULE, is_valid_label_key
 from gangkeeper.integrations.kind import Integration, ObjectRef, SuspendState
+from gangkeeper.wording import first_of
 
 # Cache keys name a workload's resource as `Resource.name` does (`gangs.gangkeeper.io`).
 GANGS = gang.RESOURCE.name
@@ -494,8 +495,7 @@ def _who_says(said: Mapping[object, list[str]]) -> str:
     """`a says X, b, c say Y`: up to three members per value, values in a stable order."""
     parts = []
     for value, who in sorted(said.items(), key=lambda item: str(item[0])):
-        named = ", ".join(sorted(who)[:3]) + (f" and {len(who) - 3} more" if len(who) > 3 else "")
-        parts.append(f"{named} {'says' if len(who) == 1 else 'say'} {_shown(value)}")
+        parts.append(f"{first_of(sorted(who), 3)} {'says' if len(who) == 1 else 'say'} {_shown(value)}")
     return ", ".join(parts)
 
 

@@ -432,6 +432,13 @@ def _newer(facts: PodFacts, than: PodFacts) -> bool:
     return _newer_version(facts.member.uid, facts.resource_version, than.member.uid, than.resource_version)
 
 
+def supersedes(cached: Workload, assumed: Workload) -> bool:
+    """Whether a cache's `cached` stands for `assumed`, the answer to one of our writes: the same
+    version, a later one, or another object under the name."""
+    return cached.resource_version == assumed.resource_version or _newer_version(
+        cached.uid, cached.resource_version, assumed.uid, assumed.resource_version)
+
+
 def _newer_version(uid: str, new: str, than_uid: str, old: str) -> bool:
     if uid != than_uid:
         return True

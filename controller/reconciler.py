@@ -93,6 +93,7 @@ from gangkeeper.controller.planner import Plan, apply, plan_group
 from gangkeeper.controller.preemption import Preemption
 from gangkeeper.controller.queue import Order, QueuePolicy, Waiting, plan_pass
 from gangkeeper.resources import accelerator_count, accelerators
+from gangkeeper.wording import first_of
 
 log = logging.getLogger("gangkeeper.controller.reconciler")
 NAMED = 10  # members a message names at most
@@ -649,8 +650,7 @@ def _accelerators_asked(state: _Pass, requests: Mapping) -> list[tuple[str, floa
 
 
 def _named(members: Sequence[Member]) -> str:
-    shown = sorted(m.name for m in members)
-    return ", ".join(shown[:NAMED]) + (f" and {len(shown) - NAMED} more" if len(shown) > NAMED else "")
+    return first_of(sorted(m.name for m in members), NAMED)
 
 
 def _rfc3339(moment: float) -> str:
@@ -684,8 +684,7 @@ def _waiting_for_room(state: _Pass, view: GangView) -> bool:
     left = f"at most {timeout - (state.now - since):.0f}s more"
     if standing:
         pods = sorted(f"{facts.member.namespace}/{facts.member.name}" for facts, _ in standing)
-        more = f" and {len(pods) - NAMED} more" if len(pods) > NAMED else ""
-        message = f"reserved; waiting for {len(pods)} preempted pods to go: {', '.join(pods[:NAMED])}{more} ({left})"
+        message = f"reserved; waiting for {len(pods)} preempted pods to go: {first_of(pods, NAMED)} ({left})"
     else:
         message = f"reserved; waiting for the pods still on {', '.join(crowded[:NAMED])} to go ({left})"
     state.verdicts[key] = Verdict(Phase.ADMITTED, Reason.PREEMPTING, message)

@@ -46,7 +46,7 @@ from gangkeeper.controller import reading
 from gangkeeper.controller.actions import CONCURRENT_WRITES, Executor
 from gangkeeper.controller.budgets import budget_from_api
 from gangkeeper.controller.groups import Workload, pod_facts, workload_from_api
-from gangkeeper.controller.index import PODS, Change, ClusterIndex
+from gangkeeper.controller.index import PODS, Change, ClusterIndex, supersedes
 from gangkeeper.controller.informer import Hooks, Informer, Transform, object_key
 from gangkeeper.controller.memory import unreported
 from gangkeeper.controller.metrics import Metrics
@@ -165,8 +165,9 @@ class Controller:
 
     def due(self) -> float:
         """The monotonic moment the next turn is due: at once after a pass whose pod writes or
-        Gang reservations succeeded; else `debounce_seconds` after the first change since the last turn (counted
-        from the turn's end for a change during it) or after the deadline, whichever comes first.
+        Gang reservations succeeded; else `debounce_seconds` after the first change since the last
+        turn (counted from the turn's end for a change during it) or after the deadline, whichever
+        comes first.
         The deadline is `resync_seconds` after the last turn, or sooner when a timeout falls due."""
         if self._wrote:
             return self._turned_at
@@ -302,8 +303,7 @@ class Controller:
         another Gang under the name) or has seen it deleted: the caches stand for it from then on."""
         with self._assuming:
             assumed = self._assumed_gangs.get(key)
-            if assumed is not None and (cached is None or cached.uid != assumed.uid
-                                        or not _older(cached.resource_version, assumed.resource_version)):
+            if assumed is not None and (cached is None or supersedes(cached, assumed)):
                 del self._assumed_gangs[key]
 
     def _assume(self, obj: dict) -> None:
@@ -320,9 +320,3 @@ class Controller:
         if facts is not None:
             self._changes.append((PODS, object_key(obj), facts))
             self._assumed += 1
-
-
-def _older(version: str, than: str) -> bool:
-    """Whether resourceVersion `version` is older than `than` (increasing integers, as etcd's
-    revisions; anything else is not known to be older)."""
-    return version.isdigit() and than.isdigit() and int(version) < int(than)

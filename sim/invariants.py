@@ -73,6 +73,7 @@ from fractions import Fraction
 from gangkeeper import names
 from gangkeeper.quantity import parse_quantity
 from gangkeeper.resources import accelerators, pod_requests
+from gangkeeper.wording import first_of
 from sim.api import APIError, ClusterAPI, WatchEvent
 from sim.names import DEVICE_CLASSES, NODES, PODS, RESOURCE_CLAIMS, WORLD_SIZE_ANNOTATION
 from sim.reservations import GANGS, Reservations, own_reservation
@@ -168,8 +169,7 @@ def node_allocatable(node: Mapping) -> dict[str, Fraction]:
 
 
 def _shown(keys) -> str:
-    keys = sorted(keys)
-    return ", ".join(keys[:SHOWN]) + (f" and {len(keys) - SHOWN} more" if len(keys) > SHOWN else "")
+    return first_of(sorted(keys), SHOWN)
 
 
 @dataclass(frozen=True)

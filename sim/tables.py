@@ -86,7 +86,7 @@ def wanted_metadata(accept: str) -> bool:
     (`as=PartialObjectMetadataList;g=meta.k8s.io;v=v1`) before plain JSON."""
     for media in accept.split(","):
         kind, params = _media(media)
-        if params.get("as") == "PartialObjectMetadataList" and (params.get("g"), params.get("v")) == (TABLE_GROUP, "v1"):
+        if (params.get("as"), params.get("g"), params.get("v")) == ("PartialObjectMetadataList", TABLE_GROUP, "v1"):
             return True
         if kind in ("application/json", "*/*", "application/*") and "as" not in params:
             return False

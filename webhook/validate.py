@@ -16,6 +16,7 @@ from gangkeeper.integrations.finding import LABEL_KEY_RULE, is_valid_label_key
 from gangkeeper.webhook.patch import has_gate
 from gangkeeper.webhook.policy import Policy
 from gangkeeper.webhook.review import AdmissionRequest
+from gangkeeper.wording import first_of
 
 TIMEOUT_RANGE = (0, 2**31 - 1)
 _SHOWN_CHARS = 64
@@ -136,9 +137,9 @@ def reservation_problems(old: Mapping, new: Mapping, username: str, controller_u
     changed = sorted(name for name in before.keys() | after.keys() if before.get(name) != after.get(name))
     if not changed:
         return []
-    shown = ", ".join(changed[:5]) + (f" and {len(changed) - 5} more" if len(changed) > 5 else "")
-    return [f"status.reservations: {username or 'an anonymous user'} changed the entries of {shown}; only "
-            f"{controller_username} writes them (the nodes it booked for the group's members)"]
+    return [f"status.reservations: {username or 'an anonymous user'} changed the entries of "
+            f"{first_of(changed, 5)}; only {controller_username} writes them (the nodes it booked for the group's "
+            f"members)"]
 
 
 def _reservations(gang: Mapping) -> Mapping:

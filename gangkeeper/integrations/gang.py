@@ -6,8 +6,9 @@ A user creates a Gang to declare the size (`spec.minCount`), schedule timeout an
 `spec.groupName` names the group and defaults to the Gang's name. The controller creates a Gang
 for every group that has none, writes only its status (where `reservations` books the nodes of
 the group's gated members: docs/design.md, "Release, binding and rollback"), and deletes the
-ones it created (labelled managed-by gangkeeper, with no owner) once their group is gone. Its members are labelled explicitly, so a Gang has no rule of its own in
-the webhook (they are plain pods' explicit groups), and it has no suspend switch.
+ones it created (labelled managed-by gangkeeper, with no owner) once their group is gone. Its
+members are labelled explicitly, so a Gang has no rule of its own in the webhook (they are plain
+pods' explicit groups), and it has no suspend switch.
 """
 
 from collections.abc import Mapping

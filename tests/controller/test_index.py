@@ -381,7 +381,8 @@ def test_a_rebuild_keeps_the_gang_reservations_the_caches_have_not_seen():
 def test_a_pod_two_gangs_name_is_booked_alike_however_their_news_arrives():
     index = booking_index(member_object("p0", gpus=4))
     entry = {"p0": (f"uid-{NS}-p0", "n0")}
-    index.apply([(GANGS, BOOKING_GANG, gang_booking(entry, 5)), (GANGS, OTHER_GANG, gang_booking(entry, 6, OTHER_GANG))])
+    index.apply([(GANGS, BOOKING_GANG, gang_booking(entry, 5)),
+                 (GANGS, OTHER_GANG, gang_booking(entry, 6, OTHER_GANG))])
     index.apply([(GANGS, OTHER_GANG, gang_booking({}, 7, OTHER_GANG))])
     assert reserved_nodes(index) == {"p0": "n0"}, "the other Gang still books it"
     fresh = ClusterIndex.build([index._own(key, facts) for key, facts in index.pods.items()], index.workloads,

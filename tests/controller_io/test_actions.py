@@ -409,7 +409,8 @@ def test_a_group_a_member_of_which_changed_since_the_pass_read_it_is_not_release
     kube = RecordingKube()
     kube.versions = {"p1": "12"}
     run, audit, written = executor(kube)
-    assert run.execute([released(), release("p0"), release("p1", "n0"), SaveGang(GROUP, "g", {"phase": "Admitted"})]) == 0
+    saved = SaveGang(GROUP, "g", {"phase": "Admitted"})
+    assert run.execute([released(), release("p0"), release("p1", "n0"), saved]) == 0
     assert kube.checked == [f"{names.GROUP_LABEL}=g"], "one request for the group"
     assert [c for c in kube.calls if c[1] == PODS.name] == [] and written == [], "no member released"
     assert audit.lines == [], "and no release on record"

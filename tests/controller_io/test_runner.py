@@ -103,7 +103,8 @@ class FakeKube:
     def resource_versions(self, resource, namespace, label_selector):
         label = label_selector.partition("=")[2]
         return {pod["metadata"]["name"]: pod["metadata"]["resourceVersion"] for pod in self.pods.values()
-                if pod["metadata"]["namespace"] == namespace and pod["metadata"]["labels"].get(names.GROUP_LABEL) == label}
+                if pod["metadata"]["namespace"] == namespace
+                and pod["metadata"]["labels"].get(names.GROUP_LABEL) == label}
 
     def patch_status(self, resource, namespace, name, body, patch_type=kube.MERGE_PATCH):
         """A Gang's status as a merge patch merges it (a null removes the key), on the Gang created."""
