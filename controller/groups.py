@@ -86,7 +86,7 @@ class PodFacts:
 
 @dataclass(frozen=True, slots=True)
 class Workload:
-    """An object that declares a group's size: `sizes` by replicated job ('' for the whole)."""
+    """An object that declares a group's size: `sizes` by part ('' for the whole)."""
 
     resource: str
     namespace: str
@@ -95,7 +95,8 @@ class Workload:
     api_version: str
     kind: str
     sizes: Mapping[str, int]
-    in_order: bool = False
+    # Which part each value of its kind's part label belongs to, when its parts start apart (else one group).
+    parts: Mapping[str, str] = field(default_factory=lambda: _NO_FIELDS)
     group_name: str = ""
     schedule_timeout: float | None = None
     topology: Mapping[str, object] = field(default_factory=lambda: _NO_FIELDS)  # a Gang's spec.topology, as written
@@ -370,8 +371,9 @@ def group_key(facts: PodFacts, workloads: WorkloadIndex) -> GroupKey:
     integration = integrations.BY_SOURCE.get(facts.source)
     if integration is not None and integration.part_label is not None:
         declaring = _declaring(facts, integration, workloads)
-        if declaring is not None and declaring.in_order:
-            return namespace, f"{facts.group}/{facts.labels.get(integration.part_label, '')}"
+        if declaring is not None and declaring.parts:
+            value = facts.labels.get(integration.part_label, "")
+            return namespace, f"{facts.group}/{declaring.parts.get(value, value)}"
     return namespace, facts.group or ""
 
 
@@ -541,7 +543,7 @@ def _owner_declaration(key: GroupKey, facts: PodFacts, integration: Integration,
         declaring = _declaring_ref(facts, integration)
         what = f"{integration.resource.kind} {declaring[0]}" if declaring else f"owner {facts.source}"
         return found, None, f"{what} not in the cache (yet)"
-    part = key[1][len(facts.group or "") + 1:] if owner.in_order else ""
+    part = key[1][len(facts.group or "") + 1:] if owner.parts else ""
     who = f"{integration.resource.kind} {owner.name} {part}".strip()
     return found + [(who, owner.sizes.get(part, 0))], owner.owner, None
 

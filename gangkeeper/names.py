@@ -118,6 +118,12 @@ KUBEFLOW_OPERATOR_NAME_LABEL = "training.kubeflow.org/operator-name"
 PYTORCHJOB_API = ("kubeflow.org", "v1", "pytorchjobs")
 PYTORCHJOB_KIND = "PyTorchJob"
 
+# --- Kubeflow Trainer v2 (kubeflow/trainer, pkg/constants) ----------------------------------
+# A TrainJob runs as a JobSet of its name; the runtime's pod templates carry the step each
+# replicated job is (dataset-initializer, model-initializer, trainer), which reaches every pod.
+TRAINER_ANCESTOR_STEP_LABEL = "trainer.kubeflow.org/trainjob-ancestor-step"
+TRAINER_INITIALIZER_STEPS = frozenset({"dataset-initializer", "model-initializer"})
+
 # --- JobSet (kubernetes-sigs/jobset, api/jobset/v1alpha2/jobset_types.go) -------------------
 # JobSet copies these onto its Jobs and their pods as labels and annotations.
 JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"

@@ -1,4 +1,5 @@
-"""The repository's copies of the recordings match `shared/fixtures/`, where that exists.
+"""The repository's copies of the recordings, and of the ecosystem's CRDs and examples, match
+`shared/fixtures/`, where that exists.
 
 `shared/` is laid beside the repository for development and CI; a fresh clone on its own has
 none, and then there is nothing to compare (the copies are what the tests read either way)."""
@@ -11,7 +12,7 @@ import pytest
 from tests.recorded import FIXTURES
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "fixtures"
-RECORDINGS = ("kube-apiserver-v1.36", "kube-scheduler-v1.36", "kube-controller-manager-v1.36")
+RECORDINGS = ("kube-apiserver-v1.36", "kube-scheduler-v1.36", "kube-controller-manager-v1.36", "ecosystem")
 
 
 def _files(root: Path) -> set[Path]:

@@ -17,11 +17,12 @@ from gangkeeper.integrations import (
     plain_pods,
     pytorchjob,
     scheduler_plugins,
+    trainjob,
     volcano,
 )
 
 ALL = (plain_pods.INTEGRATION, native_pod_group.INTEGRATION, scheduler_plugins.INTEGRATION, volcano.INTEGRATION,
-       pytorchjob.INTEGRATION, jobset.INTEGRATION, job.INTEGRATION, gang.INTEGRATION)
+       pytorchjob.INTEGRATION, trainjob.INTEGRATION, jobset.INTEGRATION, job.INTEGRATION, gang.INTEGRATION)
 
 # The webhook's rules after the explicit label, in order.
 RULES = tuple(integration.group_of for integration in ALL if integration.group_of is not None)

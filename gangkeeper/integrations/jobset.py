@@ -1,17 +1,23 @@
-"""JobSet (kubernetes-sigs/jobset v1alpha2): one group per JobSet and restart attempt (docs/design.md,
+"""JobSet (kubernetes-sigs/jobset v1alpha2): one group per JobSet, restart attempt and stage (docs/design.md,
 "Group identity", rule 5).
 
 JobSet copies its name, UID and restart attempt onto every pod as labels; keying the group by
 all three keeps the pods of an earlier attempt out of the retry's group. Kubeflow Trainer v2
-TrainJobs run as JobSets. Started `InOrder`, a JobSet is one group per replicated job: a
-JobSet-wide gang would deadlock, since later jobs start only when earlier ones are ready.
+TrainJobs run as JobSets.
+
+A group is what starts together. The JobSet controller creates a replicated job's Jobs only
+once the replicated jobs it `dependsOn` are Ready or Complete, and, started `InOrder`, each
+replicated job only once the ones before it are ready. A JobSet-wide gang would wait for pods
+that come only after it runs (a deadlock made by gangkeeper), so such a JobSet is one group per
+stage: under `InOrder` each replicated job, otherwise the replicated jobs with the same
+dependencies, which the controller creates in the same moment.
 `spec.suspend` makes the JobSet controller suspend its Jobs, whose pods are then deleted.
 """
 
 from collections.abc import Mapping
 
 from gangkeeper import names
-from gangkeeper.integrations import job
+from gangkeeper.integrations import job, trainjob
 from gangkeeper.integrations.finding import Classification, found, labels_and_annotations
 from gangkeeper.integrations.kind import SUSPEND_VERBS, Declaration, Integration, ObjectRef, Resource, Suspension
 
@@ -29,19 +35,41 @@ def group_of(pod: Mapping) -> Classification | None:
                  f"JobSet {jobset} (uid {uid}), restart attempt {attempt}")
 
 
-def sizes(spec: Mapping) -> tuple[dict[str, int], bool]:
-    """Pods per replicated job (replicas × pods per Job) and whether they start in order."""
+def stages(spec: Mapping) -> dict[str, str]:
+    """The stage of each replicated job, named after its first replicated job; empty when all start at once.
+
+    Replicated jobs whose `dependsOn` lists the same (name, status) pairs are created together,
+    as soon as those are reached; one without `dependsOn` is created at once."""
+    replicated_jobs = [replicated for replicated in spec.get("replicatedJobs") or () if isinstance(replicated, Mapping)]
+    if (spec.get("startupPolicy") or {}).get("startupPolicyOrder") == "InOrder":
+        return {replicated.get("name", ""): replicated.get("name", "") for replicated in replicated_jobs}
+    first_of: dict[frozenset, str] = {}
     by_job = {}
+    for replicated in replicated_jobs:
+        waits_for = frozenset((dependency.get("name"), dependency.get("status"))
+                              for dependency in replicated.get("dependsOn") or () if isinstance(dependency, Mapping))
+        by_job[replicated.get("name", "")] = first_of.setdefault(waits_for, replicated.get("name", ""))
+    return by_job if len(first_of) > 1 else {}
+
+
+def sizes(spec: Mapping) -> tuple[dict[str, int], dict[str, str]]:
+    """Pods per stage (replicas × pods per Job of its replicated jobs; '' when all start at once) and the stages.
+
+    A TrainJob's initializers count in no stage: the webhook leaves their pods alone."""
+    by_stage = stages(spec)
+    by_part: dict[str, int] = {}
     for replicated in spec.get("replicatedJobs") or ():
         job_spec = (replicated.get("template") or {}).get("spec") or {}
-        by_job[replicated.get("name", "")] = int(replicated.get("replicas", 1)) * job.size(job_spec)
-    in_order = (spec.get("startupPolicy") or {}).get("startupPolicyOrder") == "InOrder"
-    return (by_job if in_order else {"": sum(by_job.values())}), in_order
+        if trainjob.is_initializer(((job_spec.get("template") or {}).get("metadata") or {}).get("labels") or {}):
+            continue
+        part = by_stage.get(replicated.get("name", ""), "")
+        by_part[part] = by_part.get(part, 0) + int(replicated.get("replicas", 1)) * job.size(job_spec)
+    return by_part or {"": 0}, by_stage
 
 
 def declaration(jobset: Mapping) -> Declaration:
-    by_part, in_order = sizes(jobset.get("spec") or {})
-    return {"sizes": by_part, "in_order": in_order, "suspend": SUSPENSION.state(jobset)}
+    by_part, parts = sizes(jobset.get("spec") or {})
+    return {"sizes": by_part, "parts": parts, "suspend": SUSPENSION.state(jobset)}
 
 
 def declarer(group: str, labels: Mapping[str, str], owner: tuple[str, str] | None) -> ObjectRef:

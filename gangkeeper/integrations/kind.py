@@ -43,7 +43,8 @@ class Resource:
 
 class Declaration(TypedDict, total=False):
     """What the controller reads off an object of the kind: pods per part of its group ('' for
-    the whole), whether the parts start in order, for a Gang the group it declares, its
+    the whole), which part each value of the kind's `part_label` belongs to when the object
+    splits its group into parts that start apart (`parts`; empty: one group), for a Gang the group it declares, its
     schedule timeout, its `spec.topology` (the fields of `names.GANG_TOPOLOGY_FIELDS` it sets,
     as written: the controller checks them), its status (compared before it is written again),
     the nodes its status reserves for members (`reservations`: pod name → (uid, node)) and
@@ -51,7 +52,7 @@ class Declaration(TypedDict, total=False):
     group), and for an owner with a suspend switch where the switch stands (`SuspendState`)."""
 
     sizes: Required[Mapping[str, int]]
-    in_order: bool
+    parts: Mapping[str, str]
     group_name: str
     schedule_timeout: float | None
     topology: Mapping[str, object]
@@ -159,7 +160,7 @@ class Integration:
       group, the `kept_labels` of its labels and its controlling owner;
     - `owns_pods`: that object owns the members (itself or through its Jobs) and is found by name
       and UID; only its own pods are members (a pod that labels itself into the group is set apart);
-    - `part_label`: the member label naming its part when the object splits its group (`in_order`);
+    - `part_label`: the member label whose value says its part when the object splits its group (`parts`);
     - `suspension`: how the owner is suspended and resumed; None when the kind has no such switch.
     """
 

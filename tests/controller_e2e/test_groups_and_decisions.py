@@ -59,6 +59,15 @@ CASES = [
          {"name": "a", "replicas": 2, "template": {"spec": {"parallelism": 4}}},
          {"name": "b", "template": {"spec": {"parallelism": 1}}}]}}),
      {("ns", "g/a"): 8, ("ns", "g/b"): 1}),
+    ("jobset in stages", [pod(f"p-{r}", "g", names.SOURCE_JOBSET, labels={
+        names.JOBSET_NAME_LABEL: "js", names.JOBSET_UID_LABEL: "w1", names.JOBSET_REPLICATED_JOB_LABEL: r})
+        for r in ("driver", "workers", "launcher")],
+     index(JOBSETS, {"metadata": {"name": "js"}, "spec": {"replicatedJobs": [
+         {"name": "driver", "template": {"spec": {"parallelism": 1}}},
+         {"name": "workers", "replicas": 2, "template": {"spec": {"parallelism": 4}}},
+         {"name": "launcher", "dependsOn": [{"name": "workers", "status": "Ready"}],
+          "template": {"spec": {"parallelism": 1}}}]}}),
+     {("ns", "g/driver"): 9, ("ns", "g/launcher"): 1}),
     ("indexed job", [pod("p0", "g", names.SOURCE_JOB, owner=("Job", "j", "w1"))],
      index(JOBS, {"metadata": {"name": "j"}, "spec": {"parallelism": 8, "completions": 4,
                                                       "completionMode": "Indexed"}}), {("ns", "g"): 4}),

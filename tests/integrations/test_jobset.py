@@ -25,15 +25,56 @@ def test_no_group_without_name_and_uid():
     assert jobset.group_of(pod(labels={names.JOBSET_NAME_LABEL: "trainer"})) is None
 
 
+def replicated(name, replicas=1, parallelism=1, depends_on=(), labels=None):
+    """A replicated job of `replicas` Jobs running `parallelism` pods each, created once `depends_on`
+    ((name, status) pairs) are reached."""
+    template = {"spec": {"parallelism": parallelism, "completions": parallelism,
+                         "template": {"metadata": {"labels": labels or {}}}}}
+    job = {"name": name, "replicas": replicas, "template": template}
+    if depends_on:
+        job["dependsOn"] = [{"name": needed, "status": status} for needed, status in depends_on]
+    return job
+
+
 def test_replicated_jobs_add_up_unless_they_start_in_order():
     spec = {"replicatedJobs": [
         {"name": "a", "replicas": 2, "template": {"spec": {"parallelism": 4, "completions": 4}}},
         {"name": "b", "template": {"spec": {"parallelism": 3, "completions": 1}}}]}
-    assert jobset.sizes(spec) == ({"": 9}, False)
+    assert jobset.sizes(spec) == ({"": 9}, {})
     in_order = {**spec, "startupPolicy": {"startupPolicyOrder": "InOrder"}}
-    assert jobset.sizes(in_order) == ({"a": 8, "b": 1}, True)
+    assert jobset.sizes(in_order) == ({"a": 8, "b": 1}, {"a": "a", "b": "b"})
     declared = jobset.declaration({"spec": in_order})
-    assert (declared["sizes"], declared["in_order"]) == ({"a": 8, "b": 1}, True)
+    assert (declared["sizes"], declared["parts"]) == ({"a": 8, "b": 1}, {"a": "a", "b": "b"})
+
+
+def test_a_replicated_job_that_waits_for_another_is_a_group_of_its_own():
+    spec = {"replicatedJobs": [replicated("initializer"),
+                               replicated("launcher", depends_on=[("initializer", "Complete")]),
+                               replicated("worker", parallelism=4, depends_on=[("launcher", "Ready")])]}
+    assert jobset.sizes(spec) == ({"initializer": 1, "launcher": 1, "worker": 4},
+                                  {"initializer": "initializer", "launcher": "launcher", "worker": "worker"})
+
+
+def test_replicated_jobs_waiting_for_the_same_stages_start_together():
+    spec = {"replicatedJobs": [replicated("driver"), replicated("workers", replicas=2, parallelism=4),
+                               replicated("evaluator", depends_on=[("driver", "Ready"), ("workers", "Ready")]),
+                               replicated("reporter", depends_on=[("workers", "Ready"), ("driver", "Ready")])]}
+    by_part, parts = jobset.sizes(spec)
+    assert parts == {"driver": "driver", "workers": "driver", "evaluator": "evaluator", "reporter": "evaluator"}
+    assert by_part == {"driver": 9, "evaluator": 2}
+
+
+def test_a_trainjobs_initializers_count_in_no_stage():
+    """Trainer v2's torchtune runtimes: two CPU initializers that must complete before `node` is created."""
+    step = names.TRAINER_ANCESTOR_STEP_LABEL
+    spec = {"replicatedJobs": [
+        replicated("dataset-initializer", labels={step: "dataset-initializer"}),
+        replicated("model-initializer", labels={step: "model-initializer"}),
+        replicated("node", parallelism=4, labels={step: "trainer"},
+                   depends_on=[("dataset-initializer", "Complete"), ("model-initializer", "Complete")])]}
+    assert jobset.sizes(spec)[0] == {"node": 4}
+    without_depends_on = {"replicatedJobs": [{**job, "dependsOn": []} for job in spec["replicatedJobs"]]}
+    assert jobset.sizes(without_depends_on) == ({"": 4}, {})
 
 
 def test_the_jobset_declaring_a_member_is_the_one_its_labels_name_not_its_job():

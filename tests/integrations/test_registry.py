@@ -9,6 +9,7 @@ from gangkeeper.integrations import (
     plain_pods,
     pytorchjob,
     scheduler_plugins,
+    trainjob,
     volcano,
 )
 
@@ -17,7 +18,7 @@ SOURCES = {value for key, value in vars(names).items() if key.startswith("SOURCE
 
 def test_the_rules_are_asked_in_the_designs_order():
     assert integrations.RULES == (native_pod_group.group_of, scheduler_plugins.group_of, volcano.group_of,
-                                  pytorchjob.group_of, jobset.group_of, job.group_of)
+                                  pytorchjob.group_of, trainjob.group_of, jobset.group_of, job.group_of)
     assert integrations.ALL[0] is plain_pods.INTEGRATION and integrations.ALL[-1] is gang.INTEGRATION
 
 
