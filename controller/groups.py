@@ -103,6 +103,7 @@ class Workload:
     status: Mapping | None = None  # a Gang's status, compared before it is written again
     disposable: bool = False  # a Gang the controller created for a group without owner
     suspend: SuspendState | None = None  # an owner's suspend switch, where its kind has one
+    switch: tuple[str, str, str] | None = None  # (resource, name, uid) of the owner whose switch is the group's
     # A Gang's `status.reservations`: member pod name → (uid, node), the nodes booked for its gated members.
     reservations: Mapping[str, tuple[str, str]] = field(default_factory=lambda: _NO_FIELDS)
     resource_version: str = ""

@@ -406,15 +406,22 @@ def _roll_back(state: _Pass, view: GangView, owner: tuple[WorkloadKey, Workload]
 
 
 def _owner(state: _Pass, view: GangView) -> tuple[WorkloadKey, Workload] | None:
-    """The group's owner when its kind has a suspend switch and it is the owner the group names (uid)."""
+    """The group's owner when its kind has a suspend switch and it is the owner the group names (uid);
+    the owner's own owner when that one's switch is the one that sticks (a TrainJob's JobSet)."""
     integration = integrations.BY_SOURCE.get(view.source)
     if view.owner is None or integration is None or integration.suspension is None or not integration.owns_pods:
         return None
     key = (integration.resource.name, view.group.key[0], view.owner.name)
     workload = state.workloads.get(key)
-    if workload is None or workload.uid != view.owner.uid or workload.suspend is None:
+    if workload is not None and workload.uid == view.owner.uid and workload.switch is not None:
+        resource, name, uid = workload.switch  # its own owner's switch is the one that sticks
+        key = (resource, view.group.key[0], name)
+        workload = state.workloads.get(key)
+        if workload is None or workload.uid != uid:
+            return None
+    elif workload is None or workload.uid != view.owner.uid:
         return None
-    return key, workload
+    return (key, workload) if workload.suspend is not None else None
 
 
 def _suspend_owner(state: _Pass, group: GroupKey, owner: tuple[WorkloadKey, Workload], attempts: int, until: float,

@@ -119,10 +119,14 @@ PYTORCHJOB_API = ("kubeflow.org", "v1", "pytorchjobs")
 PYTORCHJOB_KIND = "PyTorchJob"
 
 # --- Kubeflow Trainer v2 (kubeflow/trainer, pkg/constants) ----------------------------------
-# A TrainJob runs as a JobSet of its name; the runtime's pod templates carry the step each
-# replicated job is (dataset-initializer, model-initializer, trainer), which reaches every pod.
+# A TrainJob runs as a JobSet of its name. The runtimes label each replicated job's Job template
+# with its step (dataset-initializer, model-initializer, trainer): the Jobs carry it, their pods
+# do not. The initializers' replicated jobs are named after their step (pkg/constants
+# DatasetInitializer, ModelInitializer), and that name reaches every pod as JobSet's label.
 TRAINER_ANCESTOR_STEP_LABEL = "trainer.kubeflow.org/trainjob-ancestor-step"
 TRAINER_INITIALIZER_STEPS = frozenset({"dataset-initializer", "model-initializer"})
+TRAINJOB_API = ("trainer.kubeflow.org", "v1alpha1", "trainjobs")
+TRAINJOB_KIND = "TrainJob"
 
 # --- JobSet (kubernetes-sigs/jobset, api/jobset/v1alpha2/jobset_types.go) -------------------
 # JobSet copies these onto its Jobs and their pods as labels and annotations.

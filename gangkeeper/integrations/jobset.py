@@ -60,7 +60,7 @@ def sizes(spec: Mapping) -> tuple[dict[str, int], dict[str, str]]:
     by_part: dict[str, int] = {}
     for replicated in spec.get("replicatedJobs") or ():
         job_spec = (replicated.get("template") or {}).get("spec") or {}
-        if trainjob.is_initializer(((job_spec.get("template") or {}).get("metadata") or {}).get("labels") or {}):
+        if trainjob.is_initializer(replicated.get("name", "")):
             continue
         part = by_stage.get(replicated.get("name", ""), "")
         by_part[part] = by_part.get(part, 0) + int(replicated.get("replicas", 1)) * job.size(job_spec)
@@ -68,8 +68,13 @@ def sizes(spec: Mapping) -> tuple[dict[str, int], dict[str, str]]:
 
 
 def declaration(jobset: Mapping) -> Declaration:
+    """Its stages' sizes and its switch; a TrainJob's JobSet is suspended through the TrainJob."""
     by_part, parts = sizes(jobset.get("spec") or {})
-    return {"sizes": by_part, "parts": parts, "suspend": SUSPENSION.state(jobset)}
+    declared: Declaration = {"sizes": by_part, "parts": parts, "suspend": SUSPENSION.state(jobset)}
+    switch = trainjob.switch_of(jobset)
+    if switch is not None:
+        declared["switch"] = switch
+    return declared
 
 
 def declarer(group: str, labels: Mapping[str, str], owner: tuple[str, str] | None) -> ObjectRef:

@@ -49,7 +49,10 @@ class Declaration(TypedDict, total=False):
     as written: the controller checks them), its status (compared before it is written again),
     the nodes its status reserves for members (`reservations`: pod name → (uid, node)) and
     whether the controller created it for a group without owner (and so deletes it with the
-    group), and for an owner with a suspend switch where the switch stands (`SuspendState`)."""
+    group), for an owner with a suspend switch where the switch stands (`SuspendState`), and the
+    object whose switch is the group's when it is not this one (`switch`: resource name, name and
+    uid of an owner that copies its own switch onto this object, as a TrainJob onto its JobSet,
+    and so undoes a change made here)."""
 
     sizes: Required[Mapping[str, int]]
     parts: Mapping[str, str]
@@ -60,6 +63,7 @@ class Declaration(TypedDict, total=False):
     reservations: Mapping[str, tuple[str, str]]
     disposable: bool
     suspend: "SuspendState"
+    switch: tuple[str, str, str]
 
 
 # (name, uid) of the object that declares a member's group size; the uid is compared for owners only.

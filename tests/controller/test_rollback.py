@@ -13,10 +13,11 @@ from datetime import datetime, timezone
 
 from gangkeeper import names
 from gangkeeper.controller.decisions import DeleteGang, DeletePod, Report, ResumeOwner, SaveGang, SuspendOwner
-from gangkeeper.controller.groups import JOBS, PYTORCHJOBS
+from gangkeeper.controller.groups import JOBS, JOBSETS, PYTORCHJOBS
 from gangkeeper.controller.memory import Memory
 from gangkeeper.controller.reconciler import Ownerless, Settings, reconcile
 from gangkeeper.identity import to_label_value
+from gangkeeper.integrations import trainjob
 from tests.controller.builders import node_object
 from tests.controller.world import NS, World, booked, member_object
 
@@ -303,6 +304,48 @@ def test_a_pytorchjob_is_suspended_by_its_own_switch():
     (suspend,) = of(run.step(), SuspendOwner)
     assert suspend.patch["spec"] == {"runPolicy": {"suspend": True}}
     assert world.owner(PYTORCHJOBS, "pj")["spec"]["runPolicy"]["suspend"] is True
+
+
+def trainjob_world(suspended_by_kueue: bool = False) -> Owners:
+    """TrainJob `tune` and the JobSet the trainer renders for it (same name, owned by it), its two
+    `node` pods gated; Kueue, when it manages the TrainJob, holds it suspended."""
+    world = Owners(nodes(2))
+    world.put_workload(trainjob.RESOURCE.name, {"metadata": {"name": "tune"}, "spec": {"suspend": suspended_by_kueue}})
+    world.put_workload(JOBSETS, {"metadata": {"name": "tune", "ownerReferences": [
+        {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "name": "tune", "uid": "uid-tune",
+         "controller": True}]}, "spec": {"suspend": suspended_by_kueue, "replicatedJobs": [
+             {"name": "node", "template": {"spec": {"parallelism": 2, "completions": 2}}}]}})
+    for index in range(2):
+        pod = member_object(f"tune-node-0-{index}", group="tune-uid-tune-0", source=names.SOURCE_JOBSET,
+                            owner=("Job", "tune-node-0"), gpus=8, created=CREATED)
+        pod["metadata"]["labels"].update({names.JOBSET_NAME_LABEL: "tune", names.JOBSET_UID_LABEL: "uid-tune",
+                                          names.JOBSET_REPLICATED_JOB_LABEL: "node"})
+        world.add(pod)
+    return world
+
+
+def test_a_trainjobs_group_is_suspended_through_the_trainjob_whose_switch_sticks():
+    world = trainjob_world()
+    run = Run(world, Settings(rollback_backoff_seconds=BACKOFF))
+    released_and_refused(run, "tune-node-0-1")
+    (suspend,) = of(run.step(), SuspendOwner)
+    assert (suspend.resource, suspend.name, suspend.patch["spec"]) == (trainjob.RESOURCE, "tune", {"suspend": True})
+    assert world.owner(trainjob.RESOURCE.name, "tune")["spec"]["suspend"] is True
+    assert world.owner(JOBSETS, "tune")["spec"]["suspend"] is False, "the JobSet's own switch is the trainer's to set"
+    for key in list(world.pods):  # the trainer copies the switch onto the JobSet, whose Jobs' pods go
+        world.delete(key)
+    run.now = NOW + 10 + BACKOFF
+    (resume,) = of(run.step(), ResumeOwner)
+    assert (resume.resource, resume.name) == (trainjob.RESOURCE, "tune")
+    assert world.owner(trainjob.RESOURCE.name, "tune")["spec"]["suspend"] is False
+
+
+def test_a_trainjob_kueue_suspended_is_neither_planned_nor_resumed():
+    run = Run(trainjob_world(suspended_by_kueue=True), Settings())
+    outcomes = [run.step(seconds=600) for _ in range(3)]
+    assert not any(of(o, ResumeOwner) or booked(o) or of(o, SuspendOwner) for o in outcomes)
+    message = of(outcomes[0], SaveGang)[0].status["conditions"][0]["message"]
+    assert message.startswith("TrainJob tune is suspended, not by gangkeeper")
 
 
 def test_a_running_job_left_incomplete_past_the_bind_timeout_is_suspended():

@@ -27,9 +27,8 @@ def test_no_group_without_name_and_uid():
 
 def replicated(name, replicas=1, parallelism=1, depends_on=(), labels=None):
     """A replicated job of `replicas` Jobs running `parallelism` pods each, created once `depends_on`
-    ((name, status) pairs) are reached."""
-    template = {"spec": {"parallelism": parallelism, "completions": parallelism,
-                         "template": {"metadata": {"labels": labels or {}}}}}
+    ((name, status) pairs) are reached; `labels` on its Job template, as Trainer runtimes set them."""
+    template = {"metadata": {"labels": labels or {}}, "spec": {"parallelism": parallelism, "completions": parallelism}}
     job = {"name": name, "replicas": replicas, "template": template}
     if depends_on:
         job["dependsOn"] = [{"name": needed, "status": status} for needed, status in depends_on]

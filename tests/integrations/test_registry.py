@@ -30,7 +30,7 @@ def test_every_group_source_belongs_to_exactly_one_kind():
 
 def test_each_resource_is_defined_once_and_found_by_its_name():
     resources = integrations.RESOURCES
-    assert len({resource.name for resource in resources}) == len(resources) == 7
+    assert len({resource.name for resource in resources}) == len(resources) == 8
     assert all(integrations.BY_RESOURCE[resource.name].resource is resource for resource in resources)
 
 
@@ -45,4 +45,4 @@ def test_a_kind_that_finds_a_declaring_object_has_one_and_reads_it():
 
 def test_only_owners_with_a_switch_can_be_suspended():
     suspendable = {integration.resource.kind for integration in integrations.ALL if integration.suspension}
-    assert suspendable == {"Job", "JobSet", "PyTorchJob"}
+    assert suspendable == {"Job", "JobSet", "PyTorchJob", "TrainJob"}
