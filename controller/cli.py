@@ -63,6 +63,10 @@ def add_parser(subparsers) -> None:
              help="a finer node label (a rack, a block, an NVLink domain: cloud.google.com/gce-topology-block, "
                   "nvidia.com/gpu.clique) tried before --zone-label for groups without a rule of their own; "
                   "none when unset")
+    add_flag(parser, "--incomplete-group-seconds", default=300, type=int_in_range(1, 10**7, "a number of seconds"),
+             help="a group with fewer pods than its min count, all gated, that gains no new pod for this long is "
+                  "reported (Warning Event IncompleteGroup, Gang condition Stuck): it may be declared larger than "
+                  "what its owner creates before it runs, and then never completes")
     add_bool_flag(parser, "--fail-on-schedule-timeout",
                   help="give up a group not admitted within its schedule timeout (Gang phase Failed) "
                        "instead of reporting TimedOut and waiting on")
@@ -96,6 +100,7 @@ def settings_from(args: argparse.Namespace):
                     policy=QueuePolicy(order=Order(args.policy), starvation_seconds=float(args.starvation_seconds),
                                        topology=topology),
                     fail_on_schedule_timeout=args.fail_on_schedule_timeout,
+                    incomplete_group_seconds=float(args.incomplete_group_seconds),
                     rollback_ownerless=Ownerless(args.rollback_ownerless),
                     preemption=Preempting(args.preemption))
 

@@ -43,6 +43,9 @@ class Reason(enum.StrEnum):
     MEMBERS_DELETED = "MembersDeleted"  # a rollback deleted every member: nothing recreates them
     PREEMPTING = "Preempting"  # reserved where lower-priority work still runs: released once it is gone
     PREEMPTED = "Preempted"    # taken, whole, to make room for a group of higher priority
+    # incomplete, its members gated, no new member for longer than `--incomplete-group-seconds`:
+    # likely declared larger than what its owner creates before the group runs (`controller.incomplete`)
+    INCOMPLETE_GROUP = "IncompleteGroup"
 
 
 class GangEvent(enum.StrEnum):
@@ -59,6 +62,7 @@ class GangEvent(enum.StrEnum):
     MEMBER_DELETED = "gang.member_deleted"
     PREEMPTING = "gang.preempting"
     PREEMPTED = "gang.preempted"
+    STUCK = "gang.stuck"  # incomplete for too long, no new member arriving: reported once (`controller.incomplete`)
 
     @property
     def decision(self) -> str:

@@ -133,12 +133,15 @@ def _walk(key: GroupKey, label: str, candidates: Iterator[str], workloads: Workl
 # --- what it says ------------------------------------------------------------------------------
 
 def gang_status(view: GangView, verdict: Verdict, timed_out: bool, attempts: int, patterns: Sequence[str],
-                existing: Mapping, now: float, rollback: str | None = None, preempted: str | None = None) -> dict:
+                existing: Mapping, now: float, rollback: str | None = None, preempted: str | None = None,
+                stuck: str | None = None) -> dict:
     """The Gang's status: phase, counts and conditions, each condition keeping its transition time
     while it holds the same value. `rollback` says what the rollback of this pass did (suspended
     the owner, deleted members and what to resubmit, kept members and what they hold); the
     `RolledBack` condition keeps saying it until the next one. `preempted` says which group took
-    this one's place and how; the `Preempted` condition keeps saying it until the next preemption."""
+    this one's place and how; the `Preempted` condition keeps saying it until the next preemption.
+    `stuck` says what a group stuck incomplete waits for (`controller.incomplete`); the `Stuck`
+    condition is there only while it is, as `TimedOut` is only while the group is timed out."""
     live = [m for m in view.group.members if not m.terminal]
     before = {c.get("type"): c for c in existing.get("conditions") or ()}
     admitted = verdict.phase is not Phase.WAITING and verdict.reason is not Reason.MEMBERS_DELETED
@@ -153,6 +156,8 @@ def gang_status(view: GangView, verdict: Verdict, timed_out: bool, attempts: int
     taken = preempted or (before.get("Preempted") or {}).get("message")
     if taken:
         wanted.append(("Preempted", True, Reason.PREEMPTED, taken))
+    if stuck:
+        wanted.append(("Stuck", True, Reason.INCOMPLETE_GROUP, stuck))
     conditions = []
     for kind, holds, why, text in wanted:
         value = "True" if holds else "False"

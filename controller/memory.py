@@ -3,9 +3,10 @@
 Nothing here is needed for safety: reservations, release times and group ages are read back
 from the pods (docs/design.md, "Failure and restart"). Memory holds when each group was first
 seen (durably approximated by its oldest member's creation), rollback backoff, when a running
-group was first seen incomplete, when a member was first seen released (for a release annotation
-someone removed), when a group was first seen complete (to measure how soon it was released),
-when a Gang's status was last written, what was last reported (so that Events and audit
+group was first seen incomplete, when a gated group still short of members last gained one (to
+notice one that never completes: `controller.incomplete`), when a member was first seen released
+(for a release annotation someone removed), when a group was first seen complete (to measure how
+soon it was released), when a Gang's status was last written, what was last reported (so that Events and audit
 lines follow changes, not passes), the owners this controller suspended to roll their groups
 back (`HeldOwner`) and the groups a rollback gave up. What is durable of a suspension is on the
 owner (docs/design.md, "Release, binding and rollback"): a new leader finds it there, and only
@@ -27,6 +28,7 @@ class Channel(enum.Enum):
 
     STATE = enum.auto()
     TIMEOUT = enum.auto()
+    INCOMPLETE = enum.auto()  # stuck incomplete, no new member arriving (`controller.incomplete`)
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +58,15 @@ class HeldOwner:
 
 
 @dataclass(frozen=True, slots=True)
+class Arrival:
+    """When a group still short of members, all of them gated, last gained one (the controller's
+    clock), and the uids of its live members then: a uid not among them is a new member."""
+
+    since: float
+    members: frozenset[str]
+
+
+@dataclass(frozen=True, slots=True)
 class Room:
     """The room a preemption booked for a group on top of its victims: since when, the victims'
     pods it waits to see gone (`namespace/name` → their uid and the victim group, None for a lone
@@ -76,6 +87,8 @@ class Memory:
     complete_at: Mapping[GroupKey, float] = field(default_factory=dict)
     status_written: Mapping[GroupKey, float] = field(default_factory=dict)
     incomplete_since: Mapping[GroupKey, float] = field(default_factory=dict)
+    # Gated groups short of members: when each last gained one (`controller.incomplete`).
+    arrivals: Mapping[GroupKey, Arrival] = field(default_factory=dict)
     held: Mapping[WorkloadKey, HeldOwner] = field(default_factory=dict)
     # Groups a rollback gave up (every member deleted, none to recreate them), by the uids
     # deleted: they stay Failed while those pods go, and their Gang is kept when they are gone.
@@ -94,7 +107,7 @@ def unreported(memory: Memory, groups: Iterable[GroupKey]) -> Memory:
 
 def after_pass(memory: Memory, pending: Pending, now: float, *, rollbacks: Mapping[GroupKey, tuple[int, float]],
                reported: Mapping[tuple[GroupKey, Channel], News], incomplete_since: Mapping[GroupKey, float],
-               status_written: Mapping[GroupKey, float]) -> Memory:
+               status_written: Mapping[GroupKey, float], arrivals: Mapping[GroupKey, Arrival]) -> Memory:
     """What to remember after a pass that decided `pending` and learned the rest: fresh entries for
     the groups decided, the old ones of groups left alone (settled, so unchanged), none for groups
     that are gone or, after a complete pass, undecided."""
@@ -124,6 +137,7 @@ def after_pass(memory: Memory, pending: Pending, now: float, *, rollbacks: Mappi
         reported={**kept(memory.reported, tuple(Channel)), **reported},
         complete_at={**kept(memory.complete_at), **complete_at},
         incomplete_since={**kept(memory.incomplete_since), **incomplete_since},
+        arrivals={**kept(memory.arrivals), **arrivals},
         status_written={**kept(memory.status_written),
                         **{key: memory.status_written[key] for key in decided if key in memory.status_written},
                         **status_written})

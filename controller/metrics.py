@@ -55,6 +55,10 @@ class Metrics:
             "its release, by namespace", ["namespace"], buckets=WAIT_BUCKETS, registry=self.registry)
         self.longest_wait = Gauge("gangkeeper_longest_wait_seconds", "Seconds the longest-waiting group of the "
                                   "namespace has waited so far (0: none waits)", ["namespace"], registry=self.registry)
+        self.stuck_incomplete = Gauge(
+            "gangkeeper_stuck_incomplete_groups", "Groups with fewer members than their min count, all gated, that "
+            "gained none for --incomplete-group-seconds or longer, by namespace (0: none)", ["namespace"],
+            registry=self.registry)
         self.waiting_accelerators = Gauge(
             "gangkeeper_waiting_accelerators", "Accelerators requested by the members of groups waiting to be "
             "admitted, by namespace and resource", ["namespace", "resource"], registry=self.registry)
@@ -81,7 +85,7 @@ class Metrics:
         self.leader = Gauge("gangkeeper_leader", "1 while this replica leads (decides and writes), else 0",
                             registry=self.registry)
         self._phases = GroupPhases()
-        self._namespaces: set[str] = set()  # those with series of groups and longest_wait
+        self._namespaces: set[str] = set()  # those with series of groups, longest_wait and stuck_incomplete
         self._published: set[tuple[str, str]] = set()  # (namespace, resource) of waiting_accelerators
 
     def lead(self, leading: bool) -> None:
@@ -101,6 +105,7 @@ class Metrics:
             for phase in PHASES:
                 self.groups.labels(namespace, phase).set(counts.get((namespace, phase), 0))
             self.longest_wait.labels(namespace).set(outcome.longest_wait.get(namespace, 0.0))
+            self.stuck_incomplete.labels(namespace).set(outcome.stuck_incomplete.get(namespace, 0))
         for (namespace, _), waited in outcome.waited:
             self.group_wait.labels(namespace).observe(waited)
         for namespace, resource in self._published - outcome.waiting_accelerators.keys():
@@ -124,6 +129,7 @@ class Metrics:
             for phase in PHASES:
                 self.groups.remove(namespace, phase)
             self.longest_wait.remove(namespace)
+            self.stuck_incomplete.remove(namespace)
         for namespace, resource in [key for key in self._published if key[0] not in namespaces]:
             self.waiting_accelerators.remove(namespace, resource)
             self._published.discard((namespace, resource))

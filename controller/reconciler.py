@@ -49,7 +49,10 @@ The bind timeout counts from the release annotation, which survives a restart or
 leader; only when it is missing or unreadable does it count from when this controller first saw
 the member released. A group not admitted within its schedule timeout gets a TimedOut condition
 and an Event, and keeps waiting unless `Settings.fail_on_schedule_timeout` gives it up (phase
-Failed; its pods stay gated for their owner to clean up).
+Failed; its pods stay gated for their owner to clean up). A group short of members, all gated,
+that gains none for `Settings.incomplete_group_seconds` is reported as stuck incomplete (a
+Warning Event, a `Stuck` condition, an audit line, a metric), since it may never complete
+(`controller.incomplete`).
 
 The pass's parts are modules of their own: `decisions` (what it returns: verdicts and
 actions), `patches` (the bodies of the pod writes), `gangs` (which Gang, its name and status)
@@ -65,7 +68,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 
 from gangkeeper import integrations, names
-from gangkeeper.controller import gangs
+from gangkeeper.controller import gangs, incomplete
 from gangkeeper.controller.decisions import (
     Action,
     DeleteGang,
@@ -86,7 +89,7 @@ from gangkeeper.controller.decisions import (
 )
 from gangkeeper.controller.groups import GangView, PodFacts, Workload, WorkloadIndex, WorkloadKey, settled_phase
 from gangkeeper.controller.index import ClusterIndex, Pending
-from gangkeeper.controller.memory import Channel, HeldOwner, Memory, News, Room, after_pass
+from gangkeeper.controller.memory import Arrival, Channel, HeldOwner, Memory, News, Room, after_pass
 from gangkeeper.controller.model import Group, GroupKey, Member, Node
 from gangkeeper.controller.patches import release_patch
 from gangkeeper.controller.planner import Plan, apply, plan_group
@@ -126,6 +129,8 @@ class Settings:
     fail_on_schedule_timeout: bool = False
     rollback_ownerless: Ownerless = Ownerless.DELETE
     preemption: Preempting = Preempting.LOWER_PRIORITY
+    # A gated group short of members that gains none for this long is reported (`controller.incomplete`).
+    incomplete_group_seconds: float = 300.0
 
 
 @dataclass(frozen=True)
@@ -156,6 +161,9 @@ class Outcome:
     # Seconds from complete to seen bound (min count of its members), of each group this pass first
     # saw running since it was last complete: the latency the scheduler's users see.
     bound_after: tuple[float, ...] = ()
+    # Groups stuck incomplete (`controller.incomplete`), by namespace: each such group is under way,
+    # so each pass decides all of them and this is whole.
+    stuck_incomplete: Mapping[str, int] = field(default_factory=dict)
 
 
 class Planning(enum.Enum):
@@ -185,6 +193,8 @@ class _Pass:
     bound_after: list[float] = field(default_factory=list)
     status_written: dict[GroupKey, float] = field(default_factory=dict)
     incomplete_since: dict[GroupKey, float] = field(default_factory=dict)
+    arrivals: dict[GroupKey, Arrival] = field(default_factory=dict)  # of gated groups short of members
+    stuck: Counter = field(default_factory=Counter)  # namespace → groups stuck incomplete
     due: list[float] = field(default_factory=list)
     rolled_back: set[GroupKey] = field(default_factory=set)
     held: dict[WorkloadKey, HeldOwner] = field(default_factory=dict)
@@ -882,12 +892,36 @@ def _report_and_status(state: _Pass, view: GangView) -> None:
                 f"not admitted within {view.group.schedule_timeout_seconds:g}s"
                 + ("; given up" if verdict.phase is Phase.FAILED else "; still waiting"),
                 warning=True, channel=Channel.TIMEOUT)
-    _save_status(state, view, verdict, timed_out, state.preempted.get(key))
+    stuck = None
+    if verdict.phase is Phase.WAITING and verdict.reason is Reason.INCOMPLETE:
+        stuck = _stuck_incomplete(state, view)
+    _save_status(state, view, verdict, timed_out, state.preempted.get(key), stuck=stuck)
+
+
+def _stuck_incomplete(state: _Pass, view: GangView) -> str | None:
+    """What to say of a gated group short of members when no new one arrived for the set time
+    (`controller.incomplete`): a Warning Event on its Gang and on each of its pods, and an audit
+    line, once when it becomes stuck and again only when what it says changes. None while members
+    still arrive; the pass then falls due when the set time will have passed."""
+    key, threshold = view.group.key, state.settings.incomplete_group_seconds
+    arrival = incomplete.last_arrival(view.group, state.memory.arrivals.get(key), key in state.memory.first_seen,
+                                      state.now)
+    state.arrivals[key] = arrival
+    if not incomplete.stuck(arrival, state.now, threshold):
+        state.due.append(arrival.since + threshold)
+        return None
+    message = incomplete.message(view, threshold)
+    state.stuck[key[0]] += 1
+    _report(state, view, GangEvent.STUCK, Reason.INCOMPLETE_GROUP, message, warning=True,
+            channel=Channel.INCOMPLETE, news=News(Reason.INCOMPLETE_GROUP, message),
+            pods=[facts.member.name for facts in view.pods if not facts.member.terminal], on_pods=True)
+    return message
 
 
 def _save_status(state: _Pass, view: GangView, verdict: Verdict, timed_out: bool, preempted: str | None = None,
-                 *, now: bool = False) -> None:
-    """Write the group's Gang status when it changed (or `now`, when the change must show at once)."""
+                 *, now: bool = False, stuck: str | None = None) -> None:
+    """Write the group's Gang status when it changed (or `now`, when the change must show at once);
+    `stuck` says what a group stuck incomplete waits for."""
     key = view.group.key
     place = _gang(state, view)
     if place is None or (place.existing is None and view.problem is not None):
@@ -896,7 +930,7 @@ def _save_status(state: _Pass, view: GangView, verdict: Verdict, timed_out: bool
     attempts = state.rollbacks.get(key, (0, 0.0))[0]
     rollback = verdict.message if key in state.rolled_back else None
     status = gangs.gang_status(view, verdict, timed_out, attempts, state.settings.accelerator_patterns, current,
-                               state.now, rollback, preempted)
+                               state.now, rollback, preempted, stuck)
     if place.existing is not None and not now:
         due = gangs.status_due(current, status, state.memory.status_written.get(key), state.now)
         if due is None or due > state.now:
@@ -909,7 +943,8 @@ def _save_status(state: _Pass, view: GangView, verdict: Verdict, timed_out: bool
 
 def _outcome(state: _Pass, pending: Pending, index: ClusterIndex) -> Outcome:
     memory = replace(after_pass(state.memory, pending, state.now, rollbacks=state.rollbacks, reported=state.reported,
-                                incomplete_since=state.incomplete_since, status_written=state.status_written),
+                                incomplete_since=state.incomplete_since, status_written=state.status_written,
+                                arrivals=state.arrivals),
                      held=state.held, given_up=state.given_up, preempting=state.preempting)
     decided = {view.group.key: _verdict(state, view).phase for view in pending.views}
     phases = Counter(phase.value for phase in decided.values())
@@ -940,4 +975,5 @@ def _outcome(state: _Pass, pending: Pending, index: ClusterIndex) -> Outcome:
                    tuple(state.released_after), len(state.rolled_back), min(state.due, default=None),
                    dict(state.preemptions), decided_phases={key: phase.value for key, phase in decided.items()},
                    gone=pending.gone, complete=pending.complete, waited=tuple(waited),
-                   waiting_accelerators=dict(demand), longest_wait=longest, bound_after=tuple(state.bound_after))
+                   waiting_accelerators=dict(demand), longest_wait=longest, bound_after=tuple(state.bound_after),
+                   stuck_incomplete=dict(state.stuck))

@@ -1,4 +1,5 @@
-"""`gangkeeper controller`'s rollback and preemption flags: from the command line or the environment, into the settings."""
+"""`gangkeeper controller`'s rollback, preemption, topology and incomplete-group flags: from the
+command line or the environment, into the settings."""
 
 import pytest
 
@@ -61,3 +62,26 @@ def test_the_cluster_wide_domains_are_the_zone_label_then_an_optional_finer_one(
     with pytest.raises(SystemExit):
         settings("--rack-label", "Not A Key")
     assert "'Not A Key' is not accepted: write a label key such as topology.kubernetes.io/zone" in capsys.readouterr().err
+
+
+def test_a_group_short_of_members_is_reported_after_5_minutes_without_a_new_one_unless_told_otherwise(monkeypatch):
+    assert settings().incomplete_group_seconds == 300
+    assert settings("--incomplete-group-seconds", "900").incomplete_group_seconds == 900
+    monkeypatch.setenv("GANGKEEPER_INCOMPLETE_GROUP_SECONDS", "60")
+    assert settings().incomplete_group_seconds == 60
+
+
+@pytest.mark.parametrize("value", ["0", "-5", "5m", "1.5", "10000001"])
+def test_a_set_time_that_is_no_whole_number_of_seconds_is_refused_naming_the_flag_and_what_it_takes(value, capsys):
+    with pytest.raises(SystemExit):
+        settings("--incomplete-group-seconds", value)
+    assert (f"argument --incomplete-group-seconds: {value!r} is not a number of seconds (a whole number from 1 to "
+            f"10000000)") in capsys.readouterr().err
+
+
+def test_a_bad_set_time_in_the_environment_is_refused_naming_the_variable(capsys, monkeypatch):
+    monkeypatch.setenv("GANGKEEPER_INCOMPLETE_GROUP_SECONDS", "soon")
+    with pytest.raises(SystemExit):
+        settings()
+    assert ("environment variable GANGKEEPER_INCOMPLETE_GROUP_SECONDS='soon' is invalid: 'soon' is not a number of "
+            "seconds") in capsys.readouterr().err

@@ -15,7 +15,7 @@ BEFORE = Memory(first_seen={UNDECIDED: 1.0, GONE: 2.0}, rollbacks={UNDECIDED: (1
 def remembered(complete: bool) -> Memory:
     pending = Pending(views=(), gone=frozenset({GONE}), settled_phases=Counter(), complete=complete)
     return after_pass(BEFORE, pending, 10.0, rollbacks=BEFORE.rollbacks, reported={}, incomplete_since={},
-                      status_written={})
+                      status_written={}, arrivals={})
 
 
 def test_an_incremental_pass_keeps_what_it_knew_of_groups_it_left_alone_and_forgets_the_gone():
