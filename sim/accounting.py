@@ -4,14 +4,15 @@ its pods: the waste partial placement causes) against those held while it traine
 
 A job is a workload (`Kind namespace/name`, see `sim.training.run_key`); it is submitted when
 its workload object (or, for plain pods, its first pod) appears, starts when all its pods
-first run together and ends when all have succeeded.
+first run together and ends when all have succeeded; a workload that runs in stages (see
+`sim.training`) starts with its first and ends with its last, its GPU-seconds summed over all.
 """
 
 from statistics import mean
 
 from sim.api import WatchEvent
 from sim.names import JOBS, JOBSETS, PODS, PYTORCHJOBS
-from sim.training import Runs, run_key
+from sim.training import Runs, run_key, stages
 
 
 class Accounting:
@@ -38,11 +39,12 @@ class Accounting:
         self.runs.accrue_all(now)
         rows = []
         for key, submitted in self.submitted.items():
-            run = self.runs.runs.get(key)
+            run = stages(self.runs.runs.get(key))
             rows.append({"job": key, "submitted": submitted,
-                         "started": run.started if run else None, "finished": run.finished if run else None,
-                         "useful_gpu_seconds": run.useful_gpu_seconds if run else 0.0,
-                         "waiting_gpu_seconds": run.waiting_gpu_seconds if run else 0.0})
+                         "started": next((s.started for s in run if s.started is not None), None),
+                         "finished": run[-1].finished if run else None,
+                         "useful_gpu_seconds": sum(s.useful_gpu_seconds for s in run),
+                         "waiting_gpu_seconds": sum(s.waiting_gpu_seconds for s in run)})
         return rows
 
     def summary(self, now: float) -> dict:

@@ -6,9 +6,10 @@ containers stopped `stop_delay` seconds later, capped by its grace period, and t
 removes it for good (DELETE with grace period 0), as the real kubelet's status manager does.
 
 What the containers do is the training model of `sim.training`: a run advances only while all
-its pods run, and when its progress reaches its duration every pod of the run exits 0 (phase
-Succeeded). Pods without a duration run until deleted. Probes, restarts and failures are not
-modelled.
+its pods run, and when its progress reaches its duration every pod of the run then running exits 0
+(phase Succeeded); the workload's pods yet to start, and those that come later, are its next
+stage, which finishes in turn. Pods without a duration run until deleted. Probes, restarts and
+failures are not modelled.
 
 Statuses have the real kubelet's shape, with containerd as the container runtime: every container
 status with its fully qualified `image`, an `imageID` at a digest, a `containerID`,
@@ -189,7 +190,15 @@ class Kubelet:
             heapq.heappush(self.stops, (self.stopping[key], key))
 
     def step(self, now: float) -> bool:
+        """Remove stopped pods, finish the runs that are due, then start pods. Finishing first writes
+        a run's end before a pod that starts at the same moment runs, so the accounting, which
+        learns both from the watch in that order, also has that pod start the run's next stage."""
         wrote = self._remove_stopped(now)
+        for run in self.runs.due(now):
+            for key in list(run.members):
+                pod = self.bound.get(key)
+                if pod is not None and (pod.get("status") or {}).get("phase") == "Running":
+                    wrote |= self._write_status(pod, succeeded_status(pod, now))
         while self.starts and self.starts[0][0] <= now:
             moment, key = heapq.heappop(self.starts)
             if self.starting.get(key) == moment:
@@ -197,11 +206,6 @@ class Kubelet:
                 pod = self.bound[key]
                 status = running_status(pod, now, self.addresses.host(pod["spec"]["nodeName"]), self.addresses.pod())
                 wrote |= self._write_status(pod, status)
-        for run in self.runs.due(now):
-            for key in list(run.members):
-                pod = self.bound.get(key)
-                if pod is not None and (pod.get("status") or {}).get("phase") == "Running":
-                    wrote |= self._write_status(pod, succeeded_status(pod, now))
         return wrote
 
     def _remove_stopped(self, now: float) -> bool:

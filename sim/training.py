@@ -6,6 +6,15 @@ waste them. The kubelet uses this model to decide when a run's pods finish; the 
 uses it to count GPU-seconds held usefully and held in waiting. A pod's run is read from the
 pod alone (its workload labels), its size and duration from the sim annotations its workload's
 pod template carried (falling back to the `WORLD_SIZE` env of PyTorchJob pods, then to 1).
+
+A workload may run in stages, one after the other: a JobSet's replicated jobs that wait for
+others to complete or be ready (`dependsOn`), a Job with more completions than parallelism. A run
+finishes with the pods that run when its progress reaches its duration; those of its pods that
+had yet to start then, and the workload's pods that come later, are its next stage: a run of its
+own, sized and timed by the first of them, with progress of its own. Pods that come while a stage
+still runs join it, so roles that rendezvous together (a launcher and the workers it waits for)
+are one stage. A workload's figures (when it started and finished, its GPU-seconds) span all its
+stages.
 """
 
 import heapq
@@ -59,6 +68,7 @@ class Member:
     running: bool
     succeeded: bool
     gpus: Fraction
+    starting: bool = False  # neither running, finished nor on its way out: it has yet to start
 
 
 def gpus(pod: dict) -> Fraction:
@@ -70,8 +80,10 @@ def member(pod: dict, known: Member | None = None) -> Member:
     phase = (pod.get("status") or {}).get("phase")
     terminal = phase in ("Succeeded", "Failed")
     bound = bool((pod.get("spec") or {}).get("nodeName"))
-    running = phase == "Running" and not pod["metadata"].get("deletionTimestamp")
-    return Member(bound and not terminal, running, phase == "Succeeded", known.gpus if known else gpus(pod))
+    leaving = bool(pod["metadata"].get("deletionTimestamp"))
+    running = phase == "Running" and not leaving
+    return Member(bound and not terminal, running, phase == "Succeeded", known.gpus if known else gpus(pod),
+                  starting=not (terminal or running or leaving))
 
 
 @dataclass
@@ -89,6 +101,7 @@ class Run:
     finished: float | None = None
     useful_gpu_seconds: float = 0.0
     waiting_gpu_seconds: float = 0.0
+    earlier: "Run | None" = None  # the workload's stage before this one (finished)
 
     @property
     def together(self) -> bool:
@@ -121,30 +134,79 @@ class Run:
             self.members[pod_key] = new
 
 
+def pod_name(pod: dict) -> str:
+    return f"{pod['metadata'].get('namespace', '')}/{pod['metadata']['name']}"
+
+
+def stages(run: Run | None) -> list[Run]:
+    """The stages of a workload, first to last, from its last."""
+    found = []
+    while run is not None:
+        found.append(run)
+        run = run.earlier
+    return found[::-1]
+
+
 class Runs:
-    """Every run seen in pod events, with its progress and GPU-seconds brought up to date on
-    each change; completions are kept in a heap so that finding the next one is cheap."""
+    """Every run seen in pod events (each workload's current stage, the earlier ones linked from
+    it), with progress and GPU-seconds brought up to date on each change; completions are kept in
+    a heap so that finding the next one is cheap."""
 
     def __init__(self):
-        self.runs: dict[str, Run] = {}
+        self.runs: dict[str, Run] = {}  # workload → its current stage
+        self._stage_of: dict[str, Run] = {}  # pod → the stage it is part of
+        self._declared: dict[str, tuple[int, float | None]] = {}  # pod → the (size, duration) it carries
         self._completions: list[tuple[float, str]] = []
 
     def observe(self, pod: dict, deleted: bool, now: float) -> Run:
-        key = run_key("pods", pod)
-        run = self.runs.get(key)
+        name = pod_name(pod)
+        self._declared.setdefault(name, (world_size(pod), duration(pod)))
+        run = self._stage_of.get(name)
+        part = None if deleted else member(pod, run.members.get(name) if run is not None else None)
         if run is None:
-            run = self.runs[key] = Run(key, world_size(pod), duration(pod), since=now)
+            run = self._stage_to_join(run_key("pods", pod), name, part, now)
         run.accrue(now)
-        name = f"{pod['metadata'].get('namespace', '')}/{pod['metadata']['name']}"
-        run.update(name, None if deleted else member(pod, run.members.get(name)))
+        run.update(name, part)
+        if part is None:
+            self._stage_of.pop(name, None)
+            self._declared.pop(name, None)
+        else:
+            self._stage_of[name] = run
         if run.together and run.started is None:
             run.started = now
         if run.finished is None and run.succeeded >= run.size:
-            run.finished = now
+            self._finish(run, now)
         moment = run.completion_moment()
         if moment is not None:
-            heapq.heappush(self._completions, (moment, key))
+            heapq.heappush(self._completions, (moment, run.key))
         return run
+
+    def _stage_to_join(self, key: str, name: str, part: Member | None, now: float) -> Run:
+        """The workload's current stage; a new one when that has finished and the pod is still to
+        run its part (running or starting), or when the workload has none yet."""
+        current = self.runs.get(key)
+        if current is None or (current.finished is not None and part is not None
+                               and (part.running or part.starting)):
+            return self._next_stage(key, name, current, now)
+        return current
+
+    def _next_stage(self, key: str, name: str, earlier: Run | None, now: float) -> Run:
+        size, length = self._declared[name]
+        run = self.runs[key] = Run(key, size, length, since=now, earlier=earlier)
+        return run
+
+    def _finish(self, run: Run, moment: float) -> None:
+        """The run ends with its running pods; those still to start make up the next stage."""
+        run.finished = moment
+        behind = [name for name, part in run.members.items() if part.starting]
+        if not behind:
+            return
+        following = self._next_stage(run.key, behind[0], run, moment)
+        for name in behind:
+            part = run.members[name]
+            run.update(name, None)
+            following.update(name, part)
+            self._stage_of[name] = following
 
     def due(self, now: float) -> list[Run]:
         """Runs whose progress reaches their duration by `now`, marked finished at that moment."""
@@ -155,7 +217,7 @@ class Runs:
             if run.completion_moment() != moment:
                 continue  # superseded by a later change to the run
             run.accrue(moment)
-            run.finished = moment
+            self._finish(run, moment)
             done.append(run)
         return done
 

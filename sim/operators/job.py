@@ -130,6 +130,8 @@ def compress_indexes(indexes: set[int]) -> str:
 
 
 def is_ready(pod: dict) -> bool:
+    """The pod's Ready condition is True. `status.ready` counts such pods among the active ones only
+    (`countReadyPods(activePods)`): a pod being deleted is not ready, however its condition reads."""
     return any(c.get("type") == "Ready" and c.get("status") == "True"
                for c in (pod.get("status") or {}).get("conditions") or ())
 
@@ -145,7 +147,7 @@ def job_status(job: dict, pods: dict[str, dict], failed: int, outcome: str | Non
     moment = rfc3339(now)
     status = {"active": sum(is_active(p) for p in pods.values()),
               "terminating": sum(bool(p["metadata"].get("deletionTimestamp")) for p in pods.values()),
-              "ready": sum(is_ready(p) and phase(p) == "Running" for p in pods.values()),
+              "ready": sum(is_active(p) and is_ready(p) for p in pods.values()),
               "succeeded": [phase(p) for p in pods.values()].count("Succeeded"), "failed": failed,
               "uncountedTerminatedPods": {}}
     suspension, resumed = suspension_condition(job, previous, moment)
@@ -197,11 +199,15 @@ def is_job_complete(job: dict) -> bool:
     return has_condition(job, "Complete")
 
 
+def is_job_failed(job: dict) -> bool:
+    return has_condition(job, "Failed")
+
+
 def reconcile(job: dict, pods: dict[str, dict], now: float, lost: tuple[dict, ...] = ()) -> Plan:
     """`lost`: the Job's pods that went away, deleted by others, since the status last written."""
     failed = int((job.get("status") or {}).get("failed", 0)) + sum(phase(p) != "Succeeded" for p in lost)
     active = [p for p in pods.values() if is_active(p)]
-    if is_job_complete(job) or has_condition(job, "Failed"):
+    if is_job_complete(job) or is_job_failed(job):
         outcome = "Complete" if is_job_complete(job) else "Failed"
         return Plan(status=status_if_changed(job, job_status(job, pods, failed, outcome, now)))
     if failed > backoff_limit(job):

@@ -1,5 +1,7 @@
-"""The emulated kubelet: pods start after a delay; a run progresses only while all its pods run."""
+"""The emulated kubelet: pods start after a delay; a run progresses only while all its pods run; a
+workload runs in stages when pods come after its run finished."""
 
+from sim.accounting import Accounting
 from sim.cluster import Cluster
 from sim.kubelet import Kubelet
 from sim.names import DURATION_ANNOTATION, WORLD_SIZE_ANNOTATION
@@ -79,3 +81,43 @@ def test_a_pod_without_duration_runs_until_deleted(api, clock):
     cluster.run_until(clock.now() + 10**6)
     assert phase(api, "server") == "Running"
     assert cluster.next_due() is None
+
+
+def test_pods_that_come_after_their_run_finished_are_its_next_stage(api, clock):
+    cluster = kubelet_only(api, clock)
+    start = clock.now()
+    api.create("pods", member("initializer", size=1, duration=10))
+    cluster.run_until(start + 2 + 10)
+    assert phase(api, "initializer") == "Succeeded"
+    api.create("pods", member("trainer", size=1, duration=30))  # its own size and duration
+    cluster.run_until(clock.now() + 2 + 29)
+    assert phase(api, "trainer") == "Running"
+    cluster.run_until(clock.now() + 1)
+    assert phase(api, "trainer") == "Succeeded"
+
+
+def test_a_pod_yet_to_start_when_its_run_finishes_runs_in_the_next_stage(api, clock):
+    cluster = kubelet_only(api, clock)
+    start = clock.now()
+    api.create("pods", member("launcher", size=1, duration=10))
+    cluster.run_until(start + 11)
+    api.create("pods", member("worker", size=1, duration=30))  # joins the launcher's run, starts after it ends
+    cluster.run_until(start + 12)
+    assert (phase(api, "launcher"), phase(api, "worker")) == ("Succeeded", "Pending")
+    cluster.run_until(start + 13 + 29)
+    assert phase(api, "worker") == "Running"
+    cluster.run_until(start + 13 + 30)
+    assert phase(api, "worker") == "Succeeded"
+
+
+def test_a_pod_that_starts_as_its_run_finishes_is_the_next_stage_for_the_accounting_too(api, clock):
+    accounting = Accounting()
+    cluster = Cluster(api, clock, [Kubelet(api, start_delay=2.0), accounting])
+    start = clock.now()
+    api.create("pods", member("launcher", size=1, duration=10))  # runs from 2 to 12
+    cluster.run_until(start + 10)
+    api.create("pods", member("worker", size=1, duration=5))  # starts at 12
+    assert cluster.run_until_idle(start + 3600)
+    assert phase(api, "worker") == "Succeeded"
+    [row] = accounting.jobs(clock.now())
+    assert (row["started"] - start, row["finished"] - start) == (2, 12 + 5)

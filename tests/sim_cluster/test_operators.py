@@ -2,10 +2,11 @@
 
 import re
 
-from gangkeeper.names import JOB_NAME_LABEL, JOBSET_NAME_LABEL, KUBEFLOW_JOB_NAME_LABEL
+from gangkeeper.names import JOB_COMPLETION_INDEX, JOB_NAME_LABEL, JOBSET_NAME_LABEL, KUBEFLOW_JOB_NAME_LABEL
 from sim.cluster import Cluster
 from sim.kubelet import Kubelet
 from sim.operators.job import compress_indexes, job_operator
+from sim.operators.job import reconcile as reconcile_job
 from sim.operators.jobset import jobset_operator
 from sim.operators.pytorchjob import pytorchjob_operator
 from sim.scheduler import Scheduler
@@ -169,6 +170,19 @@ def test_indexed_job_replaces_a_deleted_index(api, clock):
     cluster.settle()
     indexes = sorted(p["metadata"]["labels"]["batch.kubernetes.io/job-completion-index"] for p in api.list("pods"))
     assert indexes == ["0", "1", "2"]
+
+
+def test_a_job_counts_as_ready_only_its_active_pods():
+    """`status.ready` is the Job controller's countReadyPods(activePods): a pod being deleted is not
+    ready, whatever its condition still says."""
+    job = {**batch_job(parallelism=2, completions=2), "metadata": {"name": "train", "namespace": "ml", "uid": "u"}}
+    running = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
+    pods = {"train-0-a": {"metadata": {"name": "train-0-a", "annotations": {JOB_COMPLETION_INDEX: "0"}},
+                          "status": running},
+            "train-1-b": {"metadata": {"name": "train-1-b", "annotations": {JOB_COMPLETION_INDEX: "1"},
+                                       "deletionTimestamp": "2026-01-01T00:00:00Z"}, "status": running}}
+    status = reconcile_job(job, pods, 0.0).status
+    assert (status["ready"], status["active"], status["terminating"]) == (1, 1, 1)
 
 
 def test_completed_indexes_are_compressed():
