@@ -34,6 +34,7 @@ KUBELET = User("system:node", ("system:nodes", "system:authenticated"))
 JOB_CONTROLLER = service_account("kube-system", "job-controller")
 TRAINING_OPERATOR = service_account("kubeflow", "training-operator")
 JOBSET_CONTROLLER = service_account("jobset-system", "jobset-controller-manager")
+TRAINER_CONTROLLER = service_account("kubeflow-system", "kubeflow-trainer-controller-manager")
 ADMIN = User("kubernetes-admin", ("system:masters", "system:authenticated"))
 # gangkeeper's controller, as deploy/ installs it: the one user the webhook lets remove gates.
 CONTROLLER = service_account(names.DEFAULT_NAMESPACE, names.CONTROLLER_SERVICE_ACCOUNT)

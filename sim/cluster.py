@@ -34,6 +34,7 @@ from sim.names import NODES
 from sim.operators.job import job_operator
 from sim.operators.jobset import jobset_operator
 from sim.operators.pytorchjob import pytorchjob_operator
+from sim.operators.trainjob import trainjob_operator
 from sim.placement import Scoring
 from sim.priority import PRIORITY_CLASSES
 from sim.scheduler import Scheduler
@@ -160,7 +161,8 @@ def emulated_cluster(api: ClusterAPI, clock: Clock, *, spec: dict | None = None,
     ResourceSlices) are registered first and its workloads are submitted on schedule, counted from now."""
     components: list[Component] = [
         Scheduler(api, scoring=scoring), ClaimController(api), Kubelet(api, start_delay=start_delay),
-        pytorchjob_operator(api), jobset_operator(api), job_operator(api), DisruptionController(api), Accounting(),
+        pytorchjob_operator(api), trainjob_operator(api), jobset_operator(api), job_operator(api),
+        DisruptionController(api), Accounting(),
         *extra,
     ]
     if spec is not None:

@@ -15,6 +15,7 @@ import uuid
 from datetime import datetime, timezone
 
 from gangkeeper.quantity import parse_quantity
+from sim.names import CLUSTER_TRAINING_RUNTIME_KIND, TRAINER_GROUP, TRAINJOB_CONTROLLER_NAME
 
 _NOT_READY_TOLERATIONS = (
     {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300},
@@ -63,6 +64,10 @@ def apply_defaults(resource: str, obj: dict, creating: bool) -> None:
         _serialize_event(obj)
     elif resource == "secrets":
         _default_secret(obj)
+    elif resource == "trainjobs":
+        _default_trainjob_spec(obj.setdefault("spec", {}))
+    elif resource in ("trainingruntimes", "clustertrainingruntimes"):
+        _default_training_runtime_spec(obj.setdefault("spec", {}))
 
 
 def _default_secret(secret: dict) -> None:
@@ -73,6 +78,24 @@ def _default_secret(secret: dict) -> None:
     if string_data:
         secret["data"] = {**(secret.get("data") or {}),
                           **{key: base64.b64encode(str(value).encode()).decode() for key, value in string_data.items()}}
+
+
+def _default_trainjob_spec(spec: dict) -> None:
+    """The defaults of the TrainJob CRD's schema (kubeflow/trainer): not suspended, reconciled by
+    the trainer's own controller, its runtime a ClusterTrainingRuntime."""
+    spec.setdefault("suspend", False)
+    spec.setdefault("managedBy", TRAINJOB_CONTROLLER_NAME)
+    if isinstance(spec.get("runtimeRef"), dict):
+        spec["runtimeRef"].setdefault("apiGroup", TRAINER_GROUP)
+        spec["runtimeRef"].setdefault("kind", CLUSTER_TRAINING_RUNTIME_KIND)
+
+
+def _default_training_runtime_spec(spec: dict) -> None:
+    """The defaults of the (Cluster)TrainingRuntime CRD's schema on its JobSet template's replicated
+    jobs, which the trainer copies into every JobSet it renders."""
+    for replicated in ((spec.get("template") or {}).get("spec") or {}).get("replicatedJobs") or ():
+        replicated.setdefault("groupName", "default")
+        replicated.setdefault("replicas", 1)
 
 
 def _default_pod_spec(spec: dict) -> None:

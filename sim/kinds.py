@@ -66,6 +66,9 @@ _CORE = [
     Kind("resource.k8s.io", "v1", "ResourceClaimTemplate", "resourceclaimtemplates", True, (), (), True),
     Kind("kubeflow.org", "v1", "PyTorchJob", "pytorchjobs", True, ("status",)),
     Kind("jobset.x-k8s.io", "v1alpha2", "JobSet", "jobsets", True, ("status",)),
+    Kind("trainer.kubeflow.org", "v1alpha1", "TrainJob", "trainjobs", True, ("status",)),
+    Kind("trainer.kubeflow.org", "v1alpha1", "TrainingRuntime", "trainingruntimes", True),
+    Kind("trainer.kubeflow.org", "v1alpha1", "ClusterTrainingRuntime", "clustertrainingruntimes", False),
     Kind("gangkeeper.io", "v1alpha1", "Gang", "gangs", True, ("status",), ("gang",)),
     Kind("scheduling.x-k8s.io", "v1alpha1", "PodGroup", "podgroups", True, ("status",), ("pg",)),
 ]

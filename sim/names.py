@@ -19,6 +19,9 @@ NODES = "nodes"
 JOBS = "jobs"
 PYTORCHJOBS = "pytorchjobs"
 JOBSETS = "jobsets"
+TRAINJOBS = "trainjobs"
+TRAINING_RUNTIMES = "trainingruntimes"
+CLUSTER_TRAINING_RUNTIMES = "clustertrainingruntimes"
 
 # --- Kubernetes core ----------------------------------------------------------------------
 DEFAULT_SCHEDULER = "default-scheduler"
@@ -44,6 +47,18 @@ PYTORCH_PORT_NAME = "pytorchjob-port"
 # --- JobSet -------------------------------------------------------------------------------
 JOBSET_API_VERSION = "jobset.x-k8s.io/v1alpha2"
 JOBSET_JOB_RESTART_ATTEMPT_LABEL = "jobset.sigs.k8s.io/job-restart-attempt"
+
+# --- Kubeflow Trainer v2 (kubeflow/trainer, pkg/constants and pkg/apis/trainer/v1alpha1) -----
+TRAINER_GROUP = "trainer.kubeflow.org"
+TRAINER_API_VERSION = f"{TRAINER_GROUP}/v1alpha1"
+TRAINJOB_KIND = "TrainJob"
+TRAINING_RUNTIME_KIND = "TrainingRuntime"
+CLUSTER_TRAINING_RUNTIME_KIND = "ClusterTrainingRuntime"
+# `spec.managedBy` of the TrainJobs the trainer controller reconciles (the CRD's default).
+TRAINJOB_CONTROLLER_NAME = f"{TRAINER_GROUP}/trainjob-controller"
+# The trainer step's replicated job and container; its rendezvous port.
+TRAINER_NODE = "node"
+TRAINER_PORT = 29500
 
 # --- resource.k8s.io/v1 (dynamic resource allocation) ---------------------------------------
 NAMESPACES = "namespaces"

@@ -5,7 +5,8 @@ progress only while all of its pods run; pods that hold GPUs while the run waits
 waste them. The kubelet uses this model to decide when a run's pods finish; the accounting
 uses it to count GPU-seconds held usefully and held in waiting. A pod's run is read from the
 pod alone (its workload labels), its size and duration from the sim annotations its workload's
-pod template carried (falling back to the `WORLD_SIZE` env of PyTorchJob pods, then to 1).
+pod template carried (falling back to the `WORLD_SIZE` env of PyTorchJob pods or the `PET_NNODES`
+env of TrainJob pods, the nodes torchrun waits for, then to 1).
 
 A workload may run in stages, one after the other: a JobSet's replicated jobs that wait for
 others to complete or be ready (`dependsOn`), a Job with more completions than parallelism. A run
@@ -32,6 +33,8 @@ RUN_LABELS = (
     (JOB_NAME_LABEL, "Job"),
     (GROUP_LABEL, "Group"),
 )
+# The env a pod's rendezvous waits for its peers by: PyTorchJob's ranks, torchrun's nodes (TrainJob).
+WORLD_SIZE_ENV = ("WORLD_SIZE", "PET_NNODES")
 KIND_BY_RESOURCE = {"pytorchjobs": "PyTorchJob", "jobsets": "JobSet", "jobs": "Job", "pods": "Pod"}
 
 
@@ -52,7 +55,7 @@ def world_size(pod: dict) -> int:
         return int(annotation)
     for container in (pod.get("spec") or {}).get("containers") or ():
         for env in container.get("env") or ():
-            if env.get("name") == "WORLD_SIZE" and str(env.get("value", "")).isdigit():
+            if env.get("name") in WORLD_SIZE_ENV and str(env.get("value", "")).isdigit():
                 return int(env["value"])
     return 1
 

@@ -1,12 +1,14 @@
-"""Emulated workload operators: PyTorchJob (Kubeflow training operator), JobSet, batch Job.
+"""Emulated workload operators: PyTorchJob (Kubeflow training operator), TrainJob (Kubeflow
+Trainer), JobSet, batch Job.
 
 Each operator is a reconcile function — pure: the workload and the children it owns in, the
 children to create, delete or patch and the status to write out — driven by the `Operator` loop
 below, which keeps the informer cache (workloads, and children by owner UID), remembers what it
 has just created (the controllers' "expectations", so that a child is not created twice before
-its watch event arrives) and retries refused creates after a delay rather than in a loop. An
-operator that counts lost children (the Job controller) is also told which children went away
-without it deleting them (`lost`), until the status that counts them is written.
+its watch event arrives) and retries refused creates, and reconciles that could not finish
+(`Plan.retry`), after a delay rather than in a loop. An operator that counts lost children (the
+Job controller) is also told which children went away without it deleting them (`lost`), until
+the status that counts them is written.
 
 Every operator honours its workload's suspend switch as the real one does: suspending deletes
 (or suspends) the children without counting them as failed, resuming creates them again.
@@ -30,12 +32,15 @@ DEFAULT_RETRY_SECONDS = 5.0
 @dataclass
 class Plan:
     """What one reconcile wants done: children to create, to delete (not counted as lost) and to
-    patch (child, merge patch), and the new status if it changed."""
+    patch (child, merge patch), and the new status if it changed. `retry`: the reconcile could not
+    finish for want of something no watch will announce (the real controller returned an error
+    and is requeued), so it runs again after the retry delay."""
 
     create: list[dict] = field(default_factory=list)
     status: dict | None = None
     delete: list[dict] = field(default_factory=list)
     patch: list[tuple[dict, dict]] = field(default_factory=list)
+    retry: bool = False
 
 
 # (workload, its children by name, now) → Plan; an operator that counts lost children takes them
@@ -148,6 +153,8 @@ class Operator:
         wrote = self._create_interleaved(plans, now)
         for uid, plan in plans.items():
             wrote |= self._delete(uid, plan.delete, now) | self._patch(uid, plan.patch, now)
+            if plan.retry:
+                self.retry_at.setdefault(uid, now + self.retry_seconds)
             if plan.status is None or self._write_status(uid, plan.status, now):
                 self.lost.pop(uid, None)  # counted in the status written, or nothing to count
                 wrote |= plan.status is not None

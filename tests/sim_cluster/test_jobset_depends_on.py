@@ -18,7 +18,8 @@ from sim.names import DURATION_ANNOTATION
 from sim.operators.jobset import child_job, reconcile
 from sim.spec import load
 from study.policies import gangkeeper_api
-from tests.sim_cluster.test_served_shapes import pruned, validator
+from tests.crds import ecosystem_crd, openapi_schema, structural
+from tests.sim_cluster.test_served_shapes import validator
 
 ECOSYSTEM = Path(__file__).parents[1] / "fixtures" / "ecosystem"
 NS = "staged"
@@ -155,9 +156,7 @@ def example(durations: dict[str, int]) -> dict:
 
 def crd_validator() -> jsonschema.Draft202012Validator:
     """The real JobSet CRD's schema, every field it does not declare refused (the server prunes them)."""
-    crd = yaml.safe_load((ECOSYSTEM / "crds" / "jobset.x-k8s.io_jobsets.yaml").read_text())
-    [version] = [v for v in crd["spec"]["versions"] if v["name"] == "v1alpha2"]
-    return validator(pruned(version["schema"]["openAPIV3Schema"]))
+    return validator(structural(openapi_schema(ecosystem_crd("jobset.x-k8s.io_jobsets"), "v1alpha2")))
 
 
 def first(events, happened) -> int:

@@ -8,7 +8,9 @@ the emulated scheduler, kubelet and PyTorchJob, JobSet and Job operators do the 
 in a namespace gangkeeper leaves alone: a server pod still running, a pod whose gate a stand-in
 removes, one left gated, one too big for any node, one being deleted; PodGroups of both APIs; and
 the controller's leader-election Lease, written over HTTP by `controller.leader.LeaderElector`.
-In a third namespace, pods use devices (`resource.k8s.io/v1`): a DeviceClass that also serves
+A TrainJob runs to completion in a namespace of its own, on a TrainingRuntime copied from the torch
+runtime kubeflow/trainer ships, beside the two ClusterTrainingRuntimes it ships. In another
+namespace, pods use devices (`resource.k8s.io/v1`): a DeviceClass that also serves
 `example.com/gpu`, a ResourceSlice per node, a ResourceClaimTemplate and a shared ResourceClaim;
 the resourceclaim controller makes claims from the template, the scheduler allocates and reserves
 them, and the claim of a pod that finished is deallocated and deleted.
@@ -19,9 +21,10 @@ Then every kind the emulated API serves is listed over HTTP, and:
   (`kubernetes` 37: `ApiClient().deserialize(text, "V1PodList", ...)`, which refuses a missing
   required field or a wrong type) and validated against the Kubernetes 1.37 OpenAPI schema with
   `kubernetes-validate` (strict: no field the API does not define);
-- Gangs are validated against the openAPIV3Schema of deploy/base/crd-gangs.yaml (their metadata
+- Gangs are validated against the openAPIV3Schema of deploy/base/crd-gangs.yaml, and TrainJobs and
+  (Cluster)TrainingRuntimes against the real CRDs of tests/fixtures/ecosystem/crds (their metadata
   against the 1.37 ObjectMeta schema), with unknown fields refused as the API server prunes them
-  and timestamps checked as RFC 3339;
+  (tests/crds.py) and timestamps checked as RFC 3339;
 - PyTorchJobs, JobSets and scheduler-plugins PodGroups have no schema shipped with either
   package: their metadata is validated against the 1.37 ObjectMeta schema and the status the
   emulated operators write against schemas written here from the upstream Go types (Kubeflow
@@ -63,10 +66,12 @@ from sim.names import DURATION_ANNOTATION
 from sim.server import RunningServer
 from sim.spec import load, submissions
 from study.policies import WEBHOOK_SERVICE, GangkeeperController, WebhookInProcess
+from tests.crds import ecosystem_crd, resource_schema, structural
+from tests.recorded import FIXTURES
 
 KUBERNETES = "1.37"  # the newest schemas kubernetes-validate ships; the API of the official client 37
 TOKEN = "admin-token"
-ENFORCED, PLAIN, DEVICES = "ml", "apps", "dra"
+ENFORCED, PLAIN, DEVICES, TRAINING = "ml", "apps", "dra", "research"
 WORKLOADS = f"""
 nodes: [{{count: 3, gpusPerNode: 8}}]
 workloads:
@@ -98,7 +103,7 @@ TYPED_LISTS = {
     "persistentvolumeclaims": "V1PersistentVolumeClaimList",
     "secrets": "V1SecretList",
 }
-CUSTOM = ("pytorchjobs", "jobsets", "gangs", "podgroups")
+CUSTOM = ("pytorchjobs", "jobsets", "gangs", "podgroups", "trainjobs", "trainingruntimes", "clustertrainingruntimes")
 WITHOUT_GENERATION = ("namespaces", "nodes", "events", "leases", "resourceclaims",
                       "resourceclaimtemplates", "secrets")  # their registry strategies set none
 CONTAINER_STATUS_FIELDS = {"name", "image", "imageID", "containerID", "ready", "started", "restartCount", "state",
@@ -164,21 +169,10 @@ JOBSET = custom_resource("jobset.x-k8s.io/v1alpha2", "JobSet", closed({
 PLUGINS_POD_GROUP = custom_resource("scheduling.x-k8s.io/v1alpha1", "PodGroup")
 
 
-def pruned(schema: dict) -> dict:
-    """A structural schema as the API server applies it: fields it does not define are pruned,
-    so a served object never has them."""
-    out = {key: ({name: pruned(value) for name, value in schema[key].items()} if key == "properties"
-                 else pruned(schema[key]) if key == "items" else schema[key]) for key in schema}
-    if "properties" in out and "additionalProperties" not in out \
-            and not out.get("x-kubernetes-preserve-unknown-fields"):
-        out["additionalProperties"] = False
-    return out
-
-
 def gang_schema() -> dict:
     crd = yaml.safe_load((DEPLOY_BASE / "crd-gangs.yaml").read_text())
     [version] = [v for v in crd["spec"]["versions"] if v["name"] == names.GANG_VERSION]
-    schema = pruned(version["schema"]["openAPIV3Schema"])
+    schema = structural(version["schema"]["openAPIV3Schema"])
     schema["properties"]["metadata"] = OBJECT_META
     return schema
 
@@ -189,6 +183,10 @@ def validator(schema: dict) -> jsonschema.Draft202012Validator:
 
 
 CUSTOM_SCHEMAS = {"pytorchjobs": PYTORCHJOB, "jobsets": JOBSET, "podgroups": PLUGINS_POD_GROUP}
+# Custom resources whose real CRD the repository carries (tests/fixtures/ecosystem/crds), by file and version.
+ECOSYSTEM_SCHEMAS = {"trainjobs": ("trainer.kubeflow.org_trainjobs", "v1alpha1"),
+                     "trainingruntimes": ("trainer.kubeflow.org_trainingruntimes", "v1alpha1"),
+                     "clustertrainingruntimes": ("trainer.kubeflow.org_clustertrainingruntimes", "v1alpha1")}
 
 # --- the cluster, run and read back -----------------------------------------------------------
 
@@ -267,6 +265,25 @@ def run_devices(api: APIServer) -> None:
         api.create("pods", manifest, namespace=DEVICES)
 
 
+def run_trainjob(api: APIServer) -> None:
+    """The runtimes kubeflow/trainer ships, and a TrainJob of two nodes on a namespaced copy of the
+    torch one whose pods train for 60 seconds."""
+    api.create("namespaces", {"metadata": {"name": TRAINING}})
+    runtimes = {name: yaml.safe_load((FIXTURES / "ecosystem" / "examples" / f"trainer-runtime-{name}.yaml").read_text())
+                for name in ("torch-distributed", "torchtune-llama3.2-1b")}
+    for runtime in runtimes.values():
+        api.create("clustertrainingruntimes", runtime)
+    timed = copy.deepcopy(runtimes["torch-distributed"])
+    timed["kind"] = "TrainingRuntime"
+    timed["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["metadata"] = {
+        "annotations": {DURATION_ANNOTATION: "60"}}
+    api.create("trainingruntimes", timed, namespace=TRAINING)
+    api.create("trainjobs", {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+                             "metadata": {"name": "mnist"},
+                             "spec": {"runtimeRef": {"kind": "TrainingRuntime", "name": "torch-distributed"},
+                                      "trainer": {"numNodes": 2}}}, namespace=TRAINING)
+
+
 def run_workloads(api: APIServer, clock: VirtualClock) -> None:
     api.create("namespaces", {"metadata": {"name": ENFORCED, "labels": {names.ENFORCE_LABEL: names.ENFORCE_VALUE}}})
     for namespace in (PLAIN, names.DEFAULT_NAMESPACE):
@@ -283,6 +300,7 @@ def run_workloads(api: APIServer, clock: VirtualClock) -> None:
                                extra=[GangkeeperController(api, clock=clock.now)])
     start = clock.now()
     run_devices(api)
+    run_trainjob(api)
     for submission in submissions(spec):
         api.create(submission.resource, declared_elsewhere(submission.manifest), namespace=ENFORCED)
     for manifest in (pod("server"), pod("leaving"), pod("parked", gates=("example.com/hold",)),
@@ -359,6 +377,7 @@ def test_every_kind_served_is_read_back_after_its_workloads_ran_to_completion(se
     assert all(condition(job, "Succeeded")["status"] == "True" for job in items(served, "pytorchjobs"))
     assert all(job["status"]["terminalState"] == "Completed" for job in items(served, "jobsets"))
     assert all(condition(job, "Complete")["status"] == "True" for job in items(served, "jobs"))
+    assert all(condition(job, "Complete")["status"] == "True" for job in items(served, "trainjobs"))
     assert {g["metadata"]["name"] for g in items(served, "gangs")} >= {"gx", "pg", "plain"}
     assert all(g["status"]["phase"] == "Succeeded" for g in items(served, "gangs"))
     assert {e["involvedObject"]["kind"] for e in items(served, "events")} >= {"Pod", "Gang"}
@@ -390,6 +409,14 @@ def test_gangs_are_valid_by_their_crd_schema(served):
     gangs = validator(gang_schema())
     for gang in items(served, "gangs"):
         gangs.validate(gang)
+
+
+@pytest.mark.parametrize("resource", sorted(ECOSYSTEM_SCHEMAS))
+def test_trainer_resources_are_valid_by_their_real_crd_schemas(served, resource):
+    name, version = ECOSYSTEM_SCHEMAS[resource]
+    schema = validator(resource_schema(ecosystem_crd(name), version, OBJECT_META))
+    for obj in items(served, resource):
+        schema.validate(obj)
 
 
 @pytest.mark.parametrize("resource", sorted(CUSTOM_SCHEMAS))
