@@ -558,12 +558,13 @@ def _declaring_ref(facts: PodFacts, integration: Integration | None) -> ObjectRe
 
 
 def _declaring(facts: PodFacts, integration: Integration | None, workloads: WorkloadIndex) -> Workload | None:
-    """The cached object declaring the member's group size; an owner only when its UID is the one the member names."""
+    """The cached object declaring the member's group size; an owner only when its UID is the one
+    the member names, where members name one (an LWS's do not: it owns them through StatefulSets)."""
     declaring = _declaring_ref(facts, integration)
     if declaring is None:
         return None
     workload = workloads.get((integration.resource.name, facts.member.namespace, declaring[0]))
-    if workload is None or (integration.owns_pods and workload.uid != declaring[1]):
+    if workload is None or (integration.owns_pods and declaring[1] is not None and workload.uid != declaring[1]):
         return None
     return workload
 

@@ -79,6 +79,7 @@ SOURCE_VOLCANO_POD_GROUP = "volcano-podgroup"
 SOURCE_PYTORCHJOB = "pytorchjob"
 SOURCE_JOBSET = "jobset"
 SOURCE_JOB = "job"
+SOURCE_LEADERWORKERSET = "leaderworkerset"
 SOURCE_ACCELERATOR_POD = "accelerator-pod"
 
 # --- Kubernetes ----------------------------------------------------------------------------
@@ -141,6 +142,24 @@ JOBSET_JOB_GLOBAL_INDEX_LABEL = "jobset.sigs.k8s.io/job-global-index"
 JOBSET_JOB_KEY_LABEL = "jobset.sigs.k8s.io/job-key"
 JOBSET_API = ("jobset.x-k8s.io", "v1alpha2", "jobsets")
 JOBSET_KIND = "JobSet"
+
+# --- LeaderWorkerSet (kubernetes-sigs/lws, api/leaderworkerset/v1/leaderworkerset_types.go) -
+# Its pods come from StatefulSets (the leaders' owned by the LWS, each leader's workers' by the
+# leader pod). The name, the worker index (`0` on leaders) and the template revision come with
+# the pod templates, and so does the group index on workers; on leaders LWS's own pod webhook
+# adds the group index at CREATE, which gangkeeper's webhook may run before.
+LWS_NAME_LABEL = "leaderworkerset.sigs.k8s.io/name"
+LWS_GROUP_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/group-index"
+LWS_WORKER_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/worker-index"
+LWS_REVISION_LABEL = "leaderworkerset.sigs.k8s.io/template-revision-hash"
+LWS_LEADER_WORKER_INDEX = "0"
+LWS_LEADER_READY = "LeaderReady"
+LWS_API = ("leaderworkerset.x-k8s.io", "v1", "leaderworkersets")
+LWS_KIND = "LeaderWorkerSet"
+# kubernetes pkg/controller/statefulset: what the StatefulSet controller puts on every pod it makes
+# (the pod-index label since 1.28).
+STATEFULSET_POD_NAME_LABEL = "statefulset.kubernetes.io/pod-name"
+STATEFULSET_POD_INDEX_LABEL = "apps.kubernetes.io/pod-index"
 
 # --- Kueue (kubernetes-sigs/kueue, pkg/controller/constants) -------------------------------
 KUEUE_MANAGED_LABEL = "kueue.x-k8s.io/managed"

@@ -3,7 +3,9 @@
 The configurations are ordinary stored objects. For each request the matching webhooks get an
 AdmissionReview v1 over HTTPS (verified against the caBundle), shaped like the recorded ones in
 the fixtures. Mutating webhooks run first, one after another, their JSON Patches applied in turn;
-validating webhooks then see the final object. There is no cluster DNS, so a service reference is
+a webhook with `reinvocationPolicy: IfNeeded` that a later one changed the object after is called
+once more, after all of them, as kube-apiserver's mutating dispatcher does. Validating webhooks
+then see the final object. There is no cluster DNS, so a service reference is
 resolved through a map, while the certificate is still checked against `NAME.NAMESPACE.svc`.
 """
 
@@ -142,16 +144,36 @@ class Admission:
         self._prepared_lock = threading.Lock()
 
     def mutate(self, attrs: Attributes, obj: dict) -> tuple[dict, list[str]]:
+        """Every matching mutating webhook in turn; then, once, those marked `reinvocationPolicy:
+        IfNeeded` that a webhook after them changed the object since (still matching it), in the
+        same order. A webhook is called again at most once, however the second round goes."""
         warnings: list[str] = []
+        invoked: list[int] = []  # IfNeeded webhooks called since the object last changed
+        again: set[int] = set()
         for webhook in self._webhooks("mutatingwebhookconfigurations", attrs, obj):
-            response = self._call(webhook, attrs, obj)
-            if response is None:
-                continue
-            warnings += response.get("warnings") or []
-            _raise_if_denied(webhook, response)
-            if response.get("patch"):
-                obj = _patched(webhook, obj, response["patch"])
+            obj, changed = self._mutate_once(webhook, attrs, obj, warnings)
+            if changed:
+                again.update(invoked)
+                invoked = []
+            if webhook.get("reinvocationPolicy") == "IfNeeded":
+                invoked.append(id(webhook))
+        if again:
+            for webhook in self._webhooks("mutatingwebhookconfigurations", attrs, obj):
+                if id(webhook) in again:
+                    obj, _ = self._mutate_once(webhook, attrs, obj, warnings)
         return obj, warnings
+
+    def _mutate_once(self, webhook: dict, attrs: Attributes, obj: dict, warnings: list[str]) -> tuple[dict, bool]:
+        """The object as the webhook's answer leaves it, and whether that changed it."""
+        response = self._call(webhook, attrs, obj)
+        if response is None:
+            return obj, False
+        warnings += response.get("warnings") or []
+        _raise_if_denied(webhook, response)
+        if not response.get("patch"):
+            return obj, False
+        patched = _patched(webhook, obj, response["patch"])
+        return patched, patched != obj
 
     def validate(self, attrs: Attributes, obj: dict | None) -> list[str]:
         warnings: list[str] = []

@@ -26,14 +26,17 @@ from typing import Iterable, Protocol
 
 from sim.accounting import Accounting
 from sim.api import ADMIN, APIError, ClusterAPI, User, WatchEvent
+from sim.apiserver import APIServer
 from sim.claims import ClaimController
 from sim.clock import Clock, VirtualClock
 from sim.disruption import DisruptionController
 from sim.kubelet import DEFAULT_START_DELAY, Kubelet
 from sim.names import NODES
+from sim.operators import lws
 from sim.operators.job import job_operator
 from sim.operators.jobset import jobset_operator
 from sim.operators.pytorchjob import pytorchjob_operator
+from sim.operators.statefulset import statefulset_operator
 from sim.operators.trainjob import trainjob_operator
 from sim.placement import Scoring
 from sim.priority import PRIORITY_CLASSES
@@ -158,12 +161,14 @@ class Cluster:
 def emulated_cluster(api: ClusterAPI, clock: Clock, *, spec: dict | None = None, scoring: Scoring = Scoring(),
                      start_delay: float = DEFAULT_START_DELAY, extra: Iterable[Component] = ()) -> Cluster:
     """The default components on `api`; with a spec, its nodes (and their DeviceClasses and
-    ResourceSlices) are registered first and its workloads are submitted on schedule, counted from now."""
+    ResourceSlices) are registered first and its workloads are submitted on schedule, counted from now.
+    On an emulated API server, LWS's webhooks are installed with its controllers (`sim.operators.lws`)."""
+    if isinstance(api, APIServer):
+        lws.install(api)
     components: list[Component] = [
         Scheduler(api, scoring=scoring), ClaimController(api), Kubelet(api, start_delay=start_delay),
         pytorchjob_operator(api), trainjob_operator(api), jobset_operator(api), job_operator(api),
-        DisruptionController(api), Accounting(),
-        *extra,
+        statefulset_operator(api), lws.lws_controller(api), DisruptionController(api), Accounting(), *extra,
     ]
     if spec is not None:
         for node in node_manifests(spec):

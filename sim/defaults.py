@@ -58,6 +58,10 @@ def apply_defaults(resource: str, obj: dict, creating: bool) -> None:
         metadata.setdefault("labels", {})[NAMESPACE_NAME_LABEL] = metadata.get("name", "")
     elif resource == "jobs":
         _default_job_spec(obj.setdefault("spec", {}))
+    elif resource == "statefulsets":
+        _default_statefulset_spec(obj.setdefault("spec", {}))
+    elif resource == "leaderworkersets":
+        _default_leaderworkerset_spec(obj.setdefault("spec", {}))
     elif resource == "priorityclasses":
         obj.setdefault("preemptionPolicy", "PreemptLowerPriority")
     elif resource == "events":
@@ -147,6 +151,40 @@ def _default_job_spec(spec: dict) -> None:
     spec.setdefault("backoffLimit", 6)
     spec.setdefault("completionMode", "NonIndexed")
     spec.setdefault("suspend", False)
+
+
+def _default_statefulset_spec(spec: dict) -> None:
+    """apps/v1 SetDefaults_StatefulSet, and the pod template's spec as every pod spec is defaulted."""
+    spec.setdefault("replicas", 1)
+    spec.setdefault("podManagementPolicy", "OrderedReady")
+    spec.setdefault("revisionHistoryLimit", 10)
+    strategy = spec.setdefault("updateStrategy", {})
+    strategy.setdefault("type", "RollingUpdate")
+    if strategy["type"] == "RollingUpdate":
+        strategy.setdefault("rollingUpdate", {}).setdefault("partition", 0)
+    retention = spec.setdefault("persistentVolumeClaimRetentionPolicy", {})
+    retention.setdefault("whenDeleted", "Retain")
+    retention.setdefault("whenScaled", "Retain")
+    _default_pod_spec(spec.setdefault("template", {}).setdefault("spec", {}))
+
+
+def _default_leaderworkerset_spec(spec: dict) -> None:
+    """The defaults of LeaderWorkerSet's CRD schema (structural defaulting: a field is defaulted
+    only where its parent object is there)."""
+    spec.setdefault("replicas", 1)
+    spec.setdefault("startupPolicy", "LeaderCreated")
+    template = spec.get("leaderWorkerTemplate")
+    if isinstance(template, dict):
+        template.setdefault("size", 1)
+        template.setdefault("restartPolicy", "RecreateGroupOnPodRestart")
+        if isinstance(template.get("subGroupPolicy"), dict):
+            template["subGroupPolicy"].setdefault("subGroupPolicyType", "LeaderWorker")
+    strategy = spec.get("rolloutStrategy")
+    if isinstance(strategy, dict):
+        strategy.setdefault("type", "RollingUpdate")
+        if isinstance(strategy.get("rollingUpdateConfiguration"), dict):
+            for key, value in (("maxSurge", 0), ("maxUnavailable", 1), ("partition", 0)):
+                strategy["rollingUpdateConfiguration"].setdefault(key, value)
 
 
 def _serialize_event(event: dict) -> None:

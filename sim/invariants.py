@@ -13,11 +13,13 @@ Violations are collected, never raised, so that one run reports them all; each n
 invariant (`kind`), the objects it is about, their namespaces, and the event and moment it was
 found at. `Watch` subscribes a checker to an API server.
 
-A group is the pods sharing namespace and group label; its size is what `size_of(pod)` says (by
-default the declared min count, else the emulated run's world size; unknown: the checks that need
-it are skipped). A member is *placed* when it is bound or holds a reservation (its reservation
-annotation, or the entry for its uid in a Gang's `status.reservations`), *live* until it
-has finished, *released* once it no longer carries gangkeeper's scheduling gate. The invariants:
+A group is the pods sharing namespace and group label (or what `group_of(pod)` names, where an
+owner splits the pods of one label into parts that are groups of their own: an LWS started
+LeaderReady); its size is what `size_of(pod)` says (by default the declared min count, else the
+emulated run's world size; unknown: the checks that need it are skipped). A member is *placed*
+when it is bound or holds a reservation (its reservation annotation, or the entry for its uid in
+a Gang's `status.reservations`), *live* until it has finished, *released* once it no longer
+carries gangkeeper's scheduling gate. The invariants:
 
 - **over-commit**: on every node, for every resource it declares (its pod slots too) and every
   accelerator, what live pods bound to it request plus what live members reserved on it but not
@@ -143,13 +145,19 @@ class PodState:
         return self.phase in ("Running", "Succeeded") and not self.deleting
 
 
-def pod_state(pod: Mapping, size_of: Callable[[Mapping], int | None] = group_size) -> PodState:
+def group_label(pod: Mapping) -> str:
+    """The pod's group: its group label ('' for none)."""
+    return (pod["metadata"].get("labels") or {}).get(names.GROUP_LABEL, "")
+
+
+def pod_state(pod: Mapping, size_of: Callable[[Mapping], int | None] = group_size,
+              group_of: Callable[[Mapping], str] = group_label) -> PodState:
     metadata, spec = pod["metadata"], pod.get("spec") or {}
     requests = pod_requests(pod)
     return PodState(
         namespace=metadata.get("namespace", ""),
         name=metadata["name"],
-        group=(metadata.get("labels") or {}).get(names.GROUP_LABEL, ""),
+        group=group_of(pod),
         size=size_of(pod),
         requests=requests,
         holds_accelerator=any(v > 0 for v in accelerators(requests).values()) or bool(spec.get("resourceClaims")),
@@ -191,6 +199,7 @@ class Checker:
     bind_timeout: float
     reaction: float = 0.0
     size_of: Callable[[Mapping], int | None] = group_size
+    group_of: Callable[[Mapping], str] = group_label
     pods: dict[str, PodState] = field(default_factory=dict)
     nodes: dict[str, dict[str, Fraction]] = field(default_factory=dict)
     violations: list[Violation] = field(default_factory=list)
@@ -274,7 +283,7 @@ class Checker:
     def _observe_pod(self, event_type: str, obj: Mapping, now: float) -> None:
         metadata = obj["metadata"]
         key = f"{metadata.get('namespace', '')}/{metadata['name']}"
-        new = None if event_type == "DELETED" else pod_state(obj, self.size_of)
+        new = None if event_type == "DELETED" else pod_state(obj, self.size_of, self.group_of)
         if new is not None and self._reservations:
             new = replace(new, booked=self._reservations.booked(key, new.uid))
         self._put_pod(key, self.pods.get(key), new, now)

@@ -58,6 +58,7 @@ _CORE = [
     Kind("admissionregistration.k8s.io", "v1", "ValidatingWebhookConfiguration",
          "validatingwebhookconfigurations", False, (), (), True),
     Kind("batch", "v1", "Job", "jobs", True, ("status",), (), True),
+    Kind("apps", "v1", "StatefulSet", "statefulsets", True, ("status",), ("sts",), True),
     Kind("policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets", True, ("status",), ("pdb",), True),
     Kind("scheduling.k8s.io", "v1", "PriorityClass", "priorityclasses", False, (), ("pc",), True),
     Kind("resource.k8s.io", "v1", "DeviceClass", "deviceclasses", False, (), (), True),
@@ -69,6 +70,7 @@ _CORE = [
     Kind("trainer.kubeflow.org", "v1alpha1", "TrainJob", "trainjobs", True, ("status",)),
     Kind("trainer.kubeflow.org", "v1alpha1", "TrainingRuntime", "trainingruntimes", True),
     Kind("trainer.kubeflow.org", "v1alpha1", "ClusterTrainingRuntime", "clustertrainingruntimes", False),
+    Kind("leaderworkerset.x-k8s.io", "v1", "LeaderWorkerSet", "leaderworkersets", True, ("status",), ("lws",)),
     Kind("gangkeeper.io", "v1alpha1", "Gang", "gangs", True, ("status",), ("gang",)),
     Kind("scheduling.x-k8s.io", "v1alpha1", "PodGroup", "podgroups", True, ("status",), ("pg",)),
 ]

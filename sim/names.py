@@ -60,6 +60,24 @@ TRAINJOB_CONTROLLER_NAME = f"{TRAINER_GROUP}/trainjob-controller"
 TRAINER_NODE = "node"
 TRAINER_PORT = 29500
 
+# --- StatefulSet controller (kubernetes pkg/controller/statefulset) -------------------------
+STATEFULSETS = "statefulsets"
+STATEFULSET_API_VERSION = "apps/v1"
+CONTROLLER_REVISION_HASH_LABEL = "controller-revision-hash"
+
+# --- LeaderWorkerSet (kubernetes-sigs/lws): what its controllers and webhook write besides the
+# labels gangkeeper reads (gangkeeper.names) -----------------------------------------------------
+LEADERWORKERSETS = "leaderworkersets"
+LWS_API_VERSION = "leaderworkerset.x-k8s.io/v1"
+LWS_GROUP_KEY_LABEL = "leaderworkerset.sigs.k8s.io/group-key"
+LWS_SIZE_ANNOTATION = "leaderworkerset.sigs.k8s.io/size"
+LWS_REPLICAS_ANNOTATION = "leaderworkerset.sigs.k8s.io/replicas"
+LWS_LEADER_NAME_ANNOTATION = "leaderworkerset.sigs.k8s.io/leader-name"
+LWS_SUBDOMAIN_POLICY_ANNOTATION = "leaderworkerset.sigs.k8s.io/subdomainPolicy"
+LWS_LEADER_ADDRESS_ENV = "LWS_LEADER_ADDRESS"
+LWS_GROUP_SIZE_ENV = "LWS_GROUP_SIZE"
+LWS_WORKER_INDEX_ENV = "LWS_WORKER_INDEX"
+
 # --- resource.k8s.io/v1 (dynamic resource allocation) ---------------------------------------
 NAMESPACES = "namespaces"
 DEVICE_CLASSES = "deviceclasses"

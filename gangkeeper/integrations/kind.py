@@ -162,8 +162,9 @@ class Integration:
     - `verbs`, `status_verbs`: what the controller does on `resource` (and its status) today;
     - `declarer`, `kept_labels`: which object declares a member's group size, from the member's
       group, the `kept_labels` of its labels and its controlling owner;
-    - `owns_pods`: that object owns the members (itself or through its Jobs) and is found by name
-      and UID; only its own pods are members (a pod that labels itself into the group is set apart);
+    - `owns_pods`: that object owns the members (itself or through its Jobs or StatefulSets) and is
+      found by name and by the UID the `declarer` gives (None: the members carry none, found by
+      name); only its own pods are members (a pod that labels itself into the group is set apart);
     - `part_label`: the member label whose value says its part when the object splits its group (`parts`);
     - `suspension`: how the owner is suspended and resumed; None when the kind has no such switch.
     """

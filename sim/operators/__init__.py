@@ -1,5 +1,6 @@
 """Emulated workload operators: PyTorchJob (Kubeflow training operator), TrainJob (Kubeflow
-Trainer), JobSet, batch Job.
+Trainer), JobSet, batch Job, StatefulSet and LeaderWorkerSet (whose two controllers are two of
+these loops: `sim.operators.lws`).
 
 Each operator is a reconcile function — pure: the workload and the children it owns in, the
 children to create, delete or patch and the status to write out — driven by the `Operator` loop
@@ -10,7 +11,7 @@ its watch event arrives) and retries refused creates, and reconciles that could 
 Job controller) is also told which children went away without it deleting them (`lost`), until
 the status that counts them is written.
 
-Every operator honours its workload's suspend switch as the real one does: suspending deletes
+Every operator whose workload has a suspend switch honours it as the real one does: suspending deletes
 (or suspends) the children without counting them as failed, resuming creates them again.
 
 Children of workloads reconciled in the same step are created round-robin, one per workload

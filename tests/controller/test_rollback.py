@@ -18,6 +18,7 @@ from gangkeeper.controller.memory import Memory
 from gangkeeper.controller.reconciler import Ownerless, Settings, reconcile
 from gangkeeper.identity import to_label_value
 from gangkeeper.integrations import trainjob
+from gangkeeper.integrations.lws import RESOURCE as LWS_RESOURCE
 from tests.controller.builders import node_object
 from tests.controller.world import NS, World, booked, member_object
 
@@ -25,6 +26,7 @@ NOW = 1_800_000_000.0  # 2027-01-15T08:00:00Z
 CREATED = "2027-01-15T08:00:00Z"
 BACKOFF = 30.0
 JOB = ("batch/v1", "Job", "train")
+LEADERWORKERSETS = LWS_RESOURCE.name
 
 
 def stamp(moment: float) -> str:
@@ -456,3 +458,49 @@ def test_a_job_whose_pod_failed_gets_a_bind_timeout_for_its_replacement_before_i
         now = run.now
         suspended_at += [now for _ in of(run.step(), SuspendOwner)]
     assert suspended_at == [failed_at + 10]
+
+
+# --- an owner without a suspend switch: a LeaderWorkerSet --------------------------------------
+
+class LeaderWorkerSets:
+    """What an LWS's StatefulSets do as far as a rollback goes: its group 0's leader `ws-0` and
+    worker `ws-0-1` exist, gated; a pod deleted comes back under its name with a new uid."""
+
+    def __init__(self, world: Owners):
+        self.world, self.incarnations = world, 0
+        world.put_workload(LEADERWORKERSETS, {"metadata": {"name": "ws"}, "spec": {
+            "replicas": 1, "leaderWorkerTemplate": {"size": 2, "workerTemplate": {}}}})
+
+    def sync(self) -> None:
+        missing = [(index, name, owner) for index, (name, owner) in enumerate((("ws-0", "ws"), ("ws-0-1", "ws-0")))
+                   if f"{NS}/{name}" not in self.world.pods]
+        for worker_index, name, owner in missing:
+            pod = member_object(name, group="ws-0-r1", source=names.SOURCE_LEADERWORKERSET,
+                                owner=("StatefulSet", owner), gpus=8, created=CREATED,
+                                uid=f"uid-{name}-{self.incarnations}")
+            pod["metadata"]["labels"].update({names.LWS_NAME_LABEL: "ws",
+                                              names.LWS_WORKER_INDEX_LABEL: str(worker_index)})
+            self.world.add(pod)
+        self.incarnations += bool(missing)
+
+
+def test_an_lws_group_that_fails_to_bind_loses_its_pods_loudly_and_comes_back_whole():
+    """No suspend switch: the group's pods are deleted, each on record, with Warning Events on the
+    Gang and the pods; its StatefulSets create them again gated, and after the backoff the group is
+    reserved whole again."""
+    world = Owners(nodes(2))
+    run = Run(world, Settings(rollback_backoff_seconds=BACKOFF), LeaderWorkerSets(world))
+    released_and_refused(run, "ws-0-1")
+    rolled_back = run.step()
+    assert of(rolled_back, SuspendOwner) == []
+    assert [(a.pod, a.uid, bool(a.why)) for a in of(rolled_back, DeletePod)] == [
+        ("ws-0", "uid-ws-0-0", True), ("ws-0-1", "uid-ws-0-1-0", True)]
+    (report,) = reports(rolled_back, "gang.rolled_back")
+    assert report.warning and report.on_pods and [p.name for p in report.pods] == ["ws-0", "ws-0-1"]
+    assert "deleted 2 members for their owner to recreate them gated" in report.message
+    status = of(rolled_back, SaveGang)[0].status
+    assert status["phase"] == "Waiting"
+    recreated = [run.step() for _ in range(int(BACKOFF) - 1)]
+    assert all(booked(outcome) == [] for outcome in recreated), "backing off"
+    assert {p["metadata"]["uid"] for p in world.pods.values()} == {"uid-ws-0-1", "uid-ws-0-1-1"}
+    assert {b.pod for b in booked(run.step())} == {"ws-0", "ws-0-1"}

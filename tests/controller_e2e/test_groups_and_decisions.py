@@ -16,6 +16,7 @@ from gangkeeper.controller.groups import (
     workload_from_api,
 )
 from gangkeeper.controller.reconciler import release_patch
+from gangkeeper.integrations import lws
 
 
 def pod(name, group, source, labels=None, annotations=None, owner=None, affinity=None):
@@ -30,6 +31,16 @@ def pod(name, group, source, labels=None, annotations=None, owner=None, affinity
     if affinity:
         spec["affinity"] = affinity
     return pod_facts({"metadata": meta, "spec": spec})
+
+
+LEADERWORKERSETS = lws.RESOURCE.name
+
+
+def lws_member(worker_index, owner_uid="sts"):
+    """A pod of LWS `ws`'s group 0: worker index 0 is its leader. Its owner is a StatefulSet, never the LWS."""
+    labels = {names.LWS_NAME_LABEL: "ws", names.LWS_WORKER_INDEX_LABEL: str(worker_index)}
+    return pod(f"ws-0-{worker_index}", "g", names.SOURCE_LEADERWORKERSET, labels=labels,
+               owner=("StatefulSet", "ws" if worker_index == 0 else "ws-0", owner_uid))
 
 
 def index(resource, obj):
@@ -80,6 +91,13 @@ CASES = [
      {("ns", "g"): 6}),
     ("lone pods", [pod(f"p{i}", f"p{i}", names.SOURCE_ACCELERATOR_POD) for i in range(2)], {},
      {("ns", "p0/pod/p0"): 1, ("ns", "p1/pod/p1"): 1}),
+    ("leaderworkerset", [lws_member(w, owner_uid=f"sts-{w > 0}") for w in range(4)],
+     index(LEADERWORKERSETS, {"metadata": {"name": "ws"}, "spec": {"leaderWorkerTemplate": {"size": 4}}}),
+     {("ns", "g"): 4}),
+    ("leaderworkerset leader ready", [lws_member(w) for w in range(4)],
+     index(LEADERWORKERSETS, {"metadata": {"name": "ws"}, "spec": {"startupPolicy": "LeaderReady",
+                                                                   "leaderWorkerTemplate": {"size": 4}}}),
+     {("ns", "g/leader"): 1, ("ns", "g/workers"): 3}),
 ]
 
 

@@ -5,6 +5,7 @@ from gangkeeper.integrations import (
     gang,
     job,
     jobset,
+    lws,
     native_pod_group,
     plain_pods,
     pytorchjob,
@@ -18,7 +19,8 @@ SOURCES = {value for key, value in vars(names).items() if key.startswith("SOURCE
 
 def test_the_rules_are_asked_in_the_designs_order():
     assert integrations.RULES == (native_pod_group.group_of, scheduler_plugins.group_of, volcano.group_of,
-                                  pytorchjob.group_of, trainjob.group_of, jobset.group_of, job.group_of)
+                                  pytorchjob.group_of, trainjob.group_of, jobset.group_of, job.group_of,
+                                  lws.group_of)
     assert integrations.ALL[0] is plain_pods.INTEGRATION and integrations.ALL[-1] is gang.INTEGRATION
 
 
@@ -30,7 +32,7 @@ def test_every_group_source_belongs_to_exactly_one_kind():
 
 def test_each_resource_is_defined_once_and_found_by_its_name():
     resources = integrations.RESOURCES
-    assert len({resource.name for resource in resources}) == len(resources) == 8
+    assert len({resource.name for resource in resources}) == len(resources) == 9
     assert all(integrations.BY_RESOURCE[resource.name].resource is resource for resource in resources)
 
 

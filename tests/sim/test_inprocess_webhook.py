@@ -93,3 +93,48 @@ def test_a_failing_handler_follows_the_failure_policy(handler):
         raise OSError("handler down")
     handler.decide = broken
     assert api.create("pods", pod("p"), namespace="ml")["metadata"]["name"] == "p"
+
+
+def labelling(name: str, path: str, reinvocation: str | None) -> dict:
+    """A mutating configuration `name` whose one webhook is served on `path`, with that reinvocation policy."""
+    configured = configuration("MutatingWebhookConfiguration", path)
+    configured["metadata"]["name"] = name
+    if reinvocation:
+        configured["webhooks"][0]["reinvocationPolicy"] = reinvocation
+    return configured
+
+
+def label_once(key: str):
+    """A webhook's answer adding label `key` unless the pod has it."""
+    def decide(request: dict) -> dict:
+        if key in (request["object"]["metadata"].get("labels") or {}):
+            return {"allowed": True}
+        return patched([{"op": "add", "path": f"/metadata/labels/{key}", "value": "yes"}])
+    return decide
+
+
+@pytest.mark.parametrize("policy, calls", [("IfNeeded", ["/first", "/second", "/first"]),
+                                           ("Never", ["/first", "/second"]), (None, ["/first", "/second"])])
+def test_a_webhook_that_asks_is_called_again_once_a_later_one_changed_the_object(handler, policy, calls):
+    """kube-apiserver's reinvocation: configurations by name, then again those with IfNeeded that
+    an object changed after them reached, seeing that change."""
+    api = APIServer(webhook_services={"webhook.gangkeeper.svc:443": handler})
+    api.create("namespaces", namespace("ml", **{"gangkeeper.io/enforce": "true"}))
+    api.create("mutatingwebhookconfigurations", labelling("b-second", "/second", None))
+    api.create("mutatingwebhookconfigurations", labelling("a-first", "/first", policy))
+    handler.decide = lambda path, request: label_once(path.strip("/"))(request)
+    stored = api.create("pods", pod("p"), namespace="ml")
+    assert [path for path, _ in handler.calls] == calls
+    assert stored["metadata"]["labels"] == {"first": "yes", "second": "yes"}
+    if policy == "IfNeeded":
+        assert handler.calls[2][1]["request"]["object"]["metadata"]["labels"]["second"] == "yes"
+
+
+def test_no_second_call_when_nothing_after_the_webhook_changed_the_object(handler):
+    api = APIServer(webhook_services={"webhook.gangkeeper.svc:443": handler})
+    api.create("namespaces", namespace("ml", **{"gangkeeper.io/enforce": "true"}))
+    api.create("mutatingwebhookconfigurations", labelling("a-first", "/first", "IfNeeded"))
+    api.create("mutatingwebhookconfigurations", labelling("b-second", "/second", None))
+    handler.decide = lambda path, request: label_once("first")(request) if path == "/first" else {"allowed": True}
+    api.create("pods", pod("p"), namespace="ml")
+    assert [path for path, _ in handler.calls] == ["/first", "/second"]

@@ -74,6 +74,27 @@ def test_a_whole_group_reserved_then_run_is_no_violation():
     assert c.held_during[("ns", "g")][0] == 6, "from the event that bound p0"
 
 
+def by_role(pod_: dict) -> str:
+    """`g/leader` or `g/worker`, from the pod's name: the parts of group `g`."""
+    return f"g/{pod_['metadata']['name'].split('-')[0]}"
+
+
+def test_parts_of_one_label_that_start_apart_are_checked_as_groups_of_their_own():
+    """An LWS started LeaderReady: its leader runs alone before its workers exist, under one label."""
+    c = Checker(bind_timeout=10, size_of=lambda p: 1, group_of=by_role)
+    c.observe("nodes", "ADDED", node("n1"), 0)
+    c.observe("pods", "ADDED", pod("leader-0", size=1, reserved="n1", gated=True), 1)
+    c.observe("pods", "MODIFIED", running("leader-0", size=1), 2)
+    c.observe("pods", "ADDED", pod("worker-1", size=1, gated=True), 3)
+    assert c.violations == [] and c.first_bound == {("ns", "g/leader"): (1, 1)}
+    whole = Checker(bind_timeout=10)
+    whole.observe("nodes", "ADDED", node("n1"), 0)
+    for event, state, at in (("ADDED", pod("leader-0", reserved="n1", gated=True), 1),
+                             ("MODIFIED", running("leader-0"), 2), ("ADDED", pod("worker-1", gated=True), 3)):
+        whole.observe("pods", event, state, at)
+    assert "partial-bind" in kinds(whole), "counted as one group of two, the leader is bound in part"
+
+
 def test_bound_plus_reserved_beyond_allocatable_is_over_commit():
     c = checker()
     c.observe("pods", "ADDED", pod("a", group="", size=1, gpus=6, node_name="n1", phase="Running"), 1)

@@ -25,6 +25,9 @@ Then every kind the emulated API serves is listed over HTTP, and:
   (Cluster)TrainingRuntimes against the real CRDs of tests/fixtures/ecosystem/crds (their metadata
   against the 1.37 ObjectMeta schema), with unknown fields refused as the API server prunes them
   (tests/crds.py) and timestamps checked as RFC 3339;
+- LeaderWorkerSets (one started LeaderCreated, one LeaderReady, run by the emulated LWS and
+  StatefulSet controllers with LWS's webhooks) are validated against the openAPIV3Schema of LWS's
+  own CRD (tests/fixtures/ecosystem/crds/), as LWS's example manifest is, pruned as for Gangs;
 - PyTorchJobs, JobSets and scheduler-plugins PodGroups have no schema shipped with either
   package: their metadata is validated against the 1.37 ObjectMeta schema and the status the
   emulated operators write against schemas written here from the upstream Go types (Kubeflow
@@ -43,6 +46,7 @@ import json
 import re
 import urllib.request
 from datetime import datetime
+from pathlib import Path
 
 import jsonschema
 import kubernetes
@@ -82,6 +86,8 @@ workloads:
   - {{kind: Pod, name: gx, namespace: {ENFORCED}, size: 2, durationSeconds: 60}}
   - {{kind: Pod, name: pg, namespace: {ENFORCED}, size: 2, durationSeconds: 60}}
 """
+ECOSYSTEM = Path(__file__).resolve().parents[1] / "fixtures" / "ecosystem"
+LWS_EXAMPLE = ECOSYSTEM / "examples" / "leaderworkerset.yaml"
 # The official client's list type of every built-in kind served, by the emulation's resource name.
 TYPED_LISTS = {
     "namespaces": "V1NamespaceList",
@@ -92,6 +98,7 @@ TYPED_LISTS = {
     "mutatingwebhookconfigurations": "V1MutatingWebhookConfigurationList",
     "validatingwebhookconfigurations": "V1ValidatingWebhookConfigurationList",
     "jobs": "V1JobList",
+    "statefulsets": "V1StatefulSetList",
     "poddisruptionbudgets": "V1PodDisruptionBudgetList",
     "priorityclasses": "V1PriorityClassList",
     "podgroups.scheduling.k8s.io": "V1beta1PodGroupList",
@@ -103,7 +110,8 @@ TYPED_LISTS = {
     "persistentvolumeclaims": "V1PersistentVolumeClaimList",
     "secrets": "V1SecretList",
 }
-CUSTOM = ("pytorchjobs", "jobsets", "gangs", "podgroups", "trainjobs", "trainingruntimes", "clustertrainingruntimes")
+CUSTOM = ("pytorchjobs", "jobsets", "leaderworkersets", "gangs", "podgroups", "trainjobs", "trainingruntimes",
+          "clustertrainingruntimes")
 WITHOUT_GENERATION = ("namespaces", "nodes", "events", "leases", "resourceclaims",
                       "resourceclaimtemplates", "secrets")  # their registry strategies set none
 CONTAINER_STATUS_FIELDS = {"name", "image", "imageID", "containerID", "ready", "started", "restartCount", "state",
@@ -169,12 +177,20 @@ JOBSET = custom_resource("jobset.x-k8s.io/v1alpha2", "JobSet", closed({
 PLUGINS_POD_GROUP = custom_resource("scheduling.x-k8s.io/v1alpha1", "PodGroup")
 
 
-def gang_schema() -> dict:
-    crd = yaml.safe_load((DEPLOY_BASE / "crd-gangs.yaml").read_text())
-    [version] = [v for v in crd["spec"]["versions"] if v["name"] == names.GANG_VERSION]
+def crd_schema(crd: dict, version_name: str) -> dict:
+    """The openAPIV3Schema of a CRD's version, as served objects are held to it (tests/crds.py), metadata ObjectMeta."""
+    [version] = [v for v in crd["spec"]["versions"] if v["name"] == version_name]
     schema = structural(version["schema"]["openAPIV3Schema"])
     schema["properties"]["metadata"] = OBJECT_META
     return schema
+
+
+def gang_schema() -> dict:
+    return crd_schema(yaml.safe_load((DEPLOY_BASE / "crd-gangs.yaml").read_text()), names.GANG_VERSION)
+
+
+def lws_schema() -> dict:
+    return crd_schema(ecosystem_crd("leaderworkerset.x-k8s.io_leaderworkersets"), "v1")
 
 
 def validator(schema: dict) -> jsonschema.Draft202012Validator:
@@ -315,6 +331,8 @@ def run_workloads(api: APIServer, clock: VirtualClock) -> None:
     api.create("poddisruptionbudgets", {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
                                         "metadata": {"name": "server"},
                                         "spec": {"minAvailable": 1, "selector": {}}}, namespace=PLAIN)
+    for startup_policy in ("LeaderCreated", "LeaderReady"):
+        api.create("leaderworkersets", leaderworkerset(startup_policy), namespace=ENFORCED)
     cluster.run_until(start + 10)
     for name in ("held", "too-big"):  # a stand-in for whoever owns the gate
         api.patch("pods", name, [{"op": "remove", "path": "/spec/schedulingGates"}], namespace=PLAIN,
@@ -322,6 +340,17 @@ def run_workloads(api: APIServer, clock: VirtualClock) -> None:
     cluster.run_until(start + 600)
     api.delete("pods", "leaving", namespace=PLAIN)  # graceful: still there, being deleted
     cluster.close()
+
+
+def leaderworkerset(startup_policy: str) -> dict:
+    """LWS's example with one group of a leader and a worker, each asking for a GPU."""
+    lws = yaml.safe_load(LWS_EXAMPLE.read_text())
+    lws["metadata"]["name"] = f"lws-{startup_policy.lower()}"
+    lws["spec"].update(replicas=1, startupPolicy=startup_policy)
+    lws["spec"]["leaderWorkerTemplate"]["size"] = 2
+    lws["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]["containers"][0]["resources"]["limits"][
+        "nvidia.com/gpu"] = "1"
+    return lws
 
 
 def list_path(api: APIServer, resource: str) -> str:
@@ -372,14 +401,22 @@ def condition(obj: dict, kind: str) -> dict:
 def test_every_kind_served_is_read_back_after_its_workloads_ran_to_completion(served):
     assert set(served) == set(TYPED_LISTS) | set(CUSTOM)
     assert all(items(served, resource) for resource in served), "every kind has objects to check"
-    enforced = pods(served, ENFORCED)
+    enforced = {name: p for name, p in pods(served, ENFORCED).items()
+                if names.LWS_NAME_LABEL not in p["metadata"]["labels"]}
     assert len(enforced) == 12 and {p["status"]["phase"] for p in enforced.values()} == {"Succeeded"}
+    servers = {name: p["status"]["phase"] for name, p in pods(served, ENFORCED).items() if name not in enforced}
+    assert servers == {f"lws-{policy}{pod}": "Running" for policy in ("leadercreated", "leaderready")
+                       for pod in ("-0", "-0-1")}
+    assert all(condition(lws, "Available")["status"] == "True" for lws in items(served, "leaderworkersets"))
     assert all(condition(job, "Succeeded")["status"] == "True" for job in items(served, "pytorchjobs"))
     assert all(job["status"]["terminalState"] == "Completed" for job in items(served, "jobsets"))
     assert all(condition(job, "Complete")["status"] == "True" for job in items(served, "jobs"))
     assert all(condition(job, "Complete")["status"] == "True" for job in items(served, "trainjobs"))
     assert {g["metadata"]["name"] for g in items(served, "gangs")} >= {"gx", "pg", "plain"}
-    assert all(g["status"]["phase"] == "Succeeded" for g in items(served, "gangs"))
+    phases = {((g["metadata"].get("ownerReferences") or [{}])[0].get("kind"), g["status"]["phase"])
+              for g in items(served, "gangs")}
+    assert {phase for owner, phase in phases if owner != "LeaderWorkerSet"} == {"Succeeded"}
+    assert {phase for owner, phase in phases if owner == "LeaderWorkerSet"} == {"Running"}
     assert {e["involvedObject"]["kind"] for e in items(served, "events")} >= {"Pod", "Gang"}
     phases = {name: (p["status"]["phase"], bool(p["metadata"].get("deletionTimestamp")))
               for name, p in pods(served, PLAIN).items()}
@@ -419,6 +456,13 @@ def test_trainer_resources_are_valid_by_their_real_crd_schemas(served, resource)
         schema.validate(obj)
 
 
+def test_leaderworkersets_are_valid_by_their_crd_schema_as_is_lws_example(served):
+    schema = validator(lws_schema())
+    for lws in items(served, "leaderworkersets"):
+        schema.validate(lws)
+    schema.validate(yaml.safe_load(LWS_EXAMPLE.read_text()))
+
+
 @pytest.mark.parametrize("resource", sorted(CUSTOM_SCHEMAS))
 def test_other_custom_resources_have_valid_metadata_and_the_status_their_operators_write(served, resource):
     schema = validator(CUSTOM_SCHEMAS[resource])
@@ -443,6 +487,14 @@ def test_the_checks_refuse_what_the_real_api_would_not_serve(served):
     gang = dict(copy.deepcopy(items(served, "gangs")[0]), extra={})
     with pytest.raises(jsonschema.ValidationError, match="extra"):
         validator(gang_schema()).validate(gang)
+    lws = copy.deepcopy(items(served, "leaderworkersets")[0])
+    lws["status"]["conditions"][0]["reason"] = ""
+    with pytest.raises(jsonschema.ValidationError, match="reason"):
+        validator(lws_schema()).validate(lws)
+    lws = copy.deepcopy(items(served, "leaderworkersets")[0])
+    lws["status"]["groups"] = 1
+    with pytest.raises(jsonschema.ValidationError, match="groups"):
+        validator(lws_schema()).validate(lws)
     job = copy.deepcopy(items(served, "pytorchjobs")[0])
     job["status"]["replicaStatuses"]["Master"]["succeeded"] = "1"
     with pytest.raises(jsonschema.ValidationError):
@@ -484,7 +536,7 @@ def test_devices_are_allocated_reserved_and_released_as_the_real_control_plane_d
 def test_started_pods_have_the_status_the_real_kubelet_writes(served):
     started = [p for namespace in (ENFORCED, PLAIN) for p in pods(served, namespace).values()
                if p["status"]["phase"] in ("Running", "Succeeded")]
-    assert len(started) == 15
+    assert len(started) == 19  # 12 finished and 4 LeaderWorkerSet pods in ml; in apps a server, one leaving, one done
     for p in started:
         status = p["status"]
         assert status["hostIPs"] == [{"ip": status["hostIP"]}] and status["podIPs"] == [{"ip": status["podIP"]}]
