@@ -6,7 +6,10 @@ waste them. The kubelet uses this model to decide when a run's pods finish; the 
 uses it to count GPU-seconds held usefully and held in waiting. A pod's run is read from the
 pod alone (its workload labels), its size and duration from the sim annotations its workload's
 pod template carried (falling back to the `WORLD_SIZE` env of PyTorchJob pods or the `PET_NNODES`
-env of TrainJob pods, the nodes torchrun waits for, then to 1).
+env of TrainJob pods, the nodes torchrun waits for, then to 1). Without the duration annotation,
+a pod whose every container only sleeps (a shell script with `sleep N`, as the ecosystem's shipped
+examples are) runs for its longest sleep, so those examples run to their end as applied; any
+other pod runs until it is stopped.
 
 A workload may run in stages, one after the other: a JobSet's replicated jobs that wait for
 others to complete or be ready (`dependsOn`), a Job with more completions than parallelism. A run
@@ -19,6 +22,7 @@ stages.
 """
 
 import heapq
+import re
 from dataclasses import dataclass, field
 from fractions import Fraction
 
@@ -60,9 +64,24 @@ def world_size(pod: dict) -> int:
     return 1
 
 
+# `sleep N` as a word of a container's command or args (`/bin/sh -c "echo … && sleep 10"`).
+_SLEEP = re.compile(r"(?:^|[\s;&|(])sleep\s+([0-9]+(?:\.[0-9]+)?)s?(?=$|[\s;&|)])")
+
+
 def duration(pod: dict) -> float | None:
+    """How long the pod's run trains: its duration annotation, else the longest `sleep` of its
+    containers when each has one, else None (it runs until stopped)."""
     annotation = (pod["metadata"].get("annotations") or {}).get(DURATION_ANNOTATION)
-    return float(annotation) if annotation else None
+    if annotation:
+        return float(annotation)
+    sleeps = [_sleep(container) for container in (pod.get("spec") or {}).get("containers") or ()]
+    return max(sleeps) if sleeps and None not in sleeps else None
+
+
+def _sleep(container: dict) -> float | None:
+    line = " ".join(str(word) for word in (container.get("command") or []) + (container.get("args") or []))
+    found = [float(match) for match in _SLEEP.findall(line)]
+    return sum(found) if found else None
 
 
 @dataclass(frozen=True)
