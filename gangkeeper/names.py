@@ -80,6 +80,7 @@ SOURCE_PYTORCHJOB = "pytorchjob"
 SOURCE_JOBSET = "jobset"
 SOURCE_JOB = "job"
 SOURCE_LEADERWORKERSET = "leaderworkerset"
+SOURCE_RAYCLUSTER = "raycluster"
 SOURCE_ACCELERATOR_POD = "accelerator-pod"
 
 # --- Kubernetes ----------------------------------------------------------------------------
@@ -160,6 +161,22 @@ LWS_KIND = "LeaderWorkerSet"
 # (the pod-index label since 1.28).
 STATEFULSET_POD_NAME_LABEL = "statefulset.kubernetes.io/pod-name"
 STATEFULSET_POD_INDEX_LABEL = "apps.kubernetes.io/pod-index"
+
+# --- KubeRay (ray-project/kuberay, ray-operator/controllers/ray/utils/constant.go) ---------
+# The RayCluster controller labels every pod it makes with its cluster, node type and group
+# (`headgroup` for the head) and controls it; a RayJob's submitter Job and its pod template carry
+# the originated-from labels of the RayJob, and no node type.
+RAY_CLUSTER_LABEL = "ray.io/cluster"
+RAY_NODE_TYPE_LABEL = "ray.io/node-type"
+RAY_GROUP_LABEL = "ray.io/group"
+RAY_HEAD, RAY_WORKER = "head", "worker"
+RAY_HEAD_GROUP = "headgroup"
+RAY_ORIGINATED_FROM_CRD_LABEL = "ray.io/originated-from-crd"
+RAY_ORIGINATED_FROM_NAME_LABEL = "ray.io/originated-from-cr-name"
+RAYCLUSTER_API = ("ray.io", "v1", "rayclusters")
+RAYCLUSTER_KIND = "RayCluster"
+RAYJOB_API = ("ray.io", "v1", "rayjobs")
+RAYJOB_KIND = "RayJob"
 
 # --- Kueue (kubernetes-sigs/kueue, pkg/controller/constants) -------------------------------
 KUEUE_MANAGED_LABEL = "kueue.x-k8s.io/managed"

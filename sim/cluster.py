@@ -36,6 +36,7 @@ from sim.operators import lws
 from sim.operators.job import job_operator
 from sim.operators.jobset import jobset_operator
 from sim.operators.pytorchjob import pytorchjob_operator
+from sim.operators.ray import raycluster_operator, rayjob_operator
 from sim.operators.statefulset import statefulset_operator
 from sim.operators.trainjob import trainjob_operator
 from sim.placement import Scoring
@@ -168,7 +169,8 @@ def emulated_cluster(api: ClusterAPI, clock: Clock, *, spec: dict | None = None,
     components: list[Component] = [
         Scheduler(api, scoring=scoring), ClaimController(api), Kubelet(api, start_delay=start_delay),
         pytorchjob_operator(api), trainjob_operator(api), jobset_operator(api), job_operator(api),
-        statefulset_operator(api), lws.lws_controller(api), DisruptionController(api), Accounting(), *extra,
+        statefulset_operator(api), lws.lws_controller(api), rayjob_operator(api), raycluster_operator(api),
+        DisruptionController(api), Accounting(), *extra,
     ]
     if spec is not None:
         for node in node_manifests(spec):

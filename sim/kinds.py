@@ -71,6 +71,8 @@ _CORE = [
     Kind("trainer.kubeflow.org", "v1alpha1", "TrainingRuntime", "trainingruntimes", True),
     Kind("trainer.kubeflow.org", "v1alpha1", "ClusterTrainingRuntime", "clustertrainingruntimes", False),
     Kind("leaderworkerset.x-k8s.io", "v1", "LeaderWorkerSet", "leaderworkersets", True, ("status",), ("lws",)),
+    Kind("ray.io", "v1", "RayCluster", "rayclusters", True, ("status",)),
+    Kind("ray.io", "v1", "RayJob", "rayjobs", True, ("status",)),
     Kind("gangkeeper.io", "v1alpha1", "Gang", "gangs", True, ("status",), ("gang",)),
     Kind("scheduling.x-k8s.io", "v1alpha1", "PodGroup", "podgroups", True, ("status",), ("pg",)),
 ]

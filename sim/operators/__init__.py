@@ -1,6 +1,7 @@
 """Emulated workload operators: PyTorchJob (Kubeflow training operator), TrainJob (Kubeflow
-Trainer), JobSet, batch Job, StatefulSet and LeaderWorkerSet (whose two controllers are two of
-these loops: `sim.operators.lws`).
+Trainer), JobSet, batch Job, StatefulSet, LeaderWorkerSet (whose two controllers are two of
+these loops: `sim.operators.lws`) and KubeRay's RayCluster and RayJob (`sim.operators.ray`; a
+RayJob's children are of two resources, its RayCluster and its submitter Job: `other_children`).
 
 Each operator is a reconcile function — pure: the workload and the children it owns in, the
 children to create, delete or patch and the status to write out — driven by the `Operator` loop
@@ -95,8 +96,12 @@ class Operator:
     """The watch-and-reconcile loop shared by the operators, over any ClusterAPI."""
 
     def __init__(self, api: ClusterAPI, *, workloads: str, kind: str, children: str, user: User,
-                 reconcile: Reconcile, retry_seconds: float = DEFAULT_RETRY_SECONDS, counts_lost: bool = False):
+                 reconcile: Reconcile, retry_seconds: float = DEFAULT_RETRY_SECONDS, counts_lost: bool = False,
+                 other_children: dict[str, str] | None = None):
+        """`other_children`: kind → resource of children of other resources than `children` (a
+        RayJob's RayCluster and Job); they are handed to `reconcile` with the others, by name."""
         self.api = api
+        self.child_kinds = dict(other_children or {})
         self.counts_lost = counts_lost
         self.deleting: set[str] = set()  # UIDs of children this operator deleted: not lost
         self.lost: dict[str, list[dict]] = {}  # owner UID → children gone without us, not yet counted
@@ -106,7 +111,7 @@ class Operator:
         self.user = user
         self.reconcile = reconcile
         self.retry_seconds = retry_seconds
-        self.resources = (workloads, children)
+        self.resources = (workloads, children, *self.child_kinds.values())
         self.workloads: dict[str, dict] = {}  # by UID
         self.children: dict[str, dict[str, dict]] = {}  # owner UID → child name → child
         self.dirty: dict[str, None] = {}  # ordered set of workload UIDs
@@ -122,7 +127,7 @@ class Operator:
                 return
             self.workloads[uid] = event.object
             self.dirty[uid] = None
-        elif event.resource == self.child_resource:
+        elif event.resource == self.child_resource or event.resource in self.child_kinds.values():
             owner = controller_uid(event.object, self.kind)
             if owner is None:
                 return
@@ -164,6 +169,9 @@ class Operator:
     def next_due(self) -> float | None:
         return min(self.retry_at.values(), default=None)
 
+    def resource_of(self, child: dict) -> str:
+        return self.child_kinds.get(child.get("kind", ""), self.child_resource)
+
     def _create_interleaved(self, plans: dict[str, Plan], now: float) -> bool:
         wrote = False
         queues = [[(uid, child) for child in plan.create] for uid, plan in plans.items()]
@@ -171,7 +179,7 @@ class Operator:
             if uid in self.retry_at:
                 continue
             try:
-                created = self.api.create(self.child_resource, child, namespace=child["metadata"]["namespace"],
+                created = self.api.create(self.resource_of(child), child, namespace=child["metadata"]["namespace"],
                                           user=self.user)
             except APIError as error:
                 if error.code != 409:  # AlreadyExists: the watch event is on its way
@@ -187,7 +195,7 @@ class Operator:
             metadata = child["metadata"]
             self.deleting.add(metadata["uid"])
             try:
-                self.api.delete(self.child_resource, metadata["name"], namespace=metadata.get("namespace"),
+                self.api.delete(self.resource_of(child), metadata["name"], namespace=metadata.get("namespace"),
                                 user=self.user)
             except APIError as error:
                 self.deleting.discard(metadata["uid"])
@@ -202,7 +210,7 @@ class Operator:
         for child, patch in patches:
             metadata = child["metadata"]
             try:
-                patched = self.api.patch(self.child_resource, metadata["name"], patch,
+                patched = self.api.patch(self.resource_of(child), metadata["name"], patch,
                                          namespace=metadata.get("namespace"), user=self.user)
             except APIError:
                 self.retry_at[uid] = now + self.retry_seconds

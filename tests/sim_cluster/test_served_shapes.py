@@ -75,7 +75,7 @@ from tests.recorded import FIXTURES
 
 KUBERNETES = "1.37"  # the newest schemas kubernetes-validate ships; the API of the official client 37
 TOKEN = "admin-token"
-ENFORCED, PLAIN, DEVICES, TRAINING = "ml", "apps", "dra", "research"
+ENFORCED, PLAIN, DEVICES, TRAINING, RAY = "ml", "apps", "dra", "research", "ray"
 WORKLOADS = f"""
 nodes: [{{count: 3, gpusPerNode: 8}}]
 workloads:
@@ -111,7 +111,7 @@ TYPED_LISTS = {
     "secrets": "V1SecretList",
 }
 CUSTOM = ("pytorchjobs", "jobsets", "leaderworkersets", "gangs", "podgroups", "trainjobs", "trainingruntimes",
-          "clustertrainingruntimes")
+          "clustertrainingruntimes", "rayclusters", "rayjobs")
 WITHOUT_GENERATION = ("namespaces", "nodes", "events", "leases", "resourceclaims",
                       "resourceclaimtemplates", "secrets")  # their registry strategies set none
 CONTAINER_STATUS_FIELDS = {"name", "image", "imageID", "containerID", "ready", "started", "restartCount", "state",
@@ -202,7 +202,8 @@ CUSTOM_SCHEMAS = {"pytorchjobs": PYTORCHJOB, "jobsets": JOBSET, "podgroups": PLU
 # Custom resources whose real CRD the repository carries (tests/fixtures/ecosystem/crds), by file and version.
 ECOSYSTEM_SCHEMAS = {"trainjobs": ("trainer.kubeflow.org_trainjobs", "v1alpha1"),
                      "trainingruntimes": ("trainer.kubeflow.org_trainingruntimes", "v1alpha1"),
-                     "clustertrainingruntimes": ("trainer.kubeflow.org_clustertrainingruntimes", "v1alpha1")}
+                     "clustertrainingruntimes": ("trainer.kubeflow.org_clustertrainingruntimes", "v1alpha1"),
+                     "rayclusters": ("ray.io_rayclusters", "v1"), "rayjobs": ("ray.io_rayjobs", "v1")}
 
 # --- the cluster, run and read back -----------------------------------------------------------
 
@@ -300,6 +301,17 @@ def run_trainjob(api: APIServer) -> None:
                                       "trainer": {"numNodes": 2}}}, namespace=TRAINING)
 
 
+def run_rayjob(api: APIServer) -> None:
+    """KubeRay's RayJob example, whose submitter runs the job for 30 seconds, and its RayCluster example."""
+    api.create("namespaces", {"metadata": {"name": RAY}})
+    rayjob = next(yaml.safe_load_all((FIXTURES / "ecosystem" / "examples" / "rayjob.yaml").read_text()))
+    rayjob["spec"]["submitterPodTemplate"] = {"metadata": {"annotations": {DURATION_ANNOTATION: "30"}}, "spec": {
+        "restartPolicy": "Never", "containers": [{"name": "submitter", "image": "rayproject/ray:2.52.0"}]}}
+    api.create("rayjobs", rayjob, namespace=RAY)
+    api.create("rayclusters", yaml.safe_load((FIXTURES / "ecosystem" / "examples" / "raycluster.yaml").read_text()),
+               namespace=RAY)
+
+
 def run_workloads(api: APIServer, clock: VirtualClock) -> None:
     api.create("namespaces", {"metadata": {"name": ENFORCED, "labels": {names.ENFORCE_LABEL: names.ENFORCE_VALUE}}})
     for namespace in (PLAIN, names.DEFAULT_NAMESPACE):
@@ -317,6 +329,7 @@ def run_workloads(api: APIServer, clock: VirtualClock) -> None:
     start = clock.now()
     run_devices(api)
     run_trainjob(api)
+    run_rayjob(api)
     for submission in submissions(spec):
         api.create(submission.resource, declared_elsewhere(submission.manifest), namespace=ENFORCED)
     for manifest in (pod("server"), pod("leaving"), pod("parked", gates=("example.com/hold",)),
@@ -412,6 +425,8 @@ def test_every_kind_served_is_read_back_after_its_workloads_ran_to_completion(se
     assert all(job["status"]["terminalState"] == "Completed" for job in items(served, "jobsets"))
     assert all(condition(job, "Complete")["status"] == "True" for job in items(served, "jobs"))
     assert all(condition(job, "Complete")["status"] == "True" for job in items(served, "trainjobs"))
+    assert {job["status"]["jobDeploymentStatus"] for job in items(served, "rayjobs")} == {"Complete"}
+    assert {cluster["status"]["state"] for cluster in items(served, "rayclusters")} == {"ready"}
     assert {g["metadata"]["name"] for g in items(served, "gangs")} >= {"gx", "pg", "plain"}
     phases = {((g["metadata"].get("ownerReferences") or [{}])[0].get("kind"), g["status"]["phase"])
               for g in items(served, "gangs")}
