@@ -13,7 +13,8 @@ A group moves through reserve → release → bound, one durable step per pass:
   - rollback: a released member not bound within the bind timeout, or reported Unschedulable,
     means the plan was wrong (something the model does not see). The group is taken back whole,
     without harming it, and backs off exponentially:
-      - an owner with a suspend switch (Job, JobSet, PyTorchJob) is suspended, marked on the
+      - an owner with a suspend switch (Job, JobSet, TrainJob, PyTorchJob, RayJob, RayCluster) is
+        suspended, marked on the
         owner as gangkeeper's until the backoff ends, then resumed: its operator deletes its
         pods without counting them as failed and recreates them gated. Deleting them instead
         would spend the owner's failure budget (a Job counts every pod deleted before it
