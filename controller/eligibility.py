@@ -14,8 +14,10 @@ which filter keeps it out.
 import re
 from collections import Counter
 from collections.abc import Hashable, Iterable, Mapping, Sequence
+from functools import lru_cache
 
 from gangkeeper.controller.model import Member, Node, Requirement, Taint, Term, Toleration
+from gangkeeper.integrations.finding import is_valid_label_key, is_valid_label_value
 from gangkeeper.names import PIN_FIELD
 from gangkeeper.resources import PODS
 
@@ -67,12 +69,40 @@ def requirement_matches(requirement: Requirement, values: Mapping[str, str]) -> 
 
 
 def term_matches(term: Term, node: Node) -> bool:
-    """A term with no requirement at all matches no node (component-helpers `nodeSelector`)."""
+    """A term with no requirement at all matches no node (component-helpers `nodeSelector`), and
+    neither does a term the scheduler cannot parse (`term_parses`)."""
     if not term.match_expressions and not term.match_fields:
+        return False
+    if not term_parses(term):
         return False
     fields = {PIN_FIELD: node.name}
     return (all(requirement_matches(r, node.labels) for r in term.match_expressions)
             and all(requirement_matches(r, fields) for r in term.match_fields))
+
+
+@lru_cache(maxsize=4096)  # members share their terms; a term is looked at once per node
+def term_parses(term: Term) -> bool:
+    """Whether component-helpers `nodeaffinity` can build the term: it sets a term with an error
+    aside, so that the term matches no node, and the API server lets such terms through (it
+    checks only keys and how many values an operator takes). Each expression must pass
+    apimachinery's `labels.NewRequirement` — a label key; every value a label value (so `Gt: "-1"`
+    never matches); values for In and NotIn, none for Exists and DoesNotExist, one integer for Gt
+    and Lt — and each field requirement is In or NotIn with exactly one value."""
+    return (all(_expression_parses(r) for r in term.match_expressions)
+            and all(r.operator in ("In", "NotIn") and len(r.values) == 1 for r in term.match_fields))
+
+
+def _expression_parses(requirement: Requirement) -> bool:
+    if not is_valid_label_key(requirement.key) or not all(map(is_valid_label_value, requirement.values)):
+        return False
+    match requirement.operator:
+        case "In" | "NotIn":
+            return bool(requirement.values)
+        case "Exists" | "DoesNotExist":
+            return not requirement.values
+        case "Gt" | "Lt":
+            return len(requirement.values) == 1 and _int64(requirement.values[0]) is not None
+    return False
 
 
 def affinity_matches(terms: tuple[Term, ...] | None, node: Node) -> bool:

@@ -19,7 +19,7 @@ import orjson
 
 from gangkeeper import names
 from gangkeeper.quantity import parse_quantity
-from gangkeeper.resources import Resources, pod_requests
+from gangkeeper.resources import Resources, as_scheduled, pod_requests
 
 if TYPE_CHECKING:
     from gangkeeper.controller.interpod import PodRules
@@ -208,8 +208,8 @@ def node_from_api(obj: Mapping) -> Node:
     metadata = obj.get("metadata") or {}
     spec = obj.get("spec") or {}
     status = obj.get("status") or {}
-    allocatable = {sys.intern(name): parse_quantity(value)
-                   for name, value in (status.get("allocatable") or {}).items()}
+    allocatable = as_scheduled({sys.intern(name): parse_quantity(value)
+                                for name, value in (status.get("allocatable") or {}).items()})
     taints = tuple(Taint(t.get("key", ""), t.get("value", ""), t.get("effect", ""))
                    for t in spec.get("taints") or ())
     ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or ())
@@ -353,10 +353,11 @@ def _shared_rank(rank: tuple[int, str, int, int]) -> tuple[int, str, int, int]:
 
 
 def _requests(spec: Mapping) -> Mapping[str, Fraction]:
-    """The pod's requests (`pod_requests`), shared, and worked out once per distinct way of writing
-    them: the pods of a workload write theirs alike, and parsing quantities into Fractions was
-    half of reading a pod (150,000 of them at a restart). The way of writing them is the JSON of
-    what `pod_requests` reads, keys sorted: quicker to make than nested sorted tuples."""
+    """The pod's requests as the scheduler counts them (`pod_requests`, `as_scheduled`), shared, and
+    worked out once per distinct way of writing them: the pods of a workload write theirs alike,
+    and parsing quantities into Fractions was half of reading a pod (150,000 of them at a restart).
+    The way of writing them is the JSON of what `pod_requests` reads, keys sorted: quicker to make
+    than nested sorted tuples."""
     try:
         written = orjson.dumps(
             ([container.get("resources") for container in spec.get("containers") or ()],
@@ -364,7 +365,7 @@ def _requests(spec: Mapping) -> Mapping[str, Fraction]:
               for container in spec.get("initContainers") or ()],
              spec.get("overhead")), option=orjson.OPT_SORT_KEYS)
     except (AttributeError, TypeError):  # not as the API writes it: read it the long way
-        return _shared_requests(tuple(sorted(pod_requests({"spec": spec}).items())))
+        return _shared_requests(tuple(sorted(as_scheduled(pod_requests({"spec": spec})).items())))
     return _requests_written(written)
 
 
@@ -375,7 +376,7 @@ def _requests_written(written: bytes) -> Mapping[str, Fraction]:
             "initContainers": [{"restartPolicy": policy, "resources": resources}
                                for policy, resources in init_containers],
             "overhead": overhead}
-    return _shared_requests(tuple(sorted(pod_requests({"spec": spec}).items())))
+    return _shared_requests(tuple(sorted(as_scheduled(pod_requests({"spec": spec})).items())))
 
 
 @lru_cache(maxsize=4096)

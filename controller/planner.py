@@ -14,6 +14,10 @@ Packing, so that fragments get used and whole nodes stay whole for whole-node jo
   3. Within each of the two, when one node holds every member still unplaced, the tightest
      such node (fewest free accelerators); otherwise the node holding the most members,
      filled as far as it goes (fewest nodes).
+Unlike members are placed class by class, those with the most accelerators each first; a group
+that does not fit in that order is tried again with the classes that have the fewest eligible
+nodes first, before it is refused. The packing is greedy: a group of unlike members may still be
+refused where another packing would hold it.
 Members are grouped by identical requests and constraints: eligibility is looked up once per
 group of identical members (the node pool remembers it), and only nodes the ledger's index shows
 with enough free accelerators are considered, so a 64-member group on 5,000 nodes is planned in
@@ -140,9 +144,13 @@ def plan_group(group: Group, pool: NodePool, ledger: Ledger, topology: Topology 
         domains = _best_per_label(domains)  # placing one by one costs more: the best domain of each level
     elif occupancy is not None and not any(_device_bound(cls, occupancy) for cls in classes):
         occupancy = None  # only resources and node rules decide for every member
+    constrained = _most_constrained_first(classes)
     assignments: list[Assignment] = []
     for domain in domains:
         assignments = _place(classes, pool, ledger, _scope(pool, domain), occupancy)
+        if len(assignments) < len(members) and constrained is not None:
+            retried = _place(constrained, pool, ledger, _scope(pool, domain), occupancy)
+            assignments = retried if len(retried) == len(members) else assignments
         if len(assignments) == len(members):
             return Plan(group.key, tuple(assignments), None if domain is None else "=".join(domain))
     return _no_fit(group, classes, assignments, pool, ledger, occupancy)
@@ -197,6 +205,16 @@ def _member_classes(members: Sequence[Member], pool: NodePool, ledger: Ledger,
         alike.setdefault(key, []).append(member)
     classes = [_member_class(group, pool, ledger, occupancy) for group in alike.values()]
     return sorted(classes, key=lambda c: (-c.per_member, -len(c.members)))
+
+
+def _most_constrained_first(classes: list[_Class]) -> list[_Class] | None:
+    """The classes with the fewest eligible nodes first, or None when that is the order they
+    have. Placing the hardest first can give a node that only one class may use to another that
+    had others: then the group is placed again in this order before it is refused (found by
+    tests/controller/test_planner_against_emulation.py: a member that tolerates a taint took the
+    one untainted node its untolerating peer needed)."""
+    constrained = sorted(classes, key=lambda c: len(c.eligible))
+    return None if [id(c) for c in constrained] == [id(c) for c in classes] else constrained
 
 
 def _devices_of(member: Member, occupancy: Occupancy) -> DeviceDemand | Unresolved:

@@ -1,4 +1,4 @@
-"""What the controller and the emulation share of CEL (cel-python): its errors in one line."""
+"""CEL (cel-python) errors in one line, as the controller reports them (the emulation has its own, `sim.cel`)."""
 
 
 def error_message(error: Exception) -> str:

@@ -8,6 +8,7 @@ a limit for requests the limit (the API server's defaulting). Pod-level `spec.re
 (alpha in 1.32) is not modelled.
 """
 
+import math
 from collections.abc import Iterable, Mapping
 from fnmatch import fnmatchcase
 from fractions import Fraction
@@ -19,6 +20,7 @@ from gangkeeper.quantity import parse_quantity
 Resources = dict[str, Fraction]
 
 PODS = "pods"
+CPU = "cpu"
 # The amount of a resource not asked for, made once: a Fraction made for every lookup
 # (`dict.get(name, Fraction(0))`) added some 40% to each addition it fed.
 _NONE = Fraction(0)
@@ -52,6 +54,14 @@ def pod_requests(pod: Mapping) -> Resources:
     max_into(total, init_peak)
     add_into(total, {name: parse_quantity(v) for name, v in (spec.get("overhead") or {}).items()})
     return {name: value for name, value in total.items() if value}
+
+
+def as_scheduled(amounts: Mapping[str, Fraction]) -> Resources:
+    """Amounts as NodeResourcesFit counts them: cpu in whole millicores and every other resource
+    in whole units, rounded up (`Quantity.MilliValue`, `Quantity.Value`), one pod's requests or
+    one node's allocatable at a time: two pods asking for 0.4m of cpu take 1m each."""
+    return {name: (Fraction(math.ceil(value * 1000), 1000) if name == CPU else Fraction(math.ceil(value)))
+            if value.denominator != 1 else value for name, value in amounts.items()}
 
 
 def is_accelerator(resource: str, patterns: Iterable[str] = DEFAULT_ACCELERATORS) -> bool:

@@ -28,9 +28,8 @@ import lark
 import orjson
 from celpy import celtypes
 
-from gangkeeper.cel import error_message
 from sim.api import APIError, User
-from sim.devices import environment
+from sim.cel import environment, error_message
 from sim.kinds import Kind
 from sim.patching import apply_json_patch
 from sim.selectors import Requirement, matches

@@ -14,8 +14,8 @@ import random
 import uuid
 from datetime import datetime, timezone
 
-from gangkeeper.quantity import parse_quantity
 from sim.names import CLUSTER_TRAINING_RUNTIME_KIND, TRAINER_GROUP, TRAINJOB_CONTROLLER_NAME
+from sim.quantity import parse_quantity
 
 _NOT_READY_TOLERATIONS = (
     {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300},

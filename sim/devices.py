@@ -6,28 +6,27 @@ A slice's devices are local to one node (`nodeName`), on the nodes its `nodeSele
 every node (`allNodes`); with `perDeviceNodeSelection` each device says so itself.
 
 Selectors are CEL expressions over `device` (`driver`, `attributes`, `capacity`, as the DRA CEL
-environment declares them), evaluated with cel-python. Attributes keep their types (int, bool,
-string; a version is a string); an attribute published without a domain belongs to the driver's
-domain. Capacities are quantities, with the Kubernetes quantity library's `quantity()`,
-`compareTo`, `isGreaterThan`, `isLessThan`, `asInteger` and `asApproximateFloat`. An expression
-that does not compile, or fails at run time (a missing attribute), selects nothing; the real
-scheduler reports the latter as a scheduling error instead. Semver functions, device taints,
-shared counters (partitionable devices) and consumable capacity are not modelled.
+environment declares them), evaluated with cel-python and the Kubernetes CEL libraries of
+`sim.cel` (quantities, semantic versions, `lowerAscii`). Attributes keep their types (int, bool,
+string, and a version is a semantic version); an attribute published without a domain belongs
+to the driver's domain, and a domain a device has nothing in is an empty map. Capacities are
+quantities. An expression that does not compile, or fails at run time (a missing attribute),
+selects nothing; the real scheduler reports the latter as a scheduling error instead. Device
+taints, shared counters (partitionable devices) and consumable capacity are not modelled.
 """
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from fractions import Fraction
-from functools import cache
 
 import celpy
 from celpy import celtypes
 
-from gangkeeper.names import PIN_FIELD
-from gangkeeper.quantity import parse_quantity
-from sim.placement import NodeFacts, requirement_matches
+from sim.cel import FUNCTIONS, Quantity, environment, parse_semver
+from sim.placement import NodeFacts, term_matches
+from sim.quantity import canonical
 
 DeviceID = tuple[str, str, str]  # (driver, pool, device)
+ATTRIBUTE_KINDS = ("int", "bool", "string", "version")
 
 
 @dataclass(frozen=True)
@@ -66,21 +65,15 @@ class Device:
 
 
 def attribute_value(value: Mapping):
-    for kind in ("int", "bool", "string", "version"):
+    for kind in ATTRIBUTE_KINDS:
         if kind in value:
             return value[kind]
     return None
 
 
 def selects_node(selector: Mapping, node: NodeFacts) -> bool:
-    """A core/v1 NodeSelector: any term, each term all of its requirements; an empty term none."""
-    fields = {PIN_FIELD: node.name}
-    for term in selector.get("nodeSelectorTerms") or ():
-        expressions, by_field = term.get("matchExpressions") or (), term.get("matchFields") or ()
-        if (expressions or by_field) and all(requirement_matches(e, node.labels) for e in expressions) \
-                and all(requirement_matches(f, fields) for f in by_field):
-            return True
-    return False
+    """A core/v1 NodeSelector: any of its terms (`sim.placement.term_matches`)."""
+    return any(term_matches(term, node) for term in selector.get("nodeSelectorTerms") or ())
 
 
 def devices_of(slices: Iterable[Mapping]) -> list[Device]:
@@ -114,61 +107,49 @@ def slice_devices(spec: Mapping, driver: str, pool: str, complete: bool) -> list
 
 # --- CEL -------------------------------------------------------------------------------------
 
-@dataclass(frozen=True)
-class Quantity:
-    """A resource.Quantity inside CEL: only the quantity library's functions read it."""
+class Domains(celtypes.MapType):
+    """`device.attributes` and `device.capacity`: a domain the device has nothing in is an empty
+    map, as DRA's CEL environment answers it, so `"x" in device.attributes["other.io"]` is false."""
 
-    value: Fraction
-
-
-def _quantity(text) -> Quantity:
-    return Quantity(parse_quantity(str(text)))
+    def __getitem__(self, key):
+        return super().__getitem__(key) if key in self else celtypes.MapType({})
 
 
-def _compare(a: Quantity, b: Quantity) -> celtypes.IntType:
-    return celtypes.IntType((a.value > b.value) - (a.value < b.value))
-
-
-FUNCTIONS = {
-    "quantity": _quantity,
-    "compareTo": _compare,
-    "isGreaterThan": lambda a, b: celtypes.BoolType(a.value > b.value),
-    "isLessThan": lambda a, b: celtypes.BoolType(a.value < b.value),
-    "asInteger": lambda a: celtypes.IntType(int(a.value)),
-    "asApproximateFloat": lambda a: celtypes.DoubleType(float(a.value)),
-}
-
-
-def cel_value(value):
-    if isinstance(value, bool):
+def cel_value(kind: str, value):
+    """An attribute's value in CEL; a version is a semantic version (an unparsable one fails the
+    whole device, as DRA's `getAttributeValue` does)."""
+    if kind == "version":
+        version = parse_semver(str(value))
+        if version is None:
+            raise ValueError(f"parse semantic version {value!r}")
+        return version
+    if kind == "bool":
         return celtypes.BoolType(value)
-    if isinstance(value, int):
+    if kind == "int":
         return celtypes.IntType(value)
     return celtypes.StringType(str(value))
 
 
 def cel_device(device: Device) -> celtypes.MapType:
+    """The `device` variable; ValueError when an attribute cannot be given to CEL. Capacities are
+    quantities as the API server stored them, in canonical form."""
     attributes: dict = {}
     for name, value in device.attributes.items():
         domain, short = device.qualified(name)
-        attributes.setdefault(celtypes.StringType(domain), {})[celtypes.StringType(short)] = \
-            cel_value(attribute_value(value))
+        kind = next((k for k in ATTRIBUTE_KINDS if k in value), None)
+        if kind is None:
+            raise ValueError(f"attribute {name}: unsupported attribute value")
+        attributes.setdefault(celtypes.StringType(domain), {})[celtypes.StringType(short)] = cel_value(kind, value[kind])
     capacity: dict = {}
     for name, value in device.capacity.items():
         domain, short = device.qualified(name)
         capacity.setdefault(celtypes.StringType(domain), {})[celtypes.StringType(short)] = \
-            _quantity(value.get("value", "0"))
+            Quantity.parse(canonical(value.get("value", "0")))
     return celtypes.MapType({
         celtypes.StringType("driver"): celtypes.StringType(device.driver),
-        celtypes.StringType("attributes"): celtypes.MapType({k: celtypes.MapType(v) for k, v in attributes.items()}),
-        celtypes.StringType("capacity"): celtypes.MapType({k: celtypes.MapType(v) for k, v in capacity.items()}),
+        celtypes.StringType("attributes"): Domains({k: celtypes.MapType(v) for k, v in attributes.items()}),
+        celtypes.StringType("capacity"): Domains({k: celtypes.MapType(v) for k, v in capacity.items()}),
     })
-
-
-@cache
-def environment() -> celpy.Environment:
-    """One CEL environment per process, made on first use: building its parser takes a third of a second."""
-    return celpy.Environment()
 
 
 @dataclass
@@ -177,7 +158,7 @@ class Selection:
 
     programs: dict[str, object] = field(default_factory=dict)
     verdicts: dict[tuple[str, DeviceID], bool] = field(default_factory=dict)
-    activations: dict[DeviceID, celtypes.MapType] = field(default_factory=dict)
+    activations: dict[DeviceID, celtypes.MapType | None] = field(default_factory=dict)  # None: CEL cannot read it
 
     def selects(self, expressions: Iterable[str], device: Device) -> bool:
         return all(self.matches(e, device) for e in expressions)
@@ -199,9 +180,14 @@ class Selection:
             self.programs[expression] = program
         if program is False:
             return False
-        activation = self.activations.get(device.id)
+        if device.id not in self.activations:
+            try:
+                self.activations[device.id] = cel_device(device)
+            except ValueError:
+                self.activations[device.id] = None
+        activation = self.activations[device.id]
         if activation is None:
-            activation = self.activations[device.id] = cel_device(device)
+            return False
         try:
             result = program.evaluate({"device": activation})
         except celpy.CELEvalError:

@@ -29,16 +29,16 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from itertools import combinations
 
-from gangkeeper.names import PIN_FIELD
-from gangkeeper.resources import container_requests
 from sim.devices import Device, DeviceID, Selection, devices_of, selects_node
 from sim.names import (
     DEVICE_CLASSES,
     EXTENDED_RESOURCE_CLAIM_ANNOTATION,
     IMPLICIT_EXTENDED_RESOURCE_PREFIX,
+    NODE_NAME_FIELD,
     RESOURCE_CLAIMS,
 )
 from sim.placement import NodeFacts
+from sim.resources import container_requests
 
 REASON_CANNOT_ALLOCATE = "cannot allocate all claims"
 REASON_NOT_AVAILABLE = "resourceclaim not available on the node"
@@ -177,7 +177,7 @@ def node_selector(devices: list[Device]) -> dict | None:
     fields: list[dict] = []
     for device in devices:
         if device.node_name:
-            return {"nodeSelectorTerms": [{"matchFields": [{"key": PIN_FIELD, "operator": "In",
+            return {"nodeSelectorTerms": [{"matchFields": [{"key": NODE_NAME_FIELD, "operator": "In",
                                                              "values": [device.node_name]}]}]}
         if device.node_selector:
             [term] = device.node_selector.get("nodeSelectorTerms") or [{}]

@@ -73,12 +73,10 @@ from dataclasses import dataclass, field, replace
 from fractions import Fraction
 
 from gangkeeper import names
-from gangkeeper.quantity import parse_quantity
-from gangkeeper.resources import accelerators, pod_requests
-from gangkeeper.wording import first_of
 from sim.api import APIError, ClusterAPI, WatchEvent
 from sim.names import DEVICE_CLASSES, NODES, PODS, RESOURCE_CLAIMS, WORLD_SIZE_ANNOTATION
 from sim.reservations import GANGS, Reservations, own_reservation
+from sim.resources import accelerators, scheduled_amounts, scheduled_requests
 
 TERMINAL = ("Succeeded", "Failed")
 GroupKey = tuple[str, str]  # (namespace, group label)
@@ -153,7 +151,7 @@ def group_label(pod: Mapping) -> str:
 def pod_state(pod: Mapping, size_of: Callable[[Mapping], int | None] = group_size,
               group_of: Callable[[Mapping], str] = group_label) -> PodState:
     metadata, spec = pod["metadata"], pod.get("spec") or {}
-    requests = pod_requests(pod)
+    requests = scheduled_requests(pod)
     return PodState(
         namespace=metadata.get("namespace", ""),
         name=metadata["name"],
@@ -172,12 +170,15 @@ def pod_state(pod: Mapping, size_of: Callable[[Mapping], int | None] = group_siz
 
 
 def node_allocatable(node: Mapping) -> dict[str, Fraction]:
-    allocatable = (node.get("status") or {}).get("allocatable") or {}
-    return {resource: parse_quantity(str(value)) for resource, value in allocatable.items()}
+    """The node's allocatable, in the whole numbers the scheduler counts (`sim.resources`)."""
+    return scheduled_amounts((node.get("status") or {}).get("allocatable") or {})
 
 
 def _shown(keys) -> str:
-    return first_of(sorted(keys), SHOWN)
+    """The first SHOWN keys in order, and how many more there are."""
+    keys = sorted(keys)
+    more = f" and {len(keys) - SHOWN} more" if len(keys) > SHOWN else ""
+    return ", ".join(keys[:SHOWN]) + more
 
 
 @dataclass(frozen=True)

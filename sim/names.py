@@ -30,6 +30,8 @@ HOSTNAME_LABEL = "kubernetes.io/hostname"
 # Taints the node lifecycle controller puts on a node that is not Ready or is cordoned.
 NOT_READY_TAINT = "node.kubernetes.io/not-ready"
 UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
+# The one node field a node selector term's `matchFields` may name.
+NODE_NAME_FIELD = "metadata.name"
 
 # --- batch/v1 Job controller (labels without the prefix are the pre-1.27 spellings it still writes)
 JOB_API_VERSION = "batch/v1"

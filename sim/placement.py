@@ -29,10 +29,9 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Protocol
 
-from gangkeeper.names import PIN_FIELD
-from gangkeeper.quantity import parse_quantity
-from gangkeeper.resources import Resources
-from sim.names import NOT_READY_TAINT, UNSCHEDULABLE_TAINT
+from sim.names import NODE_NAME_FIELD, NOT_READY_TAINT, UNSCHEDULABLE_TAINT
+from sim.resources import Resources, scheduled_amounts
+from sim.selectors import is_label_key, is_label_value, parse_int64
 
 LEAST_ALLOCATED = "LeastAllocated"
 MOST_ALLOCATED = "MostAllocated"
@@ -193,7 +192,7 @@ def node_facts(node: Mapping) -> NodeFacts:
     taints = tuple(spec.get("taints") or ())
     if not is_ready(node):
         taints += ({"key": NOT_READY_TAINT, "effect": "NoSchedule"},)
-    allocatable = {name: exact(parse_quantity(value)) for name, value in (status.get("allocatable") or {}).items()}
+    allocatable = exact_resources(scheduled_amounts(status.get("allocatable") or {}))
     max_pods = int(allocatable.pop("pods", 0))
     return NodeFacts(node["metadata"]["name"], dict(node["metadata"].get("labels") or {}), taints,
                      bool(spec.get("unschedulable")), allocatable, max_pods)
@@ -227,7 +226,7 @@ def pinned_nodes(spec: Mapping) -> frozenset[str] | None:
     names: set[str] = set()
     for term in terms:
         named = [frozenset(f.get("values") or ()) for f in term.get("matchFields") or ()
-                 if f.get("key") == PIN_FIELD and f.get("operator") == "In"]
+                 if f.get("key") == NODE_NAME_FIELD and f.get("operator") == "In"]
         if not named:
             return None
         names |= frozenset.intersection(*named)
@@ -349,8 +348,9 @@ def tolerates(tolerations: Iterable[Mapping], taint: Mapping) -> bool:
 
 
 def toleration_matches(toleration: Mapping, taint: Mapping) -> bool:
-    """v1 Toleration.ToleratesTaint: empty effect matches all effects, empty key with Exists
-    matches all keys, operator Equal (the default) compares values."""
+    """v1 Toleration.ToleratesTaint: an empty effect matches every effect, an empty key every key
+    (the API server admits an empty key with Exists only), Exists every value, and Equal (the
+    default) compares values."""
     if toleration.get("effect") and toleration["effect"] != taint.get("effect"):
         return False
     if toleration.get("key") and toleration["key"] != taint.get("key"):
@@ -359,7 +359,7 @@ def toleration_matches(toleration: Mapping, taint: Mapping) -> bool:
     if operator == "Exists":
         return True
     if operator == "Equal":
-        return bool(toleration.get("key")) and (toleration.get("value") or "") == (taint.get("value") or "")
+        return (toleration.get("value") or "") == (taint.get("value") or "")
     return False
 
 
@@ -376,17 +376,47 @@ def matches_node_affinity(spec: Mapping, node: NodeFacts) -> bool:
 
 
 def term_matches(term: Mapping, node: NodeFacts) -> bool:
-    """All expressions and fields of a term must match; an empty term matches no node."""
+    """All expressions and fields of a term must match. An empty term matches no node, and neither
+    does a term the scheduler cannot parse (component-helpers `nodeaffinity`: a term with an error
+    is set aside, its error ignored): see `expression_parses` and `field_parses`."""
     expressions = term.get("matchExpressions") or ()
     fields = term.get("matchFields") or ()
     if not expressions and not fields:
         return False
-    node_fields = {PIN_FIELD: node.name}
+    if not all(map(expression_parses, expressions)) or not all(map(field_parses, fields)):
+        return False
+    node_fields = {NODE_NAME_FIELD: node.name}
     return (all(requirement_matches(e, node.labels) for e in expressions)
             and all(requirement_matches(f, node_fields) for f in fields))
 
 
+def expression_parses(requirement: Mapping) -> bool:
+    """Whether apimachinery's `labels.NewRequirement` accepts a `matchExpressions` entry: a label
+    key; values for In and NotIn, none for Exists and DoesNotExist, exactly one integer
+    (`strconv.ParseInt`) for Gt and Lt; and every value a label value. The API server checks
+    only the key and the number of values, so a pod may carry a value that never matches
+    (`Gt: "-1"` is no label value)."""
+    operator = requirement.get("operator")
+    values = requirement.get("values") or ()
+    if not is_label_key(requirement.get("key", "")) or not all(map(is_label_value, values)):
+        return False
+    if operator in ("In", "NotIn"):
+        return bool(values)
+    if operator in ("Exists", "DoesNotExist"):
+        return not values
+    if operator in ("Gt", "Lt"):
+        return len(values) == 1 and parse_int64(values[0]) is not None
+    return False
+
+
+def field_parses(requirement: Mapping) -> bool:
+    """Whether a `matchFields` entry makes a field selector: In or NotIn with exactly one value."""
+    return requirement.get("operator") in ("In", "NotIn") and len(requirement.get("values") or ()) == 1
+
+
 def requirement_matches(requirement: Mapping, values: Mapping[str, str]) -> bool:
+    """`labels.Requirement.Matches`, for a requirement that parses (`matchFields` ones are read
+    against the node's name: the API server admits no other field)."""
     key = requirement.get("key", "")
     operator = requirement.get("operator")
     wanted = requirement.get("values") or ()
@@ -400,9 +430,8 @@ def requirement_matches(requirement: Mapping, values: Mapping[str, str]) -> bool
     if operator == "DoesNotExist":
         return not present
     if operator in ("Gt", "Lt") and present and len(wanted) == 1:
-        try:
-            have, bound = int(values[key]), int(wanted[0])
-        except ValueError:
+        have, bound = parse_int64(values[key]), parse_int64(wanted[0])
+        if have is None or bound is None:
             return False
         return have > bound if operator == "Gt" else have < bound
     return False

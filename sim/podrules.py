@@ -11,7 +11,7 @@ import json
 import re
 from functools import lru_cache
 
-from gangkeeper.quantity import format_quantity, parse_quantity
+from sim.quantity import canonical, parse_quantity
 from sim.status import FieldError
 
 UPDATABLE = ("`spec.containers[*].image`,`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,"
@@ -62,8 +62,8 @@ def _not_overcommitted(resources: dict, path: str) -> list[FieldError]:
             errors.append(FieldError(f"{path}.limits", "Required", "Limit must be set for non overcommitable resources"))
         elif _amount(requests[name]) != _amount(limits[name]):
             errors.append(FieldError(f"{path}.requests", "Invalid",
-                                     f"must be equal to {name} limit of {_go_quantity(limits[name])}",
-                                     _go_quantity(requests[name])))
+                                     f"must be equal to {name} limit of {canonical(limits[name])}",
+                                     canonical(requests[name])))
     return errors
 
 
@@ -89,21 +89,6 @@ def _parsed_amount(text: str) -> object:
         return parse_quantity(text)
     except ValueError:
         return text
-
-
-def _go_quantity(value: object) -> str:
-    """`Quantity.String()` for the values pods carry: decimal amounts canonical (`1000m` → `1`,
-    `0.5` → `500m`), binary ones (`2Gi`) as written."""
-    text = str(value)
-    try:
-        amount = parse_quantity(value)
-    except ValueError:
-        return text
-    if text.strip().endswith("i"):
-        return text
-    if amount.denominator == 1 or (amount * 1000).denominator == 1:
-        return format_quantity(amount)
-    return text
 
 
 def validate_update(old: dict, new: dict) -> list[FieldError]:

@@ -51,7 +51,6 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from gangkeeper.resources import Resources, pod_requests
 from sim.api import SCHEDULER, APIError, ClusterAPI, WatchEvent
 from sim.clock import epoch, rfc3339
 from sim.dra import DraState, PodClaim
@@ -90,6 +89,7 @@ from sim.placement import (
     usage_with,
 )
 from sim.preemption import Fit, Preemptor, Resident, Verdict, post_filter, potential_nodes
+from sim.resources import Resources, scheduled_requests
 from sim.spread import DO_NOT_SCHEDULE, SCHEDULE_ANYWAY, constraints, spread_filter, spread_scores
 
 TERMINAL_PHASES = ("Succeeded", "Failed")
@@ -270,7 +270,7 @@ class Scheduler:
             self.nominations.pop(key, None)
             held = self.holding.get(key)
             if held is None:
-                self._hold(key, pod["spec"]["nodeName"], pod, exact_resources(pod_requests(pod)))
+                self._hold(key, pod["spec"]["nodeName"], pod, exact_resources(scheduled_requests(pod)))
             elif held[1].placed != placed_pod(pod, held[0]):
                 self._release(key)
                 self._hold(key, held[0], pod, held[1].use.requests)
@@ -291,7 +291,7 @@ class Scheduler:
         order = (-priority_of(pod), pod["metadata"].get("creationTimestamp", ""), arrival)
         sensitive = bool(required_terms(pod, "podAffinity") or constraints(pod, DO_NOT_SCHEDULE)
                          or constraints(pod, SCHEDULE_ANYWAY))
-        requests = exact_resources(pod_requests(pod))
+        requests = exact_resources(scheduled_requests(pod))
         entry = PendingPod(pod, requests, constraints_shape(pod), (), order, pinned_nodes(spec), sensitive)
         entry.fit_shape = self._fit_shape(key, entry)
         self.pending[key] = entry

@@ -14,8 +14,9 @@ _SPECIAL = "=!(),<>"
 _OPERATORS = {"!=": "!=", "==": "==", "=": "=", "!": "!", "(": "(", ")": ")", ",": ",", ">": ">", "<": "<"}
 _KEYWORDS = {"in": "in", "notin": "notin"}
 _BINARY_OPERATORS = "in, notin, =, ==, !=, gt, lt"
-_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
-_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?\Z")
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z")
+_INT64 = re.compile(r"[+-]?[0-9]+")
 
 
 @dataclass(frozen=True)
@@ -35,9 +36,10 @@ class Requirement:
             return present
         if self.operator == "!":
             return not present
-        if not present or not re.fullmatch(r"-?\d+", value or ""):
+        have, bound = parse_int64(value), parse_int64(self.values[0])
+        if not present or have is None or bound is None:
             return False
-        return int(value) > int(self.values[0]) if self.operator == "gt" else int(value) < int(self.values[0])
+        return have > bound if self.operator == "gt" else have < bound
 
     def equality(self) -> tuple[str, str] | None:
         """(key, value) when the requirement pins one value, so an index can answer it."""
@@ -119,6 +121,9 @@ class _LabelParser:
             return Requirement(key, "!")
         operator = self.operator()
         values = self.set_values() if operator in ("in", "notin") else self.exact_value()
+        if operator in ("gt", "lt") and parse_int64(values[0]) is None:
+            raise ValueError(f"values[0]: Invalid value: \"{values[0]}\": for 'Gt', 'Lt' operators, the value must be an "
+                             "integer")
         for value in values:
             _check_value(value)
         return Requirement(key, operator, tuple(sorted(set(values))))
@@ -182,19 +187,48 @@ class _LabelParser:
                 raise ValueError(f"found '{literal}', expected: ',', or identifier")
 
 
+def is_label_key(key: str) -> bool:
+    """A qualified name: an optional DNS-subdomain prefix of at most 253 characters and `/`, then a
+    name of at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit."""
+    return isinstance(key, str) and _key_prefix_valid(key) and _key_name_valid(key)
+
+
+def is_label_value(value: str) -> bool:
+    """Empty, or at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit."""
+    return isinstance(value, str) and (not value or (len(value) <= 63 and bool(_NAME.match(value))))
+
+
+def parse_int64(text: str) -> int | None:
+    """Go's `strconv.ParseInt(text, 10, 64)`: an optional sign and ASCII digits, nothing else (no
+    space, no '_'), within int64; None when it fails."""
+    if not isinstance(text, str) or not _INT64.fullmatch(text):
+        return None
+    value = int(text)
+    return value if -(2**63) <= value < 2**63 else None
+
+
+def _key_prefix_valid(key: str) -> bool:
+    prefix, slash, _ = key.rpartition("/")
+    return not slash or (0 < len(prefix) <= 253 and bool(_DNS_SUBDOMAIN.match(prefix)))
+
+
+def _key_name_valid(key: str) -> bool:
+    name = key.rpartition("/")[2]
+    return 0 < len(name) <= 63 and bool(_NAME.match(name))
+
+
 def _check_key(key: str) -> None:
-    prefix, _, name = key.rpartition("/")
-    if "/" in key and (not prefix or len(prefix) > 253 or not _DNS_SUBDOMAIN.match(prefix)):
+    if not _key_prefix_valid(key):
         raise ValueError(f"key: Invalid value: {key!r}: prefix part a lowercase RFC 1123 subdomain must consist of "
                          "lower case alphanumeric characters, '-' or '.', and must start and end with an "
                          "alphanumeric character")
-    if not name or len(name) > 63 or not _NAME.match(name):
+    if not _key_name_valid(key):
         raise ValueError(f"key: Invalid value: \"{key}\": name part must consist of alphanumeric characters, '-', "
                          "'_' or '.', and must start and end with an alphanumeric character")
 
 
 def _check_value(value: str) -> None:
-    if value and (len(value) > 63 or not _NAME.match(value)):
+    if not is_label_value(value):
         raise ValueError(f"values[0][{value}]: Invalid value: \"{value}\": a valid label must be an empty string or "
                          "consist of alphanumeric characters, '-', '_' or '.', and must start and end with an "
                          "alphanumeric character")

@@ -55,9 +55,7 @@ import yaml
 from marshmallow import EXCLUDE, Schema, ValidationError, fields, validate, validates_schema
 
 from gangkeeper import names
-from gangkeeper.integrations.finding import LABEL_KEY_RULE, is_valid_label_key
 from gangkeeper.names import GROUP_LABEL, MIN_COUNT_ANNOTATION
-from gangkeeper.quantity import EXAMPLES, parse_quantity
 from sim.names import (
     DEVICE_CLASSES,
     DURATION_ANNOTATION,
@@ -76,7 +74,14 @@ from sim.names import (
     WORLD_SIZE_ANNOTATION,
 )
 from sim.priority import DEFAULT_PREEMPTION, HIGHEST_USER_DEFINABLE, POLICIES, SYSTEM_CLASSES
+from sim.quantity import EXAMPLES, parse_quantity
+from sim.selectors import is_label_key
 
+LABEL_KEY_RULE = (
+    "a label key such as topology.kubernetes.io/zone: an optional prefix (a lowercase DNS subdomain of at most "
+    "253 characters) and '/', then a name of at most 63 characters: letters, digits, '-', '_' or '.', starting "
+    "and ending with a letter or digit"
+)
 KINDS = ("PyTorchJob", "JobSet", "Job", "Pod")
 EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 IMAGE = "registry.example/train:latest"
@@ -158,11 +163,11 @@ class DevicesSchema(StrictSchema):
 
 
 def label_key(**options) -> fields.String:
-    return fields.String(validate=is_label_key, **options)
+    return fields.String(validate=must_be_label_key, **options)
 
 
-def is_label_key(value: str) -> None:
-    if not is_valid_label_key(value):
+def must_be_label_key(value: str) -> None:
+    if not is_label_key(value):
         raise ValidationError(f"{value!r} is not a label key; write {LABEL_KEY_RULE}")
 
 

@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 
 from gangkeeper.names import GROUP_LABEL, JOB_NAME_LABEL, JOBSET_NAME_LABEL, KUBEFLOW_JOB_NAME_LABEL
-from gangkeeper.resources import accelerators, pod_requests
 from sim.names import DURATION_ANNOTATION, WORLD_SIZE_ANNOTATION
+from sim.resources import accelerators, pod_requests
 
 # Workload labels, most specific owner first: a JobSet's pods also carry their Job's labels.
 RUN_LABELS = (

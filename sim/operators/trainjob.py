@@ -44,7 +44,6 @@ import copy
 import math
 
 from gangkeeper.names import TRAINER_ANCESTOR_STEP_LABEL, TRAINER_INITIALIZER_STEPS
-from gangkeeper.quantity import parse_quantity
 from sim.api import TRAINER_CONTROLLER, ClusterAPI, WatchEvent
 from sim.clock import rfc3339
 from sim.names import (
@@ -63,6 +62,7 @@ from sim.names import (
     TRAINJOBS,
 )
 from sim.operators import Operator, Plan, owner_reference, status_if_changed
+from sim.quantity import parse_quantity
 
 TRAINER_STEP = "trainer"
 RUNTIME_RESOURCES = {TRAINING_RUNTIME_KIND: TRAINING_RUNTIMES, CLUSTER_TRAINING_RUNTIME_KIND: CLUSTER_TRAINING_RUNTIMES}

@@ -84,6 +84,27 @@ def test_affinity_matches(terms, expected):
     assert affinity_matches(terms, node("n1", labels={"zone": "a"})) is expected
 
 
+@pytest.mark.parametrize("requirement", [
+    Requirement("gpus", "Gt", ("-1",)),  # ParseInt takes it, but it is no label value
+    Requirement("gpus", "Lt", ("+100",)),
+    Requirement("zone", "NotIn", ("not a value",)),
+    Requirement("zone", "In", ()),
+    Requirement("zone", "Exists", ("a",)),
+    Requirement("not a key", "DoesNotExist", ()),
+    Requirement("zone", "Like", ("a",)),
+])
+def test_a_term_the_scheduler_cannot_parse_matches_no_node(requirement):
+    """component-helpers `nodeaffinity` builds a term with `labels.NewRequirement`; a term with an
+    error is set aside, even where its requirement alone would hold (NotIn, DoesNotExist)."""
+    labelled = node("n1", labels={"zone": "a", "gpus": "8"})
+    assert not affinity_matches((Term((requirement,), ()),), labelled)
+    assert affinity_matches((Term((requirement,), ()), Term((IN_A,), ())), labelled)
+
+
+def test_a_field_requirement_takes_exactly_one_value():
+    assert not affinity_matches((Term((), (Requirement("metadata.name", "NotIn", ("n2", "n3")),)),), node("n1"))
+
+
 GPU_TOLERATION = {"key": GPU, "operator": "Exists", "effect": "NoSchedule"}
 UNSCHEDULABLE_TOLERATION = {"key": "node.kubernetes.io/unschedulable", "operator": "Exists"}
 

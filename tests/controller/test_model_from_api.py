@@ -19,6 +19,13 @@ def test_node_keeps_what_decisions_read():
     assert node.unschedulable and node.ready
 
 
+def test_requests_and_allocatable_are_counted_in_whole_millicores_and_units_as_the_scheduler_counts():
+    """NodeResourcesFit rounds each pod's and each node's amounts up: cpu to a millicore, the rest to a unit."""
+    tiny = member("p", gpus=0, cpu="0.4m", memory="1.5")
+    assert tiny.requests == {"cpu": Fraction(1, 1000), "memory": 2}
+    assert node_from_api(node_object("n1", cpu="1.5m", memory="0.5")).allocatable["cpu"] == Fraction(2, 1000)
+
+
 def test_node_without_a_true_ready_condition_is_not_ready():
     assert not node_from_api(node_object("n1", ready=False)).ready
     assert not node_from_api({"metadata": {"name": "bare"}}).ready

@@ -22,6 +22,23 @@ def test_fits_by_total_count_but_not_by_node():
     assert "24 free, at most 6 on one node" in result.reason
 
 
+def test_less_than_a_millicore_takes_a_millicore_as_the_scheduler_counts_it():
+    """Found by tests/controller/test_planner_against_emulation.py: 0.4m + 0.4m fit 1m exactly
+    counted, but the scheduler holds each pod to a whole millicore and refuses the second."""
+    pool, ledger = cluster([node("small", gpus=None, cpu="1m")])
+    result = plan_group(gang("tiny", 2, gpus=0, cpu="0.4m", memory="1Gi"), pool, ledger)
+    assert isinstance(result, NoFit) and result.placeable == 1
+
+
+def test_members_with_fewer_eligible_nodes_get_them_when_the_usual_order_fails():
+    """Found by tests/controller/test_planner_against_emulation.py: the member that tolerates the
+    taint went first and took the one untainted node its peer needs."""
+    pool, ledger = cluster([node("n0", gpus=1), node("n1", gpus=1, taints=[TAINT])])
+    tolerant = member("tolerant", gpus=1, tolerations=[{"key": GPU, "operator": "Exists"}])
+    result = plan_group(group_of(("team", "g"), [tolerant, member("plain", gpus=1)], 2, 0.0), pool, ledger)
+    assert {m.name: node for m, node in result.assignments} == {"tolerant": "n1", "plain": "n0"}
+
+
 def test_partly_used_node_first_so_a_whole_node_job_is_not_stranded():
     pool, ledger = cluster([node("empty-1"), node("empty-2"), node("used")], [busy("used", 4)])
     small = plan_group(gang("small", 1, gpus=4), pool, ledger)

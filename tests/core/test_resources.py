@@ -4,6 +4,7 @@ from gangkeeper.resources import (
     accelerator_count,
     accelerators,
     add_into,
+    as_scheduled,
     is_accelerator,
     pod_requests,
     shortfall,
@@ -56,6 +57,12 @@ def test_sidecars_run_beside_app_containers_and_later_init_steps():
 def test_overhead_is_added_once():
     requests = pod_requests(pod([container(requests={"memory": "1Gi"})], overhead={"memory": "128Mi"}))
     assert requests == {"memory": 2**30 + 128 * 2**20}
+
+
+def test_as_scheduled_rounds_cpu_up_to_a_millicore_and_the_rest_to_a_unit():
+    assert as_scheduled({"cpu": Fraction(1, 2500), "memory": Fraction(3, 2), "nvidia.com/gpu": Fraction(8)}) == {
+        "cpu": Fraction(1, 1000), "memory": 2, "nvidia.com/gpu": 8}
+    assert as_scheduled({"cpu": Fraction(3, 2)}) == {"cpu": Fraction(3, 2)}
 
 
 def test_accelerator_patterns_match_families():

@@ -175,7 +175,7 @@ def test_extended_requests_are_per_container_and_init_containers_reuse_later_one
     assert [(m["containerName"], m["requestName"]) for m in mappings] == [
         ("main", "container-1-request-1"), ("init", "container-1-request-1"), ("init", "container-0-request-0")]
     two_inits = {"spec": {"initContainers": [{"name": "a", "resources": {"requests": {"example.com/gpu": "2"}}},
-                                             {"name": "b", "resources": {"limits": {"example.com/gpu": "3"}}}],
+                                             {"name": "b", "resources": {"requests": {"example.com/gpu": "3"}}}],
                           "containers": [{"name": "main"}]}}
     requests, mappings = extended_requests(two_inits, ["example.com/gpu"], {"example.com/gpu": "ext"})
     assert [(r["name"], r["exactly"]["count"]) for r in requests] == [("container-1-request-0", 3)]

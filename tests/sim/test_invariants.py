@@ -18,7 +18,8 @@ def pod(name: str, group: str = "g", size: int = 2, gpus: int = 4, node_name: st
     annotations = {names.MIN_COUNT_ANNOTATION: str(size)}
     if reserved:
         annotations[names.RESERVED_NODE_ANNOTATION] = reserved
-    spec = {"containers": [{"name": "c", "image": "i", "resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}]}
+    stored = {"nvidia.com/gpu": str(gpus)}  # the API server copies the limit into the request
+    spec = {"containers": [{"name": "c", "image": "i", "resources": {"limits": stored, "requests": dict(stored)}}]}
     if node_name:
         spec["nodeName"] = node_name
     if gated:

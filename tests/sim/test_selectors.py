@@ -17,11 +17,24 @@ def test_label_operators(selector, labels, expected):
     assert matches(parse_labels(selector), labels) is expected
 
 
+@pytest.mark.parametrize("labels, expected", [
+    ({"x": "8"}, True), ({"x": "5"}, False), ({"x": "0008"}, True), ({}, False),
+    ({"x": "1_000"}, False), ({"x": "9223372036854775808"}, False), ({"x": "eight"}, False),
+])
+def test_gt_compares_labels_that_parse_as_int64(labels, expected):
+    """Go's `strconv.ParseInt(value, 10, 64)` reads the label: no '_', nothing beyond int64."""
+    assert matches(parse_labels("x>5"), labels) is expected
+
+
 @pytest.mark.parametrize("selector, message", [
     ("a in (", "unable to parse requirement: found '', expected: ',', ')' or identifier"),
     ("a b", "unable to parse requirement: found 'b', expected: in, notin, =, ==, !=, gt, lt"),
     ("a,", "found '', expected: identifier after ','"),
     ("=a", "found '=', expected: !, identifier, or 'end of string'"),
+    ("x>abc", "unable to parse requirement: values[0]: Invalid value: \"abc\": for 'Gt', 'Lt' operators, the value "
+              "must be an integer"),
+    ("x<9223372036854775808", "unable to parse requirement: values[0]: Invalid value: \"9223372036854775808\": for "
+                              "'Gt', 'Lt' operators, the value must be an integer"),
 ])
 def test_malformed_label_selector_is_400_with_the_parser_message(selector, message):
     with pytest.raises(APIError) as refused:

@@ -1,7 +1,8 @@
 """A minimal in-memory ClusterAPI for testing the cluster components alone.
 
 Only what the components rely on: objects with uid, resourceVersion and creationTimestamp (from
-the test's clock), `generateName`, pod defaulting of phase and schedulerName, an optional
+the test's clock), `generateName`, pod defaulting of phase, schedulerName and of each container's
+missing requests from its limits (what the scheduler reads is requests only), an optional
 `admit(obj)` hook run on create (a stand-in for the mutating webhook), merge and JSON patches
 (the status subresource changes status only; the main resource everything else), graceful
 deletion of bound pods (as the API server does: marked, then removed by the kubelet), binding that
@@ -83,6 +84,10 @@ class FakeAPI:
             if resource == "pods":
                 obj["spec"].setdefault("schedulerName", "default-scheduler")
                 obj.setdefault("status", {}).setdefault("phase", "Pending")
+                for container in (obj["spec"].get("initContainers") or []) + (obj["spec"].get("containers") or []):
+                    limits = (container.get("resources") or {}).get("limits") or {}
+                    if limits:
+                        container["resources"]["requests"] = {**limits, **(container["resources"].get("requests") or {})}
             if self.admit is not None:
                 obj = self.admit(obj)
             return self._commit("ADDED", resource, key, obj)

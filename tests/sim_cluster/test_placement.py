@@ -113,6 +113,52 @@ def test_requirement_operators(operator, values, labels, expected):
     assert requirement_matches({"key": "k", "operator": operator, "values": values}, labels) is expected
 
 
+def affinity(*expressions):
+    return pod(affinity={"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": list(expressions)}]}}})
+
+
+def matched(expression, labels):
+    return static_reasons(affinity(expression), node("a", labels=labels)) == ()
+
+
+@pytest.mark.parametrize("bound, label, expected", [
+    ("4", "8", True),
+    ("4", "0008", True),
+    ("4", "1_000", False),  # Python's int() reads it as 1000; Go's ParseInt refuses it
+    (" 4", "8", False),
+    ("4 ", "8", False),
+    ("9223372036854775807", "9223372036854775808", False),  # beyond int64: ParseInt fails
+    ("1e3", "2000", False),
+])
+def test_gt_reads_both_sides_as_go_parses_an_int64(bound, label, expected):
+    assert matched({"key": "k", "operator": "Gt", "values": [bound]}, {"k": label}) is expected
+
+
+@pytest.mark.parametrize("expression", [
+    {"key": "k", "operator": "Gt", "values": ["-1"]},  # an integer, but no label value: the term never matches
+    {"key": "k", "operator": "Lt", "values": ["+100"]},
+    {"key": "k", "operator": "Gt", "values": ["1", "2"]},
+    {"key": "k", "operator": "NotIn", "values": ["not a label value"]},
+    {"key": "k", "operator": "In", "values": []},
+    {"key": "k", "operator": "Exists", "values": ["3"]},
+    {"key": "not a key", "operator": "DoesNotExist"},
+])
+def test_a_term_the_scheduler_cannot_parse_matches_no_node(expression):
+    """component-helpers `nodeaffinity` builds each term with `labels.NewRequirement`; a term with an
+    error is set aside, even where its requirement alone would have matched (NotIn, DoesNotExist)."""
+    assert not matched(expression, {"k": "3"})
+    either = pod(affinity={"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [expression]}, {"matchExpressions": [{"key": "k", "operator": "Exists"}]}]}}})
+    assert static_reasons(either, node("a", labels={"k": "3"})) == ()
+
+
+def test_a_field_term_needs_exactly_one_value():
+    two = pod(affinity={"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchFields": [{"key": "metadata.name", "operator": "NotIn", "values": ["b", "c"]}]}]}}})
+    assert static_reasons(two, node("a")) == ("node(s) didn't match Pod's node affinity/selector",)
+
+
 def test_untolerated_taints_filter_and_tolerations_pass():
     tainted = node("a", taints=[{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}])
     assert static_reasons(pod(), tainted) == ("node(s) had untolerated taint(s)",)
@@ -122,6 +168,13 @@ def test_untolerated_taints_filter_and_tolerations_pass():
         assert static_reasons(pod(tolerations=[toleration]), tainted) == ()
     wrong = {"key": "nvidia.com/gpu", "value": "absent", "effect": "NoSchedule"}
     assert static_reasons(pod(tolerations=[wrong]), tainted) != ()
+
+
+def test_a_toleration_without_a_key_matches_every_key_as_tolerates_taint_reads_it():
+    """The API server refuses an empty key with Equal; the scheduler's own rule still compares values."""
+    tainted = node("a", taints=[{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}])
+    assert static_reasons(pod(tolerations=[{"operator": "Equal", "value": "present"}]), tainted) == ()
+    assert static_reasons(pod(tolerations=[{"operator": "Equal", "value": "absent"}]), tainted) != ()
 
 
 def test_prefer_no_schedule_does_not_filter():
