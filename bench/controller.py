@@ -51,13 +51,13 @@ import orjson
 from bench.planner import _ms, _timed
 from gangkeeper import names
 from gangkeeper.audit import AuditLog
-from gangkeeper.controller import kube, reading
-from gangkeeper.controller.groups import pod_facts
-from gangkeeper.controller.index import NODES, PODS, ClusterIndex
-from gangkeeper.controller.informer import Informer, object_key
+from gangkeeper.controller.cache.groups import pod_facts
+from gangkeeper.controller.cache.index import NODES, PODS, ClusterIndex
+from gangkeeper.controller.deciding.reconciler import Memory, Release, Report, Settings, reconcile
 from gangkeeper.controller.metrics import Metrics
 from gangkeeper.controller.model import node_from_api
-from gangkeeper.controller.reconciler import Memory, Release, Report, Settings, reconcile
+from gangkeeper.controller.reading import kube, shapes
+from gangkeeper.controller.reading.informer import Informer, object_key
 from gangkeeper.controller.runner import Controller
 from sim.patching import apply_merge_patch
 
@@ -254,7 +254,7 @@ def _restart(node_count: int, bound_pods: int, waiting_groups: int) -> dict:
     Then, beside it, the same relist reading whole objects (`relist_whole_ms`), as before `controller.reading`."""
     before = _rss_mib()
     index = ClusterIndex()
-    relisted, api = _relisted(node_count, bound_pods, waiting_groups, index, (reading.NODES, reading.PODS))
+    relisted, api = _relisted(node_count, bound_pods, waiting_groups, index, (shapes.NODES, shapes.PODS))
     settled, _ = _timed(Controller.settle_memory)
     first, outcome = _timed(lambda: reconcile((), {}, (), Memory(), 2_000_000_000.0, Settings(), index=index))
     after = _rss_mib()

@@ -23,11 +23,11 @@ from dataclasses import replace
 from statistics import median
 
 from gangkeeper import names
-from gangkeeper.controller.capacity import Ledger
-from gangkeeper.controller.eligibility import NodePool
+from gangkeeper.controller.cache.capacity import Ledger
+from gangkeeper.controller.checks.eligibility import NodePool
 from gangkeeper.controller.model import Group, Member, Node, TopologyRule, group_of, member_from_api, node_from_api
-from gangkeeper.controller.planner import Plan, Topology, plan_group
-from gangkeeper.controller.queue import QueuePolicy, plan_pass
+from gangkeeper.controller.planning.planner import Plan, Topology, plan_group
+from gangkeeper.controller.planning.queue import QueuePolicy, plan_pass
 
 GPU = "nvidia.com/gpu"
 RACK_LABEL = "example.com/rack"

@@ -94,9 +94,9 @@ def _label_key(text: str) -> str:
 
 
 def settings_from(args: argparse.Namespace):
-    from gangkeeper.controller.planner import Topology
-    from gangkeeper.controller.queue import Order, QueuePolicy
-    from gangkeeper.controller.reconciler import Ownerless, Preempting, Settings
+    from gangkeeper.controller.deciding.reconciler import Ownerless, Preempting, Settings
+    from gangkeeper.controller.planning.planner import Topology
+    from gangkeeper.controller.planning.queue import Order, QueuePolicy
     topology = Topology(zone_label=args.zone_label or None, rack_label=args.rack_label or None)
     return Settings(bind_timeout_seconds=float(args.bind_timeout_seconds),
                     policy=QueuePolicy(order=Order(args.policy), starvation_seconds=float(args.starvation_seconds),
@@ -110,9 +110,9 @@ def settings_from(args: argparse.Namespace):
 def run(args: argparse.Namespace, stop: threading.Event | None = None) -> int:
     # Imported here so that `gangkeeper --help` does not load the Kubernetes client.
     from gangkeeper.controller.health import serve_health
-    from gangkeeper.controller.kube import load
     from gangkeeper.controller.leader import LeaderElector
     from gangkeeper.controller.metrics import Metrics
+    from gangkeeper.controller.reading.kube import load
     from gangkeeper.controller.runner import Controller
 
     # Log lines to stderr, audit lines to stdout (or --audit-file): one stream per purpose.

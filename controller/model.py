@@ -22,7 +22,7 @@ from gangkeeper.quantity import parse_quantity
 from gangkeeper.resources import Resources, pod_requests
 
 if TYPE_CHECKING:
-    from gangkeeper.controller.interpod import PodRules
+    from gangkeeper.controller.checks.interpod import PodRules
 
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 NEVER_PREEMPT = "Never"  # spec.preemptionPolicy of a pod that preempts nothing
@@ -219,7 +219,7 @@ def node_from_api(obj: Mapping) -> Node:
 
 def member_from_api(pod: Mapping) -> Member:
     # interpod's rules are built on this module's values (requirements, nodes), hence imported here.
-    from gangkeeper.controller.interpod import rules_of
+    from gangkeeper.controller.checks.interpod import rules_of
 
     metadata = pod.get("metadata") or {}
     spec = pod.get("spec") or {}

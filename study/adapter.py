@@ -18,9 +18,9 @@ may run on its own, so:
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from gangkeeper.controller.informer import Cache, Hooks, Transform, apply_event
-from gangkeeper.controller.kube import MERGE_PATCH, Resource, check_patch, error_from
-from gangkeeper.controller.reading import Reading
+from gangkeeper.controller.reading.informer import Cache, Hooks, Transform, apply_event
+from gangkeeper.controller.reading.kube import MERGE_PATCH, Resource, check_patch, error_from
+from gangkeeper.controller.reading.shapes import Reading
 from sim.api import CONTROLLER, APIError, User, WatchEvent
 from sim.apiserver import APIServer
 

@@ -27,10 +27,10 @@ import orjson
 
 from gangkeeper import names
 from gangkeeper.audit import AuditLog
-from gangkeeper.controller.informer import Transform
-from gangkeeper.controller.kube import Resource
+from gangkeeper.controller.deciding.reconciler import Settings
 from gangkeeper.controller.metrics import Metrics
-from gangkeeper.controller.reconciler import Settings
+from gangkeeper.controller.reading.informer import Transform
+from gangkeeper.controller.reading.kube import Resource
 from gangkeeper.controller.runner import Clock, Controller
 from gangkeeper.quantity import parse_quantity
 from gangkeeper.resources import accelerators, pod_requests

@@ -1,8 +1,8 @@
 """Raw API objects for controller tests, turned into the model the way the cache will."""
 
 from gangkeeper import names
-from gangkeeper.controller.capacity import Ledger
-from gangkeeper.controller.eligibility import NodePool
+from gangkeeper.controller.cache.capacity import Ledger
+from gangkeeper.controller.checks.eligibility import NodePool
 from gangkeeper.controller.model import Group, Member, Node, group_of, member_from_api, node_from_api
 
 GPU = "nvidia.com/gpu"

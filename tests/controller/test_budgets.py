@@ -2,7 +2,7 @@
 
 from dataclasses import replace
 
-from gangkeeper.controller.budgets import Budgets, budget_from_api
+from gangkeeper.controller.cache.budgets import Budgets, budget_from_api
 from tests.controller.builders import member
 
 

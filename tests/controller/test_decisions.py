@@ -2,7 +2,7 @@
 
 import yaml
 
-from gangkeeper.controller.decisions import GangEvent, Phase
+from gangkeeper.controller.deciding.decisions import GangEvent, Phase
 from sim.deployed import DEPLOY_BASE
 
 

@@ -6,9 +6,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gangkeeper.controller import dra
-from gangkeeper.controller.capacity import Ledger, members_fitting, usage
-from gangkeeper.controller.dra import (
+from gangkeeper.controller.cache.capacity import Ledger, members_fitting, usage
+from gangkeeper.controller.checks import dra
+from gangkeeper.controller.checks.dra import (
     CANNOT_ALLOCATE,
     EXTENDED_RESOURCE_CLAIM_ANNOTATION,
     IN_USE,

@@ -2,7 +2,7 @@ from fractions import Fraction
 
 import pytest
 
-from gangkeeper.controller.eligibility import (
+from gangkeeper.controller.checks.eligibility import (
     NodePool,
     affinity_matches,
     placement_refusal,

@@ -4,7 +4,7 @@ import random
 
 import pytest
 
-from gangkeeper.controller.interpod import (
+from gangkeeper.controller.checks.interpod import (
     AFFINITY_REFUSAL,
     ANTI_AFFINITY_REFUSAL,
     BINDING_ORDER_REFUSAL,
@@ -23,6 +23,7 @@ from gangkeeper.controller.interpod import (
     spread_penalty,
     term_from_api,
 )
+from gangkeeper.controller.checks.ports import REFUSAL as PORTS_REFUSAL
 from gangkeeper.controller.model import (
     Requirement,
     member_from_api,
@@ -30,7 +31,6 @@ from gangkeeper.controller.model import (
     pinned_node,
     required_affinity_terms,
 )
-from gangkeeper.controller.ports import REFUSAL as PORTS_REFUSAL
 from gangkeeper.names import PIN_FIELD
 from tests.controller.builders import node
 from tests.recorded import SCHEDULER

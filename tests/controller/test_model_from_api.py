@@ -3,7 +3,7 @@ from fractions import Fraction
 import pytest
 
 from gangkeeper import names
-from gangkeeper.controller.groups import JOBS, PYTORCHJOBS, workload_from_api
+from gangkeeper.controller.cache.groups import JOBS, PYTORCHJOBS, workload_from_api
 from gangkeeper.controller.model import Requirement, Taint, Term, Toleration, group_of, member_from_api, node_from_api
 from tests.controller.builders import GPU, member, node_object, pod_object
 

@@ -1,7 +1,7 @@
 from collections import Counter
 
 from gangkeeper.controller.model import group_of
-from gangkeeper.controller.planner import NoFit, Plan, Topology, apply, plan_group
+from gangkeeper.controller.planning.planner import NoFit, Plan, Topology, apply, plan_group
 from tests.controller.builders import GPU, busy, cluster, gang, member, node
 
 TAINT = {"key": GPU, "value": "present", "effect": "NoSchedule"}

@@ -5,10 +5,10 @@ from collections import Counter
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gangkeeper.controller.capacity import usage
-from gangkeeper.controller.eligibility import refusal
+from gangkeeper.controller.cache.capacity import usage
+from gangkeeper.controller.checks.eligibility import refusal
 from gangkeeper.controller.model import group_of
-from gangkeeper.controller.planner import NoFit, Plan, Topology, apply, plan_group
+from gangkeeper.controller.planning.planner import NoFit, Plan, Topology, apply, plan_group
 from tests.controller.builders import GPU, cluster, member, node
 
 LABELS = st.dictionaries(st.sampled_from(["pool", "topology.kubernetes.io/zone", "rack"]),

@@ -1,6 +1,6 @@
 import pytest
 
-from gangkeeper.controller.ports import HostPort, UsedPorts, conflicts, host_ports, members_per_node
+from gangkeeper.controller.checks.ports import HostPort, UsedPorts, conflicts, host_ports, members_per_node
 
 
 def pod(containers=(), init_containers=()):

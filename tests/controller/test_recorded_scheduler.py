@@ -18,17 +18,17 @@ import json
 import pytest
 
 from gangkeeper import names
-from gangkeeper.controller.groups import pod_facts
-from gangkeeper.controller.index import NODES, PODS, ClusterIndex
-from gangkeeper.controller.model import group_of, member_from_api, node_from_api
-from gangkeeper.controller.occupancy import (
+from gangkeeper.controller.cache.groups import pod_facts
+from gangkeeper.controller.cache.index import NODES, PODS, ClusterIndex
+from gangkeeper.controller.cache.occupancy import (
     DEVICE_CLASSES,
     RESOURCE_CLAIM_TEMPLATES,
     RESOURCE_CLAIMS,
     RESOURCE_SLICES,
 )
-from gangkeeper.controller.planner import NoFit, Plan, Topology, plan_group
-from gangkeeper.controller.preemption import preempt
+from gangkeeper.controller.model import group_of, member_from_api, node_from_api
+from gangkeeper.controller.planning.planner import NoFit, Plan, Topology, plan_group
+from gangkeeper.controller.planning.preemption import preempt
 from tests.recorded import SCHEDULER
 
 CASES = sorted(path for path in SCHEDULER.glob("*.json") if not path.name.startswith("preemption-"))

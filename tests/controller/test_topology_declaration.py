@@ -5,7 +5,7 @@ the declarations disagree or cannot be followed."""
 import pytest
 
 from gangkeeper import names
-from gangkeeper.controller.groups import GANGS, build_groups, pod_facts, workload_from_api
+from gangkeeper.controller.cache.groups import GANGS, build_groups, pod_facts, workload_from_api
 from gangkeeper.controller.model import NO_TOPOLOGY, UNRANKED, TopologyRule, member_from_api, rank_order
 
 ZONE, BLOCK, RACK, CLIQUE = ("topology.kubernetes.io/zone", "cloud.google.com/gce-topology-block", "rack",

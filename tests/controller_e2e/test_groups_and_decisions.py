@@ -5,7 +5,7 @@ from dataclasses import replace
 import pytest
 
 from gangkeeper import names
-from gangkeeper.controller.groups import (
+from gangkeeper.controller.cache.groups import (
     GANGS,
     JOBS,
     JOBSETS,
@@ -15,7 +15,7 @@ from gangkeeper.controller.groups import (
     pod_facts,
     workload_from_api,
 )
-from gangkeeper.controller.reconciler import release_patch
+from gangkeeper.controller.deciding.reconciler import release_patch
 from gangkeeper.integrations import lws
 
 

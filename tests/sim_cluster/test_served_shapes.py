@@ -58,8 +58,8 @@ from kubernetes_validate import utils as schema_files
 from referencing import Registry, Resource
 
 from gangkeeper import names
-from gangkeeper.controller.kube import Kube
 from gangkeeper.controller.leader import LeaderElector
+from gangkeeper.controller.reading.kube import Kube
 from sim.api import ADMIN
 from sim.apiserver import APIServer
 from sim.clock import VirtualClock

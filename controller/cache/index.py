@@ -35,10 +35,9 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from gangkeeper.controller.budgets import POD_DISRUPTION_BUDGETS, Budgets
-from gangkeeper.controller.capacity import Ledger
-from gangkeeper.controller.eligibility import NodePool
-from gangkeeper.controller.groups import (
+from gangkeeper.controller.cache.budgets import POD_DISRUPTION_BUDGETS, Budgets
+from gangkeeper.controller.cache.capacity import Ledger
+from gangkeeper.controller.cache.groups import (
     GANGS,
     GangView,
     PodFacts,
@@ -51,13 +50,14 @@ from gangkeeper.controller.groups import (
     dependents,
     settled_phase,
 )
-from gangkeeper.controller.informer import uncollected
-from gangkeeper.controller.interpod import SpreadScope
+from gangkeeper.controller.cache.occupancy import RESOURCES as OCCUPANCY_RESOURCES
+from gangkeeper.controller.cache.occupancy import Occupancy
+from gangkeeper.controller.checks.eligibility import NodePool
+from gangkeeper.controller.checks.interpod import SpreadScope
 from gangkeeper.controller.model import GroupKey, Member, Node
-from gangkeeper.controller.occupancy import RESOURCES as OCCUPANCY_RESOURCES
-from gangkeeper.controller.occupancy import Occupancy
-from gangkeeper.controller.preemption import Candidate, holders
-from gangkeeper.controller.queue import Planned
+from gangkeeper.controller.planning.preemption import Candidate, holders
+from gangkeeper.controller.planning.queue import Planned
+from gangkeeper.controller.reading.informer import uncollected
 from gangkeeper.names import DEFAULT_ACCELERATORS
 from gangkeeper.resources import accelerators
 

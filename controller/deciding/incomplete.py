@@ -27,8 +27,8 @@ of the one before rather than adding another.
 """
 
 from gangkeeper import names
-from gangkeeper.controller.groups import GangView
-from gangkeeper.controller.memory import Arrival
+from gangkeeper.controller.cache.groups import GangView
+from gangkeeper.controller.deciding.memory import Arrival
 from gangkeeper.controller.model import Group
 
 README_SECTION = "A group that never completes"

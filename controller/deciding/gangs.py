@@ -26,8 +26,8 @@ from datetime import datetime, timezone
 from functools import lru_cache
 
 from gangkeeper import names
-from gangkeeper.controller.decisions import Phase, Reason, Verdict
-from gangkeeper.controller.groups import GANGS, GangView, Owner, Workload, WorkloadIndex, gang_for
+from gangkeeper.controller.cache.groups import GANGS, GangView, Owner, Workload, WorkloadIndex, gang_for
+from gangkeeper.controller.deciding.decisions import Phase, Reason, Verdict
 from gangkeeper.controller.model import GroupKey, Member
 from gangkeeper.resources import accelerator_count
 

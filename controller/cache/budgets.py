@@ -20,7 +20,7 @@ sparing it.
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from gangkeeper.controller.interpod import LabelSelector, selector_from_api
+from gangkeeper.controller.checks.interpod import LabelSelector, selector_from_api
 from gangkeeper.controller.model import Member
 
 POD_DISRUPTION_BUDGETS = "poddisruptionbudgets.policy"  # the informer's resource name (`kube.POD_DISRUPTION_BUDGETS`)

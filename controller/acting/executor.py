@@ -62,7 +62,7 @@ from itertools import groupby
 
 from gangkeeper import names
 from gangkeeper.audit import AuditLog
-from gangkeeper.controller.decisions import (
+from gangkeeper.controller.deciding.decisions import (
     Action,
     DeleteGang,
     DeletePod,
@@ -78,7 +78,8 @@ from gangkeeper.controller.decisions import (
     SaveGang,
     SuspendOwner,
 )
-from gangkeeper.controller.kube import (
+from gangkeeper.controller.deciding.patches import reserve_patch
+from gangkeeper.controller.reading.kube import (
     EVENTS,
     GANGS,
     JSON_PATCH,
@@ -90,7 +91,6 @@ from gangkeeper.controller.kube import (
     KubeError,
     NotFound,
 )
-from gangkeeper.controller.patches import reserve_patch
 from gangkeeper.wording import first_of
 
 log = logging.getLogger("gangkeeper.controller.actions")

@@ -13,7 +13,7 @@ at planning time, so that a claim bound after the member was created counts at o
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from gangkeeper.controller.eligibility import affinity_matches
+from gangkeeper.controller.checks.eligibility import affinity_matches
 from gangkeeper.controller.model import Node, Term, required_terms
 
 CONFLICT = "volume node affinity conflict"

@@ -61,12 +61,12 @@ import enum
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 
-from gangkeeper.controller.capacity import Ledger
-from gangkeeper.controller.eligibility import NodePool
+from gangkeeper.controller.cache.capacity import Ledger
+from gangkeeper.controller.cache.occupancy import Occupancy
+from gangkeeper.controller.checks.eligibility import NodePool
 from gangkeeper.controller.model import Group, GroupKey
-from gangkeeper.controller.occupancy import Occupancy
-from gangkeeper.controller.planner import NoFit, Plan, Topology, apply, plan_group
-from gangkeeper.controller.preemption import Candidate, Preemption, preempt
+from gangkeeper.controller.planning.planner import NoFit, Plan, Topology, apply, plan_group
+from gangkeeper.controller.planning.preemption import Candidate, Preemption, preempt
 
 PREEMPTION_ATTEMPTS = 3  # groups that may look for victims in one pass; one of them preempts at most
 

@@ -17,9 +17,9 @@ import enum
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
-from gangkeeper.controller.decisions import Reason
-from gangkeeper.controller.groups import WorkloadKey
-from gangkeeper.controller.index import Pending
+from gangkeeper.controller.cache.groups import WorkloadKey
+from gangkeeper.controller.cache.index import Pending
+from gangkeeper.controller.deciding.decisions import Reason
 from gangkeeper.controller.model import GroupKey
 
 

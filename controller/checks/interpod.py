@@ -72,10 +72,10 @@ from functools import lru_cache
 from types import MappingProxyType
 from typing import NamedTuple
 
-from gangkeeper.controller.eligibility import affinity_matches, requirement_matches, untolerated_taint
+from gangkeeper.controller.checks.eligibility import affinity_matches, requirement_matches, untolerated_taint
+from gangkeeper.controller.checks.ports import REFUSAL as PORTS_REFUSAL
+from gangkeeper.controller.checks.ports import HostPort, UsedPorts, host_ports
 from gangkeeper.controller.model import Member, Node, Requirement
-from gangkeeper.controller.ports import REFUSAL as PORTS_REFUSAL
-from gangkeeper.controller.ports import HostPort, UsedPorts, host_ports
 
 REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 DO_NOT_SCHEDULE = "DoNotSchedule"

@@ -69,8 +69,10 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 
 from gangkeeper import integrations, names
-from gangkeeper.controller import gangs, incomplete
-from gangkeeper.controller.decisions import (
+from gangkeeper.controller.cache.groups import GangView, PodFacts, Workload, WorkloadIndex, WorkloadKey, settled_phase
+from gangkeeper.controller.cache.index import ClusterIndex, Pending
+from gangkeeper.controller.deciding import gangs, incomplete
+from gangkeeper.controller.deciding.decisions import (
     Action,
     DeleteGang,
     DeletePod,
@@ -88,14 +90,12 @@ from gangkeeper.controller.decisions import (
     SuspendOwner,
     Verdict,
 )
-from gangkeeper.controller.groups import GangView, PodFacts, Workload, WorkloadIndex, WorkloadKey, settled_phase
-from gangkeeper.controller.index import ClusterIndex, Pending
-from gangkeeper.controller.memory import Arrival, Channel, HeldOwner, Memory, News, Room, after_pass
+from gangkeeper.controller.deciding.memory import Arrival, Channel, HeldOwner, Memory, News, Room, after_pass
+from gangkeeper.controller.deciding.patches import release_patch
 from gangkeeper.controller.model import Group, GroupKey, Member, Node
-from gangkeeper.controller.patches import release_patch
-from gangkeeper.controller.planner import Plan, apply, plan_group
-from gangkeeper.controller.preemption import Preemption
-from gangkeeper.controller.queue import Order, QueuePolicy, Waiting, plan_pass
+from gangkeeper.controller.planning.planner import Plan, apply, plan_group
+from gangkeeper.controller.planning.preemption import Preemption
+from gangkeeper.controller.planning.queue import Order, QueuePolicy, Waiting, plan_pass
 from gangkeeper.resources import accelerator_count, accelerators
 from gangkeeper.wording import first_of
 

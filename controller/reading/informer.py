@@ -33,8 +33,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from gangkeeper.controller.kube import Backoff, Gone, Kube, KubeError, NotFound, Resource, WatchStream
-from gangkeeper.controller.reading import Reading
+from gangkeeper.controller.reading.kube import Backoff, Gone, Kube, KubeError, NotFound, Resource, WatchStream
+from gangkeeper.controller.reading.shapes import Reading
 
 log = logging.getLogger("gangkeeper.controller.informer")
 

@@ -58,10 +58,11 @@ from functools import partial
 from itertools import islice
 from math import ceil, floor
 
-from gangkeeper.controller.capacity import Ledger, members_fitting, usage
-from gangkeeper.controller.dra import ROOM_LIMIT, DeviceDemand, Unresolved
-from gangkeeper.controller.eligibility import NodePool
-from gangkeeper.controller.interpod import (
+from gangkeeper.controller.cache.capacity import Ledger, members_fitting, usage
+from gangkeeper.controller.cache.occupancy import Occupancy
+from gangkeeper.controller.checks.dra import ROOM_LIMIT, DeviceDemand, Unresolved
+from gangkeeper.controller.checks.eligibility import NodePool
+from gangkeeper.controller.checks.interpod import (
     AFFINITY_REFUSAL,
     ANTI_AFFINITY_REFUSAL,
     BINDING_ORDER_REFUSAL,
@@ -70,10 +71,9 @@ from gangkeeper.controller.interpod import (
     SPREAD_REFUSAL,
     spread_penalty,
 )
+from gangkeeper.controller.checks.ports import REFUSAL as PORTS_REFUSAL
 from gangkeeper.controller.model import Group, GroupKey, Member, Node
-from gangkeeper.controller.occupancy import Occupancy
-from gangkeeper.controller.ports import REFUSAL as PORTS_REFUSAL
-from gangkeeper.controller.topology import DomainRoom, best_fit, fewest, noun, shortage, slices
+from gangkeeper.controller.planning.domains import DomainRoom, best_fit, fewest, noun, shortage, slices
 from gangkeeper.names import ZONE_LABEL
 from gangkeeper.quantity import format_quantity
 from gangkeeper.resources import Resources, add_into, subtract

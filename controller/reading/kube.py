@@ -29,7 +29,7 @@ from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 
 from gangkeeper import integrations
-from gangkeeper.controller.reading import Reading
+from gangkeeper.controller.reading.shapes import Reading
 from gangkeeper.integrations import gang, pytorchjob
 from gangkeeper.integrations.kind import Resource
 

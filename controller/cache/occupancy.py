@@ -19,11 +19,11 @@ the pod's binding and the claim's update arriving they count twice, which errs o
 from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import replace
 
-from gangkeeper.controller.capacity import Ledger
-from gangkeeper.controller.dra import DeviceDemand, Inventory, Unresolved, device_demand, sharing_key
-from gangkeeper.controller.interpod import NO_RULES, Placements, SpreadScope, refusal
+from gangkeeper.controller.cache.capacity import Ledger
+from gangkeeper.controller.checks.dra import DeviceDemand, Inventory, Unresolved, device_demand, sharing_key
+from gangkeeper.controller.checks.interpod import NO_RULES, Placements, SpreadScope, refusal
+from gangkeeper.controller.checks.volumes import VolumeLimit, Volumes
 from gangkeeper.controller.model import ClaimRef, Member, Node
-from gangkeeper.controller.volumes import VolumeLimit, Volumes
 
 # The API resources an Occupancy reads, by the names the controller's informers use (`kube.OCCUPANCY`).
 DEVICE_CLASSES, RESOURCE_SLICES = "deviceclasses.resource.k8s.io", "resourceslices.resource.k8s.io"

@@ -81,7 +81,7 @@ from celpy import celtypes
 from celpy.evaluation import CELEvalError
 
 from gangkeeper.cel import error_message
-from gangkeeper.controller.eligibility import affinity_matches, tolerates
+from gangkeeper.controller.checks.eligibility import affinity_matches, tolerates
 from gangkeeper.controller.model import Node, Requirement, Taint, Term, Toleration
 from gangkeeper.names import EXTENDED_RESOURCE_CLAIM_ANNOTATION, IMPLICIT_EXTENDED_RESOURCE_PREFIX
 from gangkeeper.quantity import parse_quantity

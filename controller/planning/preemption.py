@@ -32,12 +32,12 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from math import ceil
 
-from gangkeeper.controller.budgets import Budget, Budgets
-from gangkeeper.controller.capacity import Ledger
-from gangkeeper.controller.eligibility import NodePool
+from gangkeeper.controller.cache.budgets import Budget, Budgets
+from gangkeeper.controller.cache.capacity import Ledger
+from gangkeeper.controller.cache.occupancy import Occupancy
+from gangkeeper.controller.checks.eligibility import NodePool
 from gangkeeper.controller.model import Group, GroupKey, Member
-from gangkeeper.controller.occupancy import Occupancy
-from gangkeeper.controller.planner import Plan, Topology, plan_group
+from gangkeeper.controller.planning.planner import Plan, Topology, plan_group
 
 MAX_CANDIDATES = 64
 

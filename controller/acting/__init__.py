@@ -1,0 +1,1 @@
+"""Carrying a pass's actions out through the API (`executor`)."""
