@@ -46,8 +46,11 @@ from gangkeeper.controller.cache.occupancy import (
     RESOURCE_SLICES,
 )
 from gangkeeper.controller.checks.eligibility import NodePool
-from gangkeeper.controller.model import Group, Member, Node, group_of, member_from_api, node_from_api
+from gangkeeper.controller.model.members import Group, Member, group_of
+from gangkeeper.controller.model.nodes import Node
 from gangkeeper.controller.planning.queue import QueuePolicy, plan_pass
+from gangkeeper.controller.reading.nodes import node_from_api
+from gangkeeper.controller.reading.pods import member_from_api
 from gangkeeper.controller.runner import Controller
 
 DRIVER = DEVICE_CLASS = "gpu.example.com"

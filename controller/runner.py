@@ -49,10 +49,10 @@ from gangkeeper.controller.cache.occupancy import cached_object
 from gangkeeper.controller.deciding.memory import unreported
 from gangkeeper.controller.deciding.reconciler import Memory, Outcome, Settings, reconcile
 from gangkeeper.controller.metrics import Metrics
-from gangkeeper.controller.model import node_from_api
 from gangkeeper.controller.reading import kube as api
 from gangkeeper.controller.reading import shapes
 from gangkeeper.controller.reading.informer import Hooks, Informer, Transform, object_key
+from gangkeeper.controller.reading.nodes import node_from_api
 
 log = logging.getLogger("gangkeeper.controller")
 

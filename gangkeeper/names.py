@@ -63,7 +63,7 @@ SLICE_SIZE_RANGE = MIN_COUNT_RANGE
 ZONE_LABEL = "topology.kubernetes.io/zone"
 
 # The four topology annotations and the Gang's `spec.topology` fields saying the same, in the
-# order of `controller.model.TopologyRule`'s fields (required, preferred, slice_required, slice_size).
+# order of `controller.model.members.TopologyRule`'s fields (required, preferred, slice_required, slice_size).
 TOPOLOGY_ANNOTATIONS = (TOPOLOGY_REQUIRED_ANNOTATION, TOPOLOGY_PREFERRED_ANNOTATION,
                         TOPOLOGY_SLICE_REQUIRED_ANNOTATION, TOPOLOGY_SLICE_SIZE_ANNOTATION)
 GANG_TOPOLOGY_FIELDS = ("required", "preferred", "sliceRequired", "sliceSize")

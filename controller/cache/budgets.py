@@ -20,8 +20,9 @@ sparing it.
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from gangkeeper.controller.checks.interpod import LabelSelector, selector_from_api
-from gangkeeper.controller.model import Member
+from gangkeeper.controller.model.members import Member
+from gangkeeper.controller.model.selectors import LabelSelector
+from gangkeeper.controller.reading.selectors import selector_from_api
 
 POD_DISRUPTION_BUDGETS = "poddisruptionbudgets.policy"  # the informer's resource name (`kube.POD_DISRUPTION_BUDGETS`)
 

@@ -35,7 +35,7 @@ from fractions import Fraction
 from functools import cache
 from math import floor
 
-from gangkeeper.controller.model import Node
+from gangkeeper.controller.model.nodes import Node
 from gangkeeper.names import DEFAULT_ACCELERATORS
 from gangkeeper.resources import PODS, Resources, is_accelerator
 

@@ -34,7 +34,8 @@ from datetime import datetime
 from types import MappingProxyType
 
 from gangkeeper import integrations, names
-from gangkeeper.controller.model import NO_TOPOLOGY, Group, GroupKey, Member, TopologyRule, group_of, member_from_api
+from gangkeeper.controller.model.members import NO_TOPOLOGY, Group, GroupKey, Member, TopologyRule, group_of
+from gangkeeper.controller.reading.pods import member_from_api
 from gangkeeper.integrations import gang, job, jobset, native_pod_group, pytorchjob
 from gangkeeper.integrations.finding import LABEL_KEY_RULE, is_valid_label_key
 from gangkeeper.integrations.kind import Integration, ObjectRef, SuspendState

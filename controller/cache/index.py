@@ -54,7 +54,8 @@ from gangkeeper.controller.cache.occupancy import RESOURCES as OCCUPANCY_RESOURC
 from gangkeeper.controller.cache.occupancy import Occupancy
 from gangkeeper.controller.checks.eligibility import NodePool
 from gangkeeper.controller.checks.interpod import SpreadScope
-from gangkeeper.controller.model import GroupKey, Member, Node
+from gangkeeper.controller.model.members import GroupKey, Member
+from gangkeeper.controller.model.nodes import Node
 from gangkeeper.controller.planning.preemption import Candidate, holders
 from gangkeeper.controller.planning.queue import Planned
 from gangkeeper.controller.reading.informer import uncollected

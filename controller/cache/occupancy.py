@@ -21,9 +21,11 @@ from dataclasses import replace
 
 from gangkeeper.controller.cache.capacity import Ledger
 from gangkeeper.controller.checks.dra import DeviceDemand, Inventory, Unresolved, device_demand, sharing_key
-from gangkeeper.controller.checks.interpod import NO_RULES, Placements, SpreadScope, refusal
+from gangkeeper.controller.checks.interpod import Placements, SpreadScope, refusal
 from gangkeeper.controller.checks.volumes import VolumeLimit, Volumes
-from gangkeeper.controller.model import ClaimRef, Member, Node
+from gangkeeper.controller.model.members import ClaimRef, Member
+from gangkeeper.controller.model.nodes import Node
+from gangkeeper.controller.model.rules import NO_RULES
 
 # The API resources an Occupancy reads, by the names the controller's informers use (`kube.OCCUPANCY`).
 DEVICE_CLASSES, RESOURCE_SLICES = "deviceclasses.resource.k8s.io", "resourceslices.resource.k8s.io"

@@ -82,7 +82,8 @@ from celpy.evaluation import CELEvalError
 
 from gangkeeper.cel import error_message
 from gangkeeper.controller.checks.eligibility import affinity_matches, tolerates
-from gangkeeper.controller.model import Node, Requirement, Taint, Term, Toleration
+from gangkeeper.controller.model.nodes import Node, Taint, Toleration
+from gangkeeper.controller.model.selectors import Requirement, Term
 from gangkeeper.names import EXTENDED_RESOURCE_CLAIM_ANNOTATION, IMPLICIT_EXTENDED_RESOURCE_PREFIX
 from gangkeeper.quantity import parse_quantity
 

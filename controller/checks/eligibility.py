@@ -11,18 +11,17 @@ Every refusal is a short phrase saying why, so that a group that fits nowhere ca
 which filter keeps it out.
 """
 
-import re
 from collections import Counter
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 
-from gangkeeper.controller.model import Member, Node, Requirement, Taint, Term, Toleration
+from gangkeeper.controller.model.members import Member
+from gangkeeper.controller.model.nodes import Node, Taint, Toleration
+from gangkeeper.controller.model.selectors import Term, requirement_matches
 from gangkeeper.names import PIN_FIELD
 from gangkeeper.resources import PODS
 
 UNSCHEDULABLE_TAINT = Taint("node.kubernetes.io/unschedulable", "", "NoSchedule")
 FILTERED_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
-_INT64 = re.compile(r"[+-]?[0-9]+")
-_INT64_RANGE = range(-(2**63), 2**63)
 
 
 def tolerates(toleration: Toleration, taint: Taint) -> bool:
@@ -43,27 +42,6 @@ def untolerated_taint(tolerations: Iterable[Toleration], taints: Iterable[Taint]
         if taint.effect in FILTERED_EFFECTS and not any(tolerates(t, taint) for t in tolerations):
             return taint
     return None
-
-
-def requirement_matches(requirement: Requirement, values: Mapping[str, str]) -> bool:
-    """apimachinery `labels.Requirement.Matches`, for node labels and node fields alike."""
-    present = requirement.key in values
-    value = values.get(requirement.key, "")
-    match requirement.operator:
-        case "In":
-            return present and value in requirement.values
-        case "NotIn":
-            return not present or value not in requirement.values
-        case "Exists":
-            return present
-        case "DoesNotExist":
-            return not present
-        case "Gt" | "Lt" if present and len(requirement.values) == 1:
-            left, right = _int64(value), _int64(requirement.values[0])
-            if left is None or right is None:
-                return False
-            return left > right if requirement.operator == "Gt" else left < right
-    return False
 
 
 def term_matches(term: Term, node: Node) -> bool:
@@ -202,10 +180,3 @@ class NodePool:
             answer = self._answers[key] = (eligible, Counter(r for r in reasons.values() if r is not None))
         return answer
 
-
-def _int64(text: str) -> int | None:
-    """Go's `strconv.ParseInt(text, 10, 64)`: no spaces, no underscores, within int64."""
-    if not _INT64.fullmatch(text):
-        return None
-    value = int(text)
-    return value if value in _INT64_RANGE else None

@@ -67,20 +67,16 @@ own and only with owners (Services, ReplicaSets) the controller does not read.
 """
 
 from collections.abc import Callable, Collection, Hashable, Iterable, Iterator, Mapping
-from dataclasses import dataclass
-from functools import lru_cache
 from types import MappingProxyType
 from typing import NamedTuple
 
-from gangkeeper.controller.checks.eligibility import affinity_matches, requirement_matches, untolerated_taint
+from gangkeeper.controller.checks.eligibility import affinity_matches, untolerated_taint
 from gangkeeper.controller.checks.ports import REFUSAL as PORTS_REFUSAL
-from gangkeeper.controller.checks.ports import HostPort, UsedPorts, host_ports
-from gangkeeper.controller.model import Member, Node, Requirement
-
-REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
-DO_NOT_SCHEDULE = "DoNotSchedule"
-HONOR = "Honor"
-IGNORE = "Ignore"
+from gangkeeper.controller.checks.ports import UsedPorts
+from gangkeeper.controller.model.members import Member
+from gangkeeper.controller.model.nodes import Node
+from gangkeeper.controller.model.rules import HONOR, NO_RULES, Part, PodRules, PodTerm, SpreadConstraint
+from gangkeeper.controller.model.selectors import NOTHING
 
 # The scheduler's words (interpodaffinity and podtopologyspread ErrReason…), and one of ours.
 AFFINITY_REFUSAL = "node(s) didn't match pod affinity rules"
@@ -91,177 +87,6 @@ SPREAD_LABEL_REFUSAL = SPREAD_REFUSAL + " (missing required label)"
 BINDING_ORDER_REFUSAL = "node(s) outside the domain of a placed member whose pod affinity this pod could break"
 
 _NO_LABELS: Mapping[str, str] = MappingProxyType({})
-
-
-# --- selectors and rules ---------------------------------------------------------------------
-
-@dataclass(frozen=True, slots=True)
-class LabelSelector:
-    """metav1.LabelSelector as apimachinery evaluates it: every requirement must hold.
-
-    `matchLabels` entries are `In [value]` requirements. A nil selector (`NOTHING`) matches
-    nothing, an empty one everything. Requirements are sorted so that equal selectors are equal.
-    """
-
-    requirements: tuple[Requirement, ...] = ()
-    nothing: bool = False
-
-    def matches(self, labels: Mapping[str, str]) -> bool:
-        return not self.nothing and all(requirement_matches(r, labels) for r in self.requirements)
-
-    def merged(self, extra: Iterable[Requirement]) -> "LabelSelector":
-        """With `extra` requirements added; a nil selector stays nil, as the API server keeps it."""
-        extra = tuple(extra)
-        if self.nothing or not extra:
-            return self
-        return LabelSelector(_canonical(self.requirements + extra))
-
-    @property
-    def anchor(self) -> tuple[str, tuple[str, ...]] | None:
-        """A key and values, one of which every matching pod's labels hold (the narrowest `In`)."""
-        if self.nothing:
-            return None
-        return min(((r.key, r.values) for r in self.requirements if r.operator == "In"),
-                   key=lambda anchor: len(anchor[1]), default=None)
-
-
-NOTHING = LabelSelector(nothing=True)
-EVERYTHING = LabelSelector()
-
-
-@dataclass(frozen=True, slots=True)
-class PodTerm:
-    """A required (anti-)affinity term, resolved against the pod that carries it.
-
-    `namespaces` are the term's, or the pod's own when the term names none and has no
-    namespaceSelector; a namespaceSelector (NOTHING when absent, EVERYTHING when `{}`) is matched
-    against the labels of a candidate pod's namespace. `matchLabelKeys` / `mismatchLabelKeys` are
-    merged into the selector from the carrier's labels, as the API server does on creation (a
-    requirement it already merged is merged again harmlessly).
-    """
-
-    selector: LabelSelector
-    namespaces: frozenset[str]
-    namespace_selector: LabelSelector
-    topology_key: str
-
-    def matches(self, namespace: str, labels: Mapping[str, str], namespace_labels: Mapping[str, str]) -> bool:
-        return ((namespace in self.namespaces or self.namespace_selector.matches(namespace_labels))
-                and self.selector.matches(labels))
-
-    @property
-    def part(self) -> "_Part":
-        return self.selector, self.namespaces, self.namespace_selector
-
-
-@dataclass(frozen=True, slots=True)
-class SpreadConstraint:
-    """A topology spread constraint; pods of the carrier's own namespace are counted.
-
-    Defaults as the scheduler applies them: minDomains 1, nodeAffinityPolicy Honor,
-    nodeTaintsPolicy Ignore. `matchLabelKeys` are merged into the selector from the carrier's labels.
-    """
-
-    max_skew: int
-    topology_key: str
-    when_unsatisfiable: str
-    selector: LabelSelector
-    min_domains: int = 1
-    node_affinity_policy: str = HONOR
-    node_taints_policy: str = IGNORE
-
-    @property
-    def hard(self) -> bool:
-        return self.when_unsatisfiable == DO_NOT_SCHEDULE
-
-
-@dataclass(frozen=True, slots=True)
-class PodRules:
-    """What of a pod depends on the pods around it. Most pods have none: `NO_RULES`."""
-
-    affinity: tuple[PodTerm, ...] = ()
-    anti_affinity: tuple[PodTerm, ...] = ()
-    spread: tuple[SpreadConstraint, ...] = ()
-    host_ports: tuple[HostPort, ...] = ()
-
-    @property
-    def empty(self) -> bool:
-        return not (self.affinity or self.anti_affinity or self.spread or self.host_ports)
-
-    @property
-    def hard_spread(self) -> tuple[SpreadConstraint, ...]:
-        return tuple(c for c in self.spread if c.hard)
-
-    @property
-    def soft_spread(self) -> tuple[SpreadConstraint, ...]:
-        return tuple(c for c in self.spread if not c.hard)
-
-
-NO_RULES = PodRules()
-
-
-def rules_of(pod: Mapping) -> PodRules:
-    """A pod's rules from the raw API object; equal rules are one shared object."""
-    spec = pod.get("spec") or {}
-    affinity = spec.get("affinity") or {}
-    terms = (affinity.get("podAffinity") or {}).get(REQUIRED) or ()
-    anti_terms = (affinity.get("podAntiAffinity") or {}).get(REQUIRED) or ()
-    constraints = spec.get("topologySpreadConstraints") or ()
-    ports = host_ports(pod)
-    if not (terms or anti_terms or constraints or ports):
-        return NO_RULES
-    metadata = pod.get("metadata") or {}
-    namespace, labels = metadata.get("namespace", ""), metadata.get("labels") or {}
-    return _shared(PodRules(
-        affinity=tuple(term_from_api(t, namespace, labels) for t in terms),
-        anti_affinity=tuple(term_from_api(t, namespace, labels) for t in anti_terms),
-        spread=tuple(constraint_from_api(c, labels) for c in constraints),
-        host_ports=ports,
-    ))
-
-
-def selector_from_api(raw: Mapping | None) -> LabelSelector:
-    if raw is None:
-        return NOTHING
-    requirements = [Requirement(key, "In", (value,)) for key, value in (raw.get("matchLabels") or {}).items()]
-    requirements += [Requirement(e.get("key", ""), e.get("operator", ""), tuple(e.get("values") or ()))
-                     for e in raw.get("matchExpressions") or ()]
-    return LabelSelector(_canonical(requirements))
-
-
-def term_from_api(raw: Mapping, namespace: str, labels: Mapping[str, str]) -> PodTerm:
-    selector = selector_from_api(raw.get("labelSelector")).merged(
-        [Requirement(key, "In", (labels[key],)) for key in raw.get("matchLabelKeys") or () if key in labels]
-        + [Requirement(key, "NotIn", (labels[key],)) for key in raw.get("mismatchLabelKeys") or () if key in labels])
-    namespace_selector = raw.get("namespaceSelector")
-    named = raw.get("namespaces") or ()
-    namespaces = frozenset(named) if named or namespace_selector is not None else frozenset((namespace,))
-    return PodTerm(selector, namespaces, selector_from_api(namespace_selector), raw.get("topologyKey", ""))
-
-
-def constraint_from_api(raw: Mapping, labels: Mapping[str, str]) -> SpreadConstraint:
-    selector = selector_from_api(raw.get("labelSelector")).merged(
-        Requirement(key, "In", (labels[key],)) for key in raw.get("matchLabelKeys") or () if key in labels)
-    return SpreadConstraint(
-        max_skew=int(raw.get("maxSkew") or 0),
-        topology_key=raw.get("topologyKey", ""),
-        when_unsatisfiable=raw.get("whenUnsatisfiable") or DO_NOT_SCHEDULE,
-        selector=selector,
-        min_domains=int(raw.get("minDomains") or 1),
-        node_affinity_policy=raw.get("nodeAffinityPolicy") or HONOR,
-        node_taints_policy=raw.get("nodeTaintsPolicy") or IGNORE,
-    )
-
-
-@lru_cache(maxsize=4096)
-def _shared(value: Hashable) -> Hashable:
-    """The first equal value seen: a group's members share their rules."""
-    return value
-
-
-def _canonical(requirements: Iterable[Requirement]) -> tuple[Requirement, ...]:
-    unique = {Requirement(r.key, r.operator, tuple(sorted(set(r.values)))) for r in requirements}
-    return tuple(sorted(unique, key=lambda r: (r.key, r.operator, r.values)))
 
 
 # --- the questions ---------------------------------------------------------------------------
@@ -369,8 +194,7 @@ def _node_affinity_allows(member: Member, node: Node) -> bool:
 
 # --- what is placed --------------------------------------------------------------------------
 
-_Part = tuple[LabelSelector, frozenset[str], LabelSelector]   # selector, namespaces, namespace selector
-_Selection = tuple[_Part, ...]                                 # a pod must match every part
+_Selection = tuple[Part, ...]                                 # a pod must match every part
 _TallyKey = tuple[_Selection, bool]                            # and, when True, be bound
 
 

@@ -1,8 +1,6 @@
 """Host ports, decided as the kube-scheduler's NodePorts filter decides them.
 
-A pod holds the host ports of its app containers and of its sidecars (init containers with
-`restartPolicy: Always`, which run as long as the pod): the scheduler's `GetHostPorts`. Ordinary
-init containers have finished before the app containers start, so their ports are not held.
+A pod holds the host ports of its app containers and of its sidecars (`reading.rules.host_ports`).
 A port is (host IP, protocol, port); the IP defaults to the wildcard 0.0.0.0 and the protocol to
 TCP, and a wildcard port conflicts with the same protocol and port on any IP.
 
@@ -13,31 +11,11 @@ A member that has host ports conflicts with itself: two members of one class nev
 the capacity ledger: a copy shares each node's ports until either side changes that node.
 """
 
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable
 
-WILDCARD_IP = "0.0.0.0"
-DEFAULT_PROTOCOL = "TCP"
+from gangkeeper.controller.model.rules import WILDCARD_IP, HostPort
+
 REFUSAL = "node(s) didn't have free ports for the requested pod ports"
-
-
-@dataclass(frozen=True, slots=True, order=True)
-class HostPort:
-    ip: str
-    protocol: str
-    port: int
-
-
-def host_ports(pod: Mapping) -> tuple[HostPort, ...]:
-    """The host ports a pod holds on its node, sorted and without repeats."""
-    spec = pod.get("spec") or {}
-    containers = [c for c in spec.get("initContainers") or () if c.get("restartPolicy") == "Always"]
-    containers += spec.get("containers") or ()
-    found = {HostPort(port.get("hostIP") or WILDCARD_IP, port.get("protocol") or DEFAULT_PROTOCOL,
-                      int(port["hostPort"]))
-             for container in containers for port in container.get("ports") or ()
-             if int(port.get("hostPort") or 0) > 0}
-    return tuple(sorted(found))
 
 
 def conflicts(one: HostPort, other: HostPort) -> bool:

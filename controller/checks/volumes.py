@@ -14,7 +14,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from gangkeeper.controller.checks.eligibility import affinity_matches
-from gangkeeper.controller.model import Node, Term, required_terms
+from gangkeeper.controller.model.nodes import Node
+from gangkeeper.controller.model.selectors import Term
+from gangkeeper.controller.reading.selectors import required_terms
 
 CONFLICT = "volume node affinity conflict"
 

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from gangkeeper.controller.model import GroupKey
+from gangkeeper.controller.model.members import GroupKey
 from gangkeeper.integrations.kind import Resource
 
 

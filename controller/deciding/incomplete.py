@@ -29,7 +29,7 @@ of the one before rather than adding another.
 from gangkeeper import names
 from gangkeeper.controller.cache.groups import GangView
 from gangkeeper.controller.deciding.memory import Arrival
-from gangkeeper.controller.model import Group
+from gangkeeper.controller.model.members import Group
 
 README_SECTION = "A group that never completes"
 

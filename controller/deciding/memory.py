@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, replace
 from gangkeeper.controller.cache.groups import WorkloadKey
 from gangkeeper.controller.cache.index import Pending
 from gangkeeper.controller.deciding.decisions import Reason
-from gangkeeper.controller.model import GroupKey
+from gangkeeper.controller.model.members import GroupKey
 
 
 class Channel(enum.Enum):

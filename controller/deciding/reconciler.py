@@ -92,7 +92,8 @@ from gangkeeper.controller.deciding.decisions import (
 )
 from gangkeeper.controller.deciding.memory import Arrival, Channel, HeldOwner, Memory, News, Room, after_pass
 from gangkeeper.controller.deciding.patches import release_patch
-from gangkeeper.controller.model import Group, GroupKey, Member, Node
+from gangkeeper.controller.model.members import Group, GroupKey, Member
+from gangkeeper.controller.model.nodes import Node
 from gangkeeper.controller.planning.planner import Plan, apply, plan_group
 from gangkeeper.controller.planning.preemption import Preemption
 from gangkeeper.controller.planning.queue import Order, QueuePolicy, Waiting, plan_pass

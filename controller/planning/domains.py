@@ -17,7 +17,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from operator import ge
 
-from gangkeeper.controller.model import Member, rank_order
+from gangkeeper.controller.model.members import Member, rank_order
 
 NAMED = 10  # domains a message names at most
 

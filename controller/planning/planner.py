@@ -72,7 +72,8 @@ from gangkeeper.controller.checks.interpod import (
     spread_penalty,
 )
 from gangkeeper.controller.checks.ports import REFUSAL as PORTS_REFUSAL
-from gangkeeper.controller.model import Group, GroupKey, Member, Node
+from gangkeeper.controller.model.members import Group, GroupKey, Member
+from gangkeeper.controller.model.nodes import Node
 from gangkeeper.controller.planning.domains import DomainRoom, best_fit, fewest, noun, shortage, slices
 from gangkeeper.names import ZONE_LABEL
 from gangkeeper.quantity import format_quantity

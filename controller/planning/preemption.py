@@ -36,7 +36,7 @@ from gangkeeper.controller.cache.budgets import Budget, Budgets
 from gangkeeper.controller.cache.capacity import Ledger
 from gangkeeper.controller.cache.occupancy import Occupancy
 from gangkeeper.controller.checks.eligibility import NodePool
-from gangkeeper.controller.model import Group, GroupKey, Member
+from gangkeeper.controller.model.members import Group, GroupKey, Member
 from gangkeeper.controller.planning.planner import Plan, Topology, plan_group
 
 MAX_CANDIDATES = 64

@@ -64,7 +64,7 @@ from dataclasses import dataclass, field
 from gangkeeper.controller.cache.capacity import Ledger
 from gangkeeper.controller.cache.occupancy import Occupancy
 from gangkeeper.controller.checks.eligibility import NodePool
-from gangkeeper.controller.model import Group, GroupKey
+from gangkeeper.controller.model.members import Group, GroupKey
 from gangkeeper.controller.planning.planner import NoFit, Plan, Topology, apply, plan_group
 from gangkeeper.controller.planning.preemption import Candidate, Preemption, preempt
 

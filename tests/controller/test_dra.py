@@ -19,7 +19,8 @@ from gangkeeper.controller.checks.dra import (
     Unresolved,
     device_demand,
 )
-from gangkeeper.controller.model import node_from_api, pinned_node, required_affinity_terms
+from gangkeeper.controller.reading.nodes import node_from_api
+from gangkeeper.controller.reading.pods import pinned_node, required_affinity_terms
 from gangkeeper.resources import pod_requests
 from tests.controller.builders import node_object
 from tests.recorded import SCHEDULER

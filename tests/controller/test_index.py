@@ -12,7 +12,7 @@ from gangkeeper.controller.cache.index import PODS, ClusterIndex
 from gangkeeper.controller.cache.occupancy import RESOURCE_SLICES
 from gangkeeper.controller.deciding.patches import release_patch
 from gangkeeper.controller.deciding.reconciler import Memory, Settings, reconcile
-from gangkeeper.controller.model import node_from_api
+from gangkeeper.controller.reading.nodes import node_from_api
 from tests.controller.builders import node_object
 from tests.controller.world import NS, World, booked, member_object
 

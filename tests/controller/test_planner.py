@@ -1,6 +1,6 @@
 from collections import Counter
 
-from gangkeeper.controller.model import group_of
+from gangkeeper.controller.model.members import group_of
 from gangkeeper.controller.planning.planner import NoFit, Plan, Topology, apply, plan_group
 from tests.controller.builders import GPU, busy, cluster, gang, member, node
 

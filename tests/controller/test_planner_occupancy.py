@@ -13,9 +13,10 @@ from gangkeeper.controller.cache.occupancy import (
     RESOURCE_CLAIM_TEMPLATES,
     RESOURCE_SLICES,
 )
-from gangkeeper.controller.model import group_of, member_from_api
+from gangkeeper.controller.model.members import group_of
 from gangkeeper.controller.planning.planner import NoFit, Plan, Topology, apply, plan_group
 from gangkeeper.controller.planning.queue import plan_pass
+from gangkeeper.controller.reading.pods import member_from_api
 from tests.controller.builders import node, pod_object
 
 ZONE = "topology.kubernetes.io/zone"

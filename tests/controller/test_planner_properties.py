@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from gangkeeper.controller.cache.capacity import usage
 from gangkeeper.controller.checks.eligibility import refusal
-from gangkeeper.controller.model import group_of
+from gangkeeper.controller.model.members import group_of
 from gangkeeper.controller.planning.planner import NoFit, Plan, Topology, apply, plan_group
 from tests.controller.builders import GPU, cluster, member, node
 

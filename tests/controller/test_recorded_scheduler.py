@@ -26,9 +26,11 @@ from gangkeeper.controller.cache.occupancy import (
     RESOURCE_CLAIMS,
     RESOURCE_SLICES,
 )
-from gangkeeper.controller.model import group_of, member_from_api, node_from_api
+from gangkeeper.controller.model.members import group_of
 from gangkeeper.controller.planning.planner import NoFit, Plan, Topology, plan_group
 from gangkeeper.controller.planning.preemption import preempt
+from gangkeeper.controller.reading.nodes import node_from_api
+from gangkeeper.controller.reading.pods import member_from_api
 from tests.recorded import SCHEDULER
 
 CASES = sorted(path for path in SCHEDULER.glob("*.json") if not path.name.startswith("preemption-"))

@@ -6,7 +6,8 @@ import pytest
 
 from gangkeeper import names
 from gangkeeper.controller.cache.groups import GANGS, build_groups, pod_facts, workload_from_api
-from gangkeeper.controller.model import NO_TOPOLOGY, UNRANKED, TopologyRule, member_from_api, rank_order
+from gangkeeper.controller.model.members import NO_TOPOLOGY, UNRANKED, TopologyRule, rank_order
+from gangkeeper.controller.reading.pods import member_from_api
 
 ZONE, BLOCK, RACK, CLIQUE = ("topology.kubernetes.io/zone", "cloud.google.com/gce-topology-block", "rack",
                              "nvidia.com/gpu.clique")
