@@ -51,13 +51,13 @@ import orjson
 from bench.planner import _ms, _timed
 from gangkeeper import names
 from gangkeeper.audit import AuditLog
-from gangkeeper.controller.cache.groups import pod_facts
 from gangkeeper.controller.cache.index import NODES, PODS, ClusterIndex
 from gangkeeper.controller.deciding.reconciler import Memory, Release, Report, Settings, reconcile
 from gangkeeper.controller.metrics import Metrics
 from gangkeeper.controller.reading import kube, shapes
 from gangkeeper.controller.reading.informer import Informer, object_key
 from gangkeeper.controller.reading.nodes import node_from_api
+from gangkeeper.controller.reading.pods import pod_facts
 from gangkeeper.controller.runner import Controller
 from sim.patching import apply_merge_patch
 

@@ -42,17 +42,19 @@ from functools import partial
 from gangkeeper import integrations, names
 from gangkeeper.audit import AuditLog
 from gangkeeper.controller.acting.executor import CONCURRENT_WRITES, Executor
-from gangkeeper.controller.cache.budgets import budget_from_api
-from gangkeeper.controller.cache.groups import Workload, pod_facts, workload_from_api
 from gangkeeper.controller.cache.index import PODS, Change, ClusterIndex, supersedes
-from gangkeeper.controller.cache.occupancy import cached_object
 from gangkeeper.controller.deciding.memory import unreported
 from gangkeeper.controller.deciding.reconciler import Memory, Outcome, Settings, reconcile
 from gangkeeper.controller.metrics import Metrics
+from gangkeeper.controller.model.objects import Workload
 from gangkeeper.controller.reading import kube as api
 from gangkeeper.controller.reading import shapes
+from gangkeeper.controller.reading.budgets import budget_from_api
 from gangkeeper.controller.reading.informer import Hooks, Informer, Transform, object_key
 from gangkeeper.controller.reading.nodes import node_from_api
+from gangkeeper.controller.reading.objects import cached_object
+from gangkeeper.controller.reading.pods import pod_facts
+from gangkeeper.controller.reading.workloads import workload_from_api
 
 log = logging.getLogger("gangkeeper.controller")
 

@@ -17,42 +17,10 @@ without one, depending on the budget's `unhealthyPodEvictionPolicy`), which errs
 sparing it.
 """
 
-from collections.abc import Mapping
-from dataclasses import dataclass
-
 from gangkeeper.controller.model.members import Member
-from gangkeeper.controller.model.selectors import LabelSelector
-from gangkeeper.controller.reading.selectors import selector_from_api
+from gangkeeper.controller.model.objects import Budget
 
 POD_DISRUPTION_BUDGETS = "poddisruptionbudgets.policy"  # the informer's resource name (`kube.POD_DISRUPTION_BUDGETS`)
-
-
-@dataclass(frozen=True, slots=True)
-class Budget:
-    """One PodDisruptionBudget: its namespace and name, whom it selects, and how many of those
-    pods the Eviction API lets go now."""
-
-    namespace: str
-    name: str
-    selector: LabelSelector
-    allowed: int
-
-    @property
-    def key(self) -> str:
-        return f"{self.namespace}/{self.name}"
-
-    def selects(self, member: Member) -> bool:
-        return member.namespace == self.namespace and self.selector.matches(member.labels)
-
-
-def budget_from_api(obj: Mapping) -> Budget:
-    """A policy/v1 PodDisruptionBudget. A budget the disruption controller has not counted yet
-    allows nothing (its status is missing or zero, as the Eviction API reads it)."""
-    metadata = obj.get("metadata") or {}
-    allowed = (obj.get("status") or {}).get("disruptionsAllowed")
-    return Budget(metadata.get("namespace", ""), metadata.get("name", ""),
-                  selector_from_api((obj.get("spec") or {}).get("selector")),
-                  allowed if isinstance(allowed, int) and allowed > 0 else 0)
 
 
 class Budgets:

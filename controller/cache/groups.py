@@ -15,11 +15,11 @@ Every declaration found (pod annotations, the Gang, the owner) must agree; when 
 none is found, the group gets a `problem` and nothing of it is reserved. So it is with the
 group's topology (`Group.topology`): the members' `gangkeeper.io/topology-*` annotations and
 the Gang's `spec.topology`, field by field — a member or Gang that leaves a field unset does not
-disagree, it leaves it to the others — and the rule must be one the planner can follow (label
-keys, a slice size with its label, a size that is a multiple of the slice size).
+disagree, it leaves it to the others — and the rule must be one the planner can follow
+(`cache.declared_topology`).
 
-The cache holds `PodFacts` and `Workload`s, small frozen values made once per API object by
-`pod_facts` and `workload_from_api` (the informers' transforms).
+The cache holds `PodFacts` and `Workload`s (`model.objects`), small frozen values made once per
+API object by the informers' transforms (`reading.pods.pod_facts`, `reading.workloads`).
 
 When a group was first seen orders the queue and starts its schedule timeout and starvation
 clocks. The controller remembers it, and after a restart (or with nothing remembered) takes the
@@ -27,91 +27,21 @@ creation time of the group's oldest member: durable, so a restart neither moves 
 back of the queue nor restarts its timeout.
 """
 
-import sys
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
-from datetime import datetime
-from types import MappingProxyType
 
 from gangkeeper import integrations, names
-from gangkeeper.controller.model.members import NO_TOPOLOGY, Group, GroupKey, Member, TopologyRule, group_of
-from gangkeeper.controller.reading.pods import member_from_api
+from gangkeeper.controller.cache.declared_topology import group_topology
+from gangkeeper.controller.model.members import NO_TOPOLOGY, Group, GroupKey, Member, group_of
+from gangkeeper.controller.model.objects import Owner, PodFacts, Workload, WorkloadIndex, WorkloadKey
 from gangkeeper.integrations import gang, job, jobset, native_pod_group, pytorchjob
-from gangkeeper.integrations.finding import LABEL_KEY_RULE, is_valid_label_key
-from gangkeeper.integrations.kind import Integration, ObjectRef, SuspendState
-from gangkeeper.wording import first_of
+from gangkeeper.integrations.kind import Integration, ObjectRef
 
 # Cache keys name a workload's resource as `Resource.name` does (`gangs.gangkeeper.io`).
 GANGS = gang.RESOURCE.name
 # Named for the tests that build workloads of one kind.
 PYTORCHJOBS, JOBSETS, JOBS, PODGROUPS_NATIVE = (
     pytorchjob.RESOURCE.name, jobset.RESOURCE.name, job.RESOURCE.name, native_pod_group.RESOURCE.name)
-
-_NO_FIELDS: Mapping[str, object] = MappingProxyType({})
-# The labels a member carries that lead to the object declaring its size; the rest is dropped from the cache.
-_KEPT_LABELS = tuple(dict.fromkeys(label for integration in integrations.ALL for label in integration.kept_labels))
-
-
-@dataclass(frozen=True, slots=True)
-class Owner:
-    """The controlling owner of a pod, or the workload a Gang is owned by."""
-
-    api_version: str
-    kind: str
-    name: str
-    uid: str
-
-
-@dataclass(frozen=True, slots=True)
-class PodFacts:
-    """What decisions need of a pod besides its `Member`: group, owner, and how to patch it.
-
-    `affinity_depth` says how much of `spec.affinity.nodeAffinity.required…` exists (0 to 3),
-    so that the pin can be added with JSON Patch `add` operations that never replace anything.
-    `released_at` is the controller's release annotation (epoch seconds), when it can be read.
-    """
-
-    member: Member
-    group: str | None
-    source: str
-    labels: Mapping[str, str]
-    min_count: str | None
-    schedule_timeout: str | None
-    owner: Owner | None
-    resource_version: str
-    gate_index: int | None
-    affinity_depth: int
-    unschedulable: str | None
-    released_at: float | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Workload:
-    """An object that declares a group's size: `sizes` by part ('' for the whole)."""
-
-    resource: str
-    namespace: str
-    name: str
-    uid: str
-    api_version: str
-    kind: str
-    sizes: Mapping[str, int]
-    # Which part each value of its kind's part label belongs to, when its parts start apart (else one group).
-    parts: Mapping[str, str] = field(default_factory=lambda: _NO_FIELDS)
-    group_name: str = ""
-    schedule_timeout: float | None = None
-    topology: Mapping[str, object] = field(default_factory=lambda: _NO_FIELDS)  # a Gang's spec.topology, as written
-    status: Mapping | None = None  # a Gang's status, compared before it is written again
-    disposable: bool = False  # a Gang the controller created for a group without owner
-    suspend: SuspendState | None = None  # an owner's suspend switch, where its kind has one
-    switch: tuple[str, str, str] | None = None  # (resource, name, uid) of the owner whose switch is the group's
-    # A Gang's `status.reservations`: member pod name → (uid, node), the nodes booked for its gated members.
-    reservations: Mapping[str, tuple[str, str]] = field(default_factory=lambda: _NO_FIELDS)
-    resource_version: str = ""
-
-    @property
-    def owner(self) -> Owner:
-        return Owner(self.api_version, self.kind, self.name, self.uid)
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,84 +58,7 @@ class GangView:
     declared_by: tuple[str, ...] = field(default=())
 
 
-# --- transforms: API objects → cache values ----------------------------------------------------
-
-def pod_facts(pod: Mapping) -> PodFacts | None:
-    """The cache value of a pod; None for pods that neither take capacity nor belong to a group."""
-    metadata = pod.get("metadata") or {}
-    spec = pod.get("spec") or {}
-    labels = metadata.get("labels") or {}
-    annotations = metadata.get("annotations") or {}
-    member = member_from_api(pod)
-    group = labels.get(names.GROUP_LABEL)
-    if group is None and (member.node is None or member.terminal):
-        return None
-    gates = [gate.get("name") for gate in spec.get("schedulingGates") or ()]
-    return PodFacts(
-        member=member, group=group,
-        source=annotations.get(names.GROUP_SOURCE_ANNOTATION, names.SOURCE_EXPLICIT),
-        labels={key: labels[key] for key in _KEPT_LABELS if key in labels},
-        min_count=annotations.get(names.MIN_COUNT_ANNOTATION),
-        schedule_timeout=annotations.get(names.SCHEDULE_TIMEOUT_ANNOTATION),
-        owner=_controller_owner(metadata), resource_version=str(metadata.get("resourceVersion", "")),
-        gate_index=gates.index(names.SCHEDULING_GATE) if names.SCHEDULING_GATE in gates else None,
-        affinity_depth=_affinity_depth(spec), unschedulable=_unschedulable(pod),
-        released_at=_epoch(annotations.get(names.RELEASED_AT_ANNOTATION)),
-    )
-
-
-def workload_from_api(resource: str, obj: Mapping) -> Workload:
-    """What an object declares, read the way its own controller reads its spec (its kind's integration).
-
-    The API version and kind come from the resource watched, not from the object: a real API
-    server lists built-in kinds (Jobs) without them on the items, and a Gang owned by a Job
-    needs both in its ownerReference."""
-    metadata = obj.get("metadata") or {}
-    integration = integrations.BY_RESOURCE[resource]
-    api = integration.resource
-    return Workload(resource=resource, namespace=sys.intern(metadata.get("namespace", "")),
-                    name=metadata.get("name", ""), uid=metadata.get("uid", ""),
-                    api_version=f"{api.group}/{api.version}" if api.group else api.version,
-                    kind=api.kind, resource_version=str(metadata.get("resourceVersion", "")),
-                    **integration.declaration(obj))
-
-
-def _controller_owner(metadata: Mapping) -> Owner | None:
-    for ref in metadata.get("ownerReferences") or ():
-        if ref.get("controller"):
-            return Owner(ref.get("apiVersion", ""), ref.get("kind", ""), ref.get("name", ""), ref.get("uid", ""))
-    return None
-
-
-def _affinity_depth(spec: Mapping) -> int:
-    level, depth = spec, 0
-    for key in ("affinity", "nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution"):
-        level = (level or {}).get(key)
-        if level is None:
-            break
-        depth += 1
-    return depth
-
-
-def _epoch(stamp: str | None) -> float | None:
-    """An RFC 3339 time as epoch seconds; None when absent or unreadable (someone edited it)."""
-    try:
-        return datetime.fromisoformat(stamp).timestamp() if stamp else None
-    except ValueError:
-        return None
-
-
-def _unschedulable(pod: Mapping) -> str | None:
-    for condition in (pod.get("status") or {}).get("conditions") or ():
-        if condition.get("type") == "PodScheduled" and condition.get("reason") == "Unschedulable":
-            return condition.get("message") or "Unschedulable"
-    return None
-
-
 # --- grouping ----------------------------------------------------------------------------------
-
-WorkloadKey = tuple[str, str, str]  # (resource, namespace, name)
-WorkloadIndex = Mapping[WorkloadKey, Workload]
 
 
 class Workloads(Mapping):
@@ -425,92 +278,6 @@ def _priority_disagreement(live: list[Member]) -> tuple[str, str] | None:
             said = ", ".join(f"{', '.join(sorted(who)[:3])} {value}" for value, who in sorted(seen.items(), key=str))
             return "Disagreement", f"members' {what} disagree ({said}): give them one PriorityClass"
     return None
-
-
-# TopologyRule's fields, with the annotation and the Gang field that declare each.
-_TOPOLOGY_FIELDS = tuple(zip(("required", "preferred", "slice_required", "slice_size"),
-                             names.TOPOLOGY_ANNOTATIONS, names.GANG_TOPOLOGY_FIELDS, strict=True))
-_LABEL_KEY_FIELDS = _TOPOLOGY_FIELDS[:3]
-_SHOWN_CHARS = 64
-
-
-def group_topology(live: list[Member], gang: Workload | None,
-                   min_count: int) -> tuple[TopologyRule, tuple[str, str] | None]:
-    """The group's topology from its live members' annotations and its Gang's `spec.topology`,
-    field by field, or the problem that stops it: members, or members and the Gang, that
-    disagree (`Disagreement`), or a rule the planner cannot follow (`InvalidTopology`, every
-    fault at once). Never raises, whatever the members or the Gang hold."""
-    declared_by_gang = gang.topology if gang is not None else {}
-    if not declared_by_gang and all(member.topology == NO_TOPOLOGY for member in live):
-        return NO_TOPOLOGY, None
-    values: dict[str, object] = {}
-    origins: dict[str, str] = {}
-    for attribute, annotation, gang_field in _TOPOLOGY_FIELDS:
-        said: dict[object, list[str]] = {}
-        for member in live:
-            value = getattr(member.topology, attribute)
-            if value is not None:
-                said.setdefault(value, []).append(member.name)
-        if len(said) > 1:
-            return NO_TOPOLOGY, ("Disagreement", f"members' {annotation} disagree ({_who_says(said)}): give them one")
-        gang_value = declared_by_gang.get(gang_field)
-        if said and gang_value is not None and not any(gang_value == value for value in said):
-            return NO_TOPOLOGY, ("Disagreement",
-                                 f"members' {annotation} and Gang {gang.name}'s spec.topology.{gang_field} disagree "
-                                 f"({_who_says(said)}; the Gang says {_shown(gang_value)}): give them one")
-        if said:
-            values[attribute], origins[attribute] = next(iter(said)), annotation
-        elif gang_value is not None:
-            values[attribute], origins[attribute] = gang_value, f"Gang {gang.name}'s spec.topology.{gang_field}"
-    faults = _topology_faults(values, origins, min_count)
-    if faults:
-        return NO_TOPOLOGY, ("InvalidTopology", "; ".join(faults))
-    return TopologyRule(**values), None
-
-
-def _topology_faults(values: Mapping[str, object], origins: Mapping[str, str], min_count: int) -> list[str]:
-    """What keeps the planner from following the rule, each naming where it was declared."""
-    faults = [f"{origins[attribute]} {_quoted(values[attribute])} is not accepted: write {LABEL_KEY_RULE}"
-              for attribute, _, _ in _LABEL_KEY_FIELDS
-              if attribute in values and not is_valid_label_key(values[attribute])]
-    size = values.get("slice_size")
-    for present, absent in (("slice_size", "slice_required"), ("slice_required", "slice_size")):
-        if present in values and absent not in values:
-            faults.append(f"{origins[present]} is set without {_counterpart(origins[present], absent)}: "
-                          f"a slice needs both the label its members share and its size; give both, or neither")
-    low, high = names.SLICE_SIZE_RANGE
-    if size is not None and not (type(size) is int and low <= size <= high):
-        # An annotation that is no whole number was read as 0 (`model.member_topology`): not shown.
-        shown = "" if size == 0 and not origins["slice_size"].startswith("Gang ") else f" {_quoted(size)}"
-        faults.append(f"{origins['slice_size']}{shown} is not accepted: write the members in one slice, "
-                      f"a whole number from {low} to {high}")
-    elif size is not None and min_count % size:
-        faults.append(f"group of {min_count} is not a multiple of {origins['slice_size']} {size}")
-    return faults
-
-
-def _counterpart(origin: str, attribute: str) -> str:
-    """The field that declares `attribute` beside `origin`: the annotation, or the Gang's field."""
-    annotation, gang_field = next((a, g) for name, a, g in _TOPOLOGY_FIELDS if name == attribute)
-    return f"spec.topology.{gang_field}" if origin.startswith("Gang ") else annotation
-
-
-def _who_says(said: Mapping[object, list[str]]) -> str:
-    """`a says X, b, c say Y`: up to three members per value, values in a stable order."""
-    parts = []
-    for value, who in sorted(said.items(), key=lambda item: str(item[0])):
-        parts.append(f"{first_of(sorted(who), 3)} {'says' if len(who) == 1 else 'say'} {_shown(value)}")
-    return ", ".join(parts)
-
-
-def _shown(value: object) -> str:
-    """The value cut to a length a message can hold (an annotation may be 256 KiB)."""
-    text = str(value)
-    return text if len(text) <= _SHOWN_CHARS else text[: _SHOWN_CHARS - 1] + "…"
-
-
-def _quoted(value: object) -> str:
-    return _shown(f'"{value}"' if isinstance(value, str) else value)
 
 
 def _declarations(key: GroupKey, pods: tuple[PodFacts, ...],

@@ -40,10 +40,6 @@ from gangkeeper.controller.cache.capacity import Ledger
 from gangkeeper.controller.cache.groups import (
     GANGS,
     GangView,
-    PodFacts,
-    Workload,
-    WorkloadIndex,
-    WorkloadKey,
     Workloads,
     build_groups,
     dependencies,
@@ -56,6 +52,7 @@ from gangkeeper.controller.checks.eligibility import NodePool
 from gangkeeper.controller.checks.interpod import SpreadScope
 from gangkeeper.controller.model.members import GroupKey, Member
 from gangkeeper.controller.model.nodes import Node
+from gangkeeper.controller.model.objects import PodFacts, Workload, WorkloadIndex, WorkloadKey
 from gangkeeper.controller.planning.preemption import Candidate, holders
 from gangkeeper.controller.planning.queue import Planned
 from gangkeeper.controller.reading.informer import uncollected

@@ -36,12 +36,6 @@ RESOURCES = (DEVICE_CLASSES, RESOURCE_SLICES, RESOURCE_CLAIMS, RESOURCE_CLAIM_TE
 METADATA_NAME_LABEL = "kubernetes.io/metadata.name"
 
 
-def cached_object(obj: Mapping) -> dict:
-    """What the informers keep of a device class, slice, claim, template or volume: all but managedFields."""
-    metadata = {key: value for key, value in (obj.get("metadata") or {}).items() if key != "managedFields"}
-    return {**obj, "metadata": metadata}
-
-
 class Occupancy:
     """Devices, neighbours and volumes; see the module docstring. `scope` gives the nodes a
     spread constraint counts and is replaced by the owner whenever the nodes change."""

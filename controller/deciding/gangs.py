@@ -26,9 +26,10 @@ from datetime import datetime, timezone
 from functools import lru_cache
 
 from gangkeeper import names
-from gangkeeper.controller.cache.groups import GANGS, GangView, Owner, Workload, WorkloadIndex, gang_for
+from gangkeeper.controller.cache.groups import GANGS, GangView, gang_for
 from gangkeeper.controller.deciding.decisions import Phase, Reason, Verdict
 from gangkeeper.controller.model.members import GroupKey, Member
+from gangkeeper.controller.model.objects import Owner, Workload, WorkloadIndex
 from gangkeeper.resources import accelerator_count
 
 API_VERSION = f"{names.GANG_GROUP}/{names.GANG_VERSION}"

@@ -17,10 +17,10 @@ import enum
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
-from gangkeeper.controller.cache.groups import WorkloadKey
 from gangkeeper.controller.cache.index import Pending
 from gangkeeper.controller.deciding.decisions import Reason
 from gangkeeper.controller.model.members import GroupKey
+from gangkeeper.controller.model.objects import WorkloadKey
 
 
 class Channel(enum.Enum):

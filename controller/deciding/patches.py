@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from datetime import datetime, timezone
 
 from gangkeeper import names
-from gangkeeper.controller.cache.groups import PodFacts
+from gangkeeper.controller.model.objects import PodFacts
 
 _AFFINITY_PATH = ("affinity", "nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution", "nodeSelectorTerms")
 

@@ -69,7 +69,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 
 from gangkeeper import integrations, names
-from gangkeeper.controller.cache.groups import GangView, PodFacts, Workload, WorkloadIndex, WorkloadKey, settled_phase
+from gangkeeper.controller.cache.groups import GangView, settled_phase
 from gangkeeper.controller.cache.index import ClusterIndex, Pending
 from gangkeeper.controller.deciding import gangs, incomplete
 from gangkeeper.controller.deciding.decisions import (
@@ -94,6 +94,7 @@ from gangkeeper.controller.deciding.memory import Arrival, Channel, HeldOwner, M
 from gangkeeper.controller.deciding.patches import release_patch
 from gangkeeper.controller.model.members import Group, GroupKey, Member
 from gangkeeper.controller.model.nodes import Node
+from gangkeeper.controller.model.objects import PodFacts, Workload, WorkloadIndex, WorkloadKey
 from gangkeeper.controller.planning.planner import Plan, apply, plan_group
 from gangkeeper.controller.planning.preemption import Preemption
 from gangkeeper.controller.planning.queue import Order, QueuePolicy, Waiting, plan_pass

@@ -32,11 +32,12 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from math import ceil
 
-from gangkeeper.controller.cache.budgets import Budget, Budgets
+from gangkeeper.controller.cache.budgets import Budgets
 from gangkeeper.controller.cache.capacity import Ledger
 from gangkeeper.controller.cache.occupancy import Occupancy
 from gangkeeper.controller.checks.eligibility import NodePool
 from gangkeeper.controller.model.members import Group, GroupKey, Member
+from gangkeeper.controller.model.objects import Budget
 from gangkeeper.controller.planning.planner import Plan, Topology, plan_group
 
 MAX_CANDIDATES = 64

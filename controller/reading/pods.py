@@ -1,4 +1,5 @@
-"""A pod as the API writes it, read into `model.members.Member`: only what placement reads.
+"""A pod as the API writes it, read into the cache's value of it (`model.objects.PodFacts`, around
+its `model.members.Member`): only what placement and the pass read.
 
 The cache may hold 50,000 pods, and a restart reads 150,000: equal constraints, labels, requests,
 topologies and ranks are one shared object each (`_shared` and the caches below it), so that the
@@ -14,7 +15,7 @@ from types import MappingProxyType
 
 import orjson
 
-from gangkeeper import names
+from gangkeeper import integrations, names
 from gangkeeper.controller.model.members import (
     INDEXED,
     NEVER_PREEMPT,
@@ -24,13 +25,40 @@ from gangkeeper.controller.model.members import (
     Member,
     TopologyRule,
 )
+from gangkeeper.controller.model.objects import Owner, PodFacts
 from gangkeeper.controller.model.selectors import Term
 from gangkeeper.controller.reading.rules import rules_of
 from gangkeeper.controller.reading.selectors import selector_terms, toleration
 from gangkeeper.resources import pod_requests
 
+# The labels a member carries that lead to the object declaring its size; the rest is dropped from the cache.
+_KEPT_LABELS = tuple(dict.fromkeys(label for integration in integrations.ALL for label in integration.kept_labels))
 # PyTorchJob replica types in rank order (the operator writes them lowercased): the master is rank 0.
 _REPLICA_TYPE_ORDER = {"master": 0, "worker": 1}
+
+
+def pod_facts(pod: Mapping) -> PodFacts | None:
+    """The cache value of a pod; None for pods that neither take capacity nor belong to a group."""
+    metadata = pod.get("metadata") or {}
+    spec = pod.get("spec") or {}
+    labels = metadata.get("labels") or {}
+    annotations = metadata.get("annotations") or {}
+    member = member_from_api(pod)
+    group = labels.get(names.GROUP_LABEL)
+    if group is None and (member.node is None or member.terminal):
+        return None
+    gates = [gate.get("name") for gate in spec.get("schedulingGates") or ()]
+    return PodFacts(
+        member=member, group=group,
+        source=annotations.get(names.GROUP_SOURCE_ANNOTATION, names.SOURCE_EXPLICIT),
+        labels={key: labels[key] for key in _KEPT_LABELS if key in labels},
+        min_count=annotations.get(names.MIN_COUNT_ANNOTATION),
+        schedule_timeout=annotations.get(names.SCHEDULE_TIMEOUT_ANNOTATION),
+        owner=_controller_owner(metadata), resource_version=str(metadata.get("resourceVersion", "")),
+        gate_index=gates.index(names.SCHEDULING_GATE) if names.SCHEDULING_GATE in gates else None,
+        affinity_depth=_affinity_depth(spec), unschedulable=_unschedulable(pod),
+        released_at=_epoch(annotations.get(names.RELEASED_AT_ANNOTATION)),
+    )
 
 
 def member_from_api(pod: Mapping) -> Member:
@@ -200,3 +228,35 @@ def _slice_size(text: str | None) -> int | None:
 
 def _timestamp(value: str | None) -> float | None:
     return datetime.fromisoformat(value).timestamp() if value else None
+
+
+def _controller_owner(metadata: Mapping) -> Owner | None:
+    for ref in metadata.get("ownerReferences") or ():
+        if ref.get("controller"):
+            return Owner(ref.get("apiVersion", ""), ref.get("kind", ""), ref.get("name", ""), ref.get("uid", ""))
+    return None
+
+
+def _affinity_depth(spec: Mapping) -> int:
+    level, depth = spec, 0
+    for key in ("affinity", "nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution"):
+        level = (level or {}).get(key)
+        if level is None:
+            break
+        depth += 1
+    return depth
+
+
+def _epoch(stamp: str | None) -> float | None:
+    """An RFC 3339 time as epoch seconds; None when absent or unreadable (someone edited it)."""
+    try:
+        return datetime.fromisoformat(stamp).timestamp() if stamp else None
+    except ValueError:
+        return None
+
+
+def _unschedulable(pod: Mapping) -> str | None:
+    for condition in (pod.get("status") or {}).get("conditions") or ():
+        if condition.get("type") == "PodScheduled" and condition.get("reason") == "Unschedulable":
+            return condition.get("message") or "Unschedulable"
+    return None

@@ -7,12 +7,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gangkeeper import names
-from gangkeeper.controller.cache.groups import GANGS, PYTORCHJOBS, Workloads, pod_facts, workload_from_api
+from gangkeeper.controller.cache.groups import GANGS, PYTORCHJOBS, Workloads
 from gangkeeper.controller.cache.index import PODS, ClusterIndex
 from gangkeeper.controller.cache.occupancy import RESOURCE_SLICES
 from gangkeeper.controller.deciding.patches import release_patch
 from gangkeeper.controller.deciding.reconciler import Memory, Settings, reconcile
 from gangkeeper.controller.reading.nodes import node_from_api
+from gangkeeper.controller.reading.pods import pod_facts
+from gangkeeper.controller.reading.workloads import workload_from_api
 from tests.controller.builders import node_object
 from tests.controller.world import NS, World, booked, member_object
 

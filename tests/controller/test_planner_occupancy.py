@@ -4,7 +4,6 @@
 from collections import Counter
 
 from gangkeeper import names
-from gangkeeper.controller.cache.groups import pod_facts
 from gangkeeper.controller.cache.index import NODES, PODS, ClusterIndex
 from gangkeeper.controller.cache.occupancy import (
     DEVICE_CLASSES,
@@ -16,7 +15,7 @@ from gangkeeper.controller.cache.occupancy import (
 from gangkeeper.controller.model.members import group_of
 from gangkeeper.controller.planning.planner import NoFit, Plan, Topology, apply, plan_group
 from gangkeeper.controller.planning.queue import plan_pass
-from gangkeeper.controller.reading.pods import member_from_api
+from gangkeeper.controller.reading.pods import member_from_api, pod_facts
 from tests.controller.builders import node, pod_object
 
 ZONE = "topology.kubernetes.io/zone"

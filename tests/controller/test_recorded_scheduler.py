@@ -18,7 +18,6 @@ import json
 import pytest
 
 from gangkeeper import names
-from gangkeeper.controller.cache.groups import pod_facts
 from gangkeeper.controller.cache.index import NODES, PODS, ClusterIndex
 from gangkeeper.controller.cache.occupancy import (
     DEVICE_CLASSES,
@@ -30,7 +29,7 @@ from gangkeeper.controller.model.members import group_of
 from gangkeeper.controller.planning.planner import NoFit, Plan, Topology, plan_group
 from gangkeeper.controller.planning.preemption import preempt
 from gangkeeper.controller.reading.nodes import node_from_api
-from gangkeeper.controller.reading.pods import member_from_api
+from gangkeeper.controller.reading.pods import member_from_api, pod_facts
 from tests.recorded import SCHEDULER
 
 CASES = sorted(path for path in SCHEDULER.glob("*.json") if not path.name.startswith("preemption-"))

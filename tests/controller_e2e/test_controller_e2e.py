@@ -6,9 +6,9 @@ import time
 import pytest
 
 from gangkeeper import names
-from gangkeeper.controller.cache.groups import pod_facts
 from gangkeeper.controller.deciding.reconciler import Settings, release_patch
 from gangkeeper.controller.reading.kube import METADATA_LIST, PODS, load
+from gangkeeper.controller.reading.pods import pod_facts
 from sim.api import CONTROLLER
 from tests.controller_e2e.emulation import NS, Emulation, eventually, member, node, pinned_node, pytorchjob, released
 

@@ -10,11 +10,11 @@ import orjson
 import pytest
 
 from gangkeeper import names
-from gangkeeper.controller.cache.groups import pod_facts
 from gangkeeper.controller.reading import shapes
 from gangkeeper.controller.reading.informer import object_key
 from gangkeeper.controller.reading.kube import NODES, PODS, Gone, parse_watch_line
 from gangkeeper.controller.reading.nodes import node_from_api
+from gangkeeper.controller.reading.pods import pod_facts
 from tests.controller.builders import node_object, pod_object
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
