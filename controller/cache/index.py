@@ -49,7 +49,7 @@ from gangkeeper.controller.cache.groups import (
 from gangkeeper.controller.cache.occupancy import RESOURCES as OCCUPANCY_RESOURCES
 from gangkeeper.controller.cache.occupancy import Occupancy
 from gangkeeper.controller.checks.eligibility import NodePool
-from gangkeeper.controller.checks.interpod import SpreadScope
+from gangkeeper.controller.checks.interpod.refusal import SpreadScope
 from gangkeeper.controller.model.members import GroupKey, Member
 from gangkeeper.controller.model.nodes import Node
 from gangkeeper.controller.model.objects import PodFacts, Workload, WorkloadIndex, WorkloadKey

@@ -21,7 +21,8 @@ from dataclasses import replace
 
 from gangkeeper.controller.cache.capacity import Ledger
 from gangkeeper.controller.checks.dra import DeviceDemand, Inventory, Unresolved, device_demand, sharing_key
-from gangkeeper.controller.checks.interpod import Placements, SpreadScope, refusal
+from gangkeeper.controller.checks.interpod.placements import Placements
+from gangkeeper.controller.checks.interpod.refusal import SpreadScope, refusal
 from gangkeeper.controller.checks.volumes import VolumeLimit, Volumes
 from gangkeeper.controller.model.members import ClaimRef, Member
 from gangkeeper.controller.model.nodes import Node

@@ -62,7 +62,7 @@ from gangkeeper.controller.cache.capacity import Ledger, members_fitting, usage
 from gangkeeper.controller.cache.occupancy import Occupancy
 from gangkeeper.controller.checks.dra import ROOM_LIMIT, DeviceDemand, Unresolved
 from gangkeeper.controller.checks.eligibility import NodePool
-from gangkeeper.controller.checks.interpod import (
+from gangkeeper.controller.checks.interpod.refusal import (
     AFFINITY_REFUSAL,
     ANTI_AFFINITY_REFUSAL,
     BINDING_ORDER_REFUSAL,

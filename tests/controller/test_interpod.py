@@ -4,14 +4,14 @@ import random
 
 import pytest
 
-from gangkeeper.controller.checks.interpod import (
+from gangkeeper.controller.checks.interpod.placements import Placements
+from gangkeeper.controller.checks.interpod.refusal import (
     AFFINITY_REFUSAL,
     ANTI_AFFINITY_REFUSAL,
     BINDING_ORDER_REFUSAL,
     EXISTING_ANTI_AFFINITY_REFUSAL,
     SPREAD_LABEL_REFUSAL,
     SPREAD_REFUSAL,
-    Placements,
     SpreadScope,
     refusal,
     spread_penalty,
