@@ -3,12 +3,12 @@
 Three things the kube-scheduler checks for a pinned pod depend on more than the node's free
 figures, and the planner must predict each of them or a released group will not bind:
 
-  - its devices (DRA): `controller.dra.Inventory`, with the claims and claim templates its
+  - its devices (DRA): `checks.dra.inventory.Inventory`, with the claims and claim templates its
     `spec.resourceClaims` name, and the devices held for members reserved and not yet allocated;
   - the pods around it: required pod affinity and anti-affinity, topology spread and host ports
-    (`controller.interpod.Placements`, which counts bound pods and reserved members alike);
+    (`checks.interpod.placements.Placements`, which counts bound pods and reserved members alike);
   - its volumes: the node affinity of the PersistentVolumes its claims are bound to
-    (`controller.volumes`).
+    (`checks.volumes`).
 
 The index keeps one `Occupancy` up to date pod by pod and object by object; a pass plans on a
 `copy` (the parts planning changes are copy-on-write) and adds each plan's members as it goes.
@@ -20,10 +20,12 @@ from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import replace
 
 from gangkeeper.controller.cache.capacity import Ledger
-from gangkeeper.controller.checks.dra import DeviceDemand, Inventory, Unresolved, device_demand, sharing_key
+from gangkeeper.controller.checks.dra.demand import device_demand, sharing_key
+from gangkeeper.controller.checks.dra.inventory import Inventory
 from gangkeeper.controller.checks.interpod.placements import Placements
 from gangkeeper.controller.checks.interpod.refusal import SpreadScope, refusal
 from gangkeeper.controller.checks.volumes import VolumeLimit, Volumes
+from gangkeeper.controller.model.claims import DeviceDemand, Unresolved
 from gangkeeper.controller.model.members import ClaimRef, Member
 from gangkeeper.controller.model.nodes import Node
 from gangkeeper.controller.model.rules import NO_RULES
@@ -97,7 +99,7 @@ class Occupancy:
 
     def capacity(self, node: Node) -> Node:
         """The node as the ledger counts it: its allocatable, plus the extended resources DRA
-        serves there and the allocatable does not list (`dra.Inventory.extended_allocatable`)."""
+        serves there and the allocatable does not list (`Inventory.extended_allocatable`)."""
         served = self.devices.extended_allocatable(node)
         return replace(node, allocatable={**node.allocatable, **served}) if served else node
 
@@ -162,7 +164,7 @@ class Occupancy:
         return demand
 
     def room(self, member: Member, demand: DeviceDemand, pool) -> "Mapping[int, set[str]] | None":
-        """Nodes by how many members with this demand each takes (`dra.Inventory.room`), or None
+        """Nodes by how many members with this demand each takes (`Inventory.room`), or None
         when that cannot be indexed (slices shared between nodes, extended resources requested too)."""
         if self.devices.serves_extended(member.requests):
             return None

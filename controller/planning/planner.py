@@ -60,7 +60,7 @@ from math import ceil, floor
 
 from gangkeeper.controller.cache.capacity import Ledger, members_fitting, usage
 from gangkeeper.controller.cache.occupancy import Occupancy
-from gangkeeper.controller.checks.dra import ROOM_LIMIT, DeviceDemand, Unresolved
+from gangkeeper.controller.checks.dra.rooms import ROOM_LIMIT
 from gangkeeper.controller.checks.eligibility import NodePool
 from gangkeeper.controller.checks.interpod.refusal import (
     AFFINITY_REFUSAL,
@@ -72,6 +72,7 @@ from gangkeeper.controller.checks.interpod.refusal import (
     spread_penalty,
 )
 from gangkeeper.controller.checks.ports import REFUSAL as PORTS_REFUSAL
+from gangkeeper.controller.model.claims import DeviceDemand, Unresolved
 from gangkeeper.controller.model.members import Group, GroupKey, Member
 from gangkeeper.controller.model.nodes import Node
 from gangkeeper.controller.planning.domains import DomainRoom, best_fit, fewest, noun, shortage, slices
