@@ -27,7 +27,8 @@ from gangkeeper.controller.cache.capacity import Ledger
 from gangkeeper.controller.checks.eligibility import NodePool
 from gangkeeper.controller.model.members import Group, Member, TopologyRule, group_of
 from gangkeeper.controller.model.nodes import Node
-from gangkeeper.controller.planning.planner import Plan, Topology, plan_group
+from gangkeeper.controller.planning.planner import plan_group
+from gangkeeper.controller.planning.plans import Plan, Topology
 from gangkeeper.controller.planning.queue import QueuePolicy, plan_pass
 from gangkeeper.controller.reading.nodes import node_from_api
 from gangkeeper.controller.reading.pods import member_from_api

@@ -95,7 +95,7 @@ def _label_key(text: str) -> str:
 
 def settings_from(args: argparse.Namespace):
     from gangkeeper.controller.deciding.reconciler import Ownerless, Preempting, Settings
-    from gangkeeper.controller.planning.planner import Topology
+    from gangkeeper.controller.planning.plans import Topology
     from gangkeeper.controller.planning.queue import Order, QueuePolicy
     topology = Topology(zone_label=args.zone_label or None, rack_label=args.rack_label or None)
     return Settings(bind_timeout_seconds=float(args.bind_timeout_seconds),

@@ -95,7 +95,8 @@ from gangkeeper.controller.deciding.patches import release_patch
 from gangkeeper.controller.model.members import Group, GroupKey, Member
 from gangkeeper.controller.model.nodes import Node
 from gangkeeper.controller.model.objects import PodFacts, Workload, WorkloadIndex, WorkloadKey
-from gangkeeper.controller.planning.planner import Plan, apply, plan_group
+from gangkeeper.controller.planning.planner import apply, plan_group
+from gangkeeper.controller.planning.plans import Plan
 from gangkeeper.controller.planning.preemption import Preemption
 from gangkeeper.controller.planning.queue import Order, QueuePolicy, Waiting, plan_pass
 from gangkeeper.resources import accelerator_count, accelerators

@@ -1,6 +1,6 @@
 """Which topology domains a group with a rule (`model.TopologyRule`) is tried in, in which order,
 and how to say that none holds it. Pure arithmetic over what each domain offers; the planner
-places the members (`controller.planner`).
+places the members (`planning.rule_search`).
 
 A domain is the set of nodes sharing one value of a node label. What a domain offers a group is
 counted as the planner counts a whole cluster before placing (`_fits_somewhere`): per class of

@@ -19,7 +19,7 @@ by whole groups:
   - at most `MAX_CANDIDATES` candidates are weighed, the least important ones, and only those
     holding what the group asks for (its accelerators, when it asks for any) on nodes some
     waiting member may use;
-  - PodDisruptionBudgets (`controller.budgets`): a lone pod more than one budget selects is no
+  - PodDisruptionBudgets (`cache.budgets`): a lone pod more than one budget selects is no
     candidate (the Eviction API refuses it always); the pods whose eviction a budget would refuse
     (the least important beyond what it allows, as the scheduler counts them) are given back
     before any other, and when the victims left still need more than a budget allows, nothing is
@@ -38,7 +38,8 @@ from gangkeeper.controller.cache.occupancy import Occupancy
 from gangkeeper.controller.checks.eligibility import NodePool
 from gangkeeper.controller.model.members import Group, GroupKey, Member
 from gangkeeper.controller.model.objects import Budget
-from gangkeeper.controller.planning.planner import Plan, Topology, plan_group
+from gangkeeper.controller.planning.planner import plan_group
+from gangkeeper.controller.planning.plans import Plan, Topology
 
 MAX_CANDIDATES = 64
 

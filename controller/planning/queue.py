@@ -28,7 +28,7 @@ Preemption (given `candidates(below)`, the work that holds capacity at a priorit
 asked once, for the first group that asks, which has the highest priority of those that may: the
 queue is in priority order): the first group in queue order
 that does not fit and may preempt (`Group.preempts`, some candidate of lower priority) asks
-`controller.preemption` for victims; if taking every candidate would not make it fit, the next
+`planning.preemption` for victims; if taking every candidate would not make it fit, the next
 such group asks, up to `PREEMPTION_ATTEMPTS` a pass, so the pass stays bounded; one preempts. When it finds some, its plan is counted like
 an admitted one — on top of the victims, which hold their capacity until they are gone — and the
 pass goes on as if the group had been admitted (`Pass.preemptions`).
@@ -65,7 +65,8 @@ from gangkeeper.controller.cache.capacity import Ledger
 from gangkeeper.controller.cache.occupancy import Occupancy
 from gangkeeper.controller.checks.eligibility import NodePool
 from gangkeeper.controller.model.members import Group, GroupKey
-from gangkeeper.controller.planning.planner import NoFit, Plan, Topology, apply, plan_group
+from gangkeeper.controller.planning.planner import apply, plan_group
+from gangkeeper.controller.planning.plans import NoFit, Plan, Topology
 from gangkeeper.controller.planning.preemption import Candidate, Preemption, preempt
 
 PREEMPTION_ATTEMPTS = 3  # groups that may look for victims in one pass; one of them preempts at most

@@ -224,7 +224,7 @@ def test_a_group_that_starts_starving_holds_capacity_and_the_groups_behind_it_ar
 
 
 def test_another_topology_plans_every_group_again(monkeypatch):
-    from gangkeeper.controller.planning.planner import Topology
+    from gangkeeper.controller.planning.plans import Topology
 
     pool, ledger = cluster([node("n1")])
     groups = [gang("a", 1)]

@@ -13,7 +13,8 @@ from gangkeeper.controller.cache.occupancy import (
     RESOURCE_SLICES,
 )
 from gangkeeper.controller.model.members import group_of
-from gangkeeper.controller.planning.planner import NoFit, Plan, Topology, apply, plan_group
+from gangkeeper.controller.planning.planner import apply, plan_group
+from gangkeeper.controller.planning.plans import NoFit, Plan, Topology
 from gangkeeper.controller.planning.queue import plan_pass
 from gangkeeper.controller.reading.pods import member_from_api, pod_facts
 from tests.controller.builders import node, pod_object

@@ -8,7 +8,8 @@ from hypothesis import strategies as st
 from gangkeeper.controller.cache.capacity import usage
 from gangkeeper.controller.checks.eligibility import refusal
 from gangkeeper.controller.model.members import group_of
-from gangkeeper.controller.planning.planner import NoFit, Plan, Topology, apply, plan_group
+from gangkeeper.controller.planning.planner import apply, plan_group
+from gangkeeper.controller.planning.plans import NoFit, Plan, Topology
 from tests.controller.builders import GPU, cluster, member, node
 
 LABELS = st.dictionaries(st.sampled_from(["pool", "topology.kubernetes.io/zone", "rack"]),

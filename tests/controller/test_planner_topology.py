@@ -9,7 +9,8 @@ from hypothesis import strategies as st
 from gangkeeper.controller.cache.capacity import usage
 from gangkeeper.controller.checks.eligibility import refusal
 from gangkeeper.controller.model.members import TopologyRule, group_of
-from gangkeeper.controller.planning.planner import NoFit, Plan, apply, plan_group
+from gangkeeper.controller.planning.planner import apply, plan_group
+from gangkeeper.controller.planning.plans import NoFit, Plan
 from gangkeeper.controller.planning.preemption import holders, preempt
 from gangkeeper.controller.planning.queue import plan_pass
 from gangkeeper.controller.reading.pods import member_from_api

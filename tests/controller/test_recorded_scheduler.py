@@ -26,7 +26,8 @@ from gangkeeper.controller.cache.occupancy import (
     RESOURCE_SLICES,
 )
 from gangkeeper.controller.model.members import group_of
-from gangkeeper.controller.planning.planner import NoFit, Plan, Topology, plan_group
+from gangkeeper.controller.planning.planner import plan_group
+from gangkeeper.controller.planning.plans import NoFit, Plan, Topology
 from gangkeeper.controller.planning.preemption import preempt
 from gangkeeper.controller.reading.nodes import node_from_api
 from gangkeeper.controller.reading.pods import member_from_api, pod_facts

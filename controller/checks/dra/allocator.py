@@ -84,7 +84,6 @@ def plus(busy: Busy, keys: Iterable[DeviceKey]) -> InUse:
     return InUse(busy, frozenset(keys))
 
 
-
 def allocation_of(claim: Claim, claims: Mapping[ClaimKey, Claim]) -> Allocation | None:
     """The claim's allocation as the pod saw it, or as the inventory knows it now (`claims`)."""
     if claim.allocation is not None:

@@ -60,11 +60,9 @@ def device_demand(pod: Mapping, templates: Mapping[ClaimKey, Mapping],
     return interned(tuple(demand))
 
 
-
 def _in_use_by_others(obj: Mapping, uid: str) -> bool:
     consumers = (obj.get("status") or {}).get("reservedFor") or ()
     return len(consumers) >= MAX_RESERVED_FOR and all(c.get("uid") != uid for c in consumers)
-
 
 
 @lru_cache(maxsize=4096)

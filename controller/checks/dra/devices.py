@@ -96,7 +96,6 @@ class DeviceClass:
     created: float
 
 
-
 class Shapes:
     """Every device shape seen, each numbered once: a device carries its shape's number."""
 

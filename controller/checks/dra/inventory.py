@@ -290,8 +290,8 @@ class Inventory:
     def room(self, demand: DeviceDemand, nodes: Iterable[Node]) -> Mapping[int, set[str]] | None:
         """The nodes with devices of their own by how many pods of this demand each takes now
         (at least one), brought up to date when read with the nodes whose devices were taken or
-        freed since; made on first use from `nodes`. None when a slice serves nodes by selector or to all nodes (ask `fits` per node).
-        Read only. Forget the rooms (`forget_rooms`) when the nodes themselves change."""
+        freed since; made on first use from `nodes`. None when a slice serves nodes by selector or
+        to all nodes (ask `fits` per node). Read only. Forget the rooms (`forget_rooms`) when the nodes themselves change."""
         if self._published.serves_every_node or not demand:
             return None
         if self._rooms.unrecounted:

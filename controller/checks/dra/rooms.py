@@ -59,7 +59,6 @@ class Room:
         return names
 
 
-
 class Rooms:
     """The rooms made so far, by demand, and the nodes whose devices changed since they were last
     read (`unrecounted`). Copy-on-write: `copy` shares the table and each room with the source;

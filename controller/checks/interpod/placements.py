@@ -156,7 +156,7 @@ class Placements:
     # --- the filters' questions (see `refusal`) ------------------------------------------------
 
     def affinity_met(self, terms: tuple[PodTerm, ...], namespace: str, labels: Mapping[str, str],
-                      node: str) -> bool:
+                     node: str) -> bool:
         """Rules 1 and 2 of `refusal`'s module docstring."""
         node_labels = self.node_labels(node)
         if any(term.topology_key not in node_labels for term in terms):
@@ -215,7 +215,7 @@ class Placements:
         return True
 
     def spread_counts(self, constraint: SpreadConstraint, namespace: str, scope: Collection[str],
-                       required: tuple[str, ...]) -> tuple[Mapping[str, int], int]:
+                      required: tuple[str, ...]) -> tuple[Mapping[str, int], int]:
         """Matching pods per domain of the nodes in `scope` with every `required` key, and the
         global minimum the skew is measured from."""
         scope = scope if isinstance(scope, frozenset) else frozenset(scope)
