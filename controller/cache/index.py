@@ -19,7 +19,7 @@ taken, and on the periodic consistency check (`rebuilt_from`).
 
 `version` moves with every pod, node and device change applied (not with a change that changes
 nothing: a heartbeat, a stale watch event), so that a pass can tell that what the planner reads
-is as it was at the last pass, and keep the answers it found then (`planned`; `controller.queue`).
+is as it was at the last pass, and keep the answers it found then (`planned`; `planning.queue`).
 
 Our own writes arrive twice: as the API's answer to the patch (so that the next pass already
 sees the reservation) and later from the watch. A pod's facts, and a workload, are replaced only
@@ -46,6 +46,7 @@ from gangkeeper.controller.cache.groups import (
     dependents,
     settled_phase,
 )
+from gangkeeper.controller.cache.holders import Candidate, holders
 from gangkeeper.controller.cache.occupancy import RESOURCES as OCCUPANCY_RESOURCES
 from gangkeeper.controller.cache.occupancy import Occupancy
 from gangkeeper.controller.checks.eligibility import NodePool
@@ -53,8 +54,6 @@ from gangkeeper.controller.checks.interpod.refusal import SpreadScope
 from gangkeeper.controller.model.members import GroupKey, Member
 from gangkeeper.controller.model.nodes import Node
 from gangkeeper.controller.model.objects import PodFacts, Workload, WorkloadIndex, WorkloadKey
-from gangkeeper.controller.planning.preemption import Candidate, holders
-from gangkeeper.controller.planning.queue import Planned
 from gangkeeper.controller.reading.informer import uncollected
 from gangkeeper.names import DEFAULT_ACCELERATORS
 from gangkeeper.resources import accelerators
@@ -116,7 +115,9 @@ class ClusterIndex:
         self._booked: set[str] = set()  # pods whose reservation is their Gang's
         self._claiming: list[Member] = []  # waiting members with claims seen in this batch of changes
         self.version = 0  # moves with every change to pods, nodes, devices, claims or volumes
-        self.planned: Planned | None = None  # the last pass's planning, reused while `version` stays
+        # The last pass's planning (`planning.queue.Planned`), reused while `version` stays: kept here
+        # with the state it was made on, for the pass to hand to the next; the index never reads it.
+        self.planned: object | None = None
 
     @classmethod
     def build(cls, pods: Iterable[PodFacts], workloads: WorkloadIndex, nodes: Iterable[Node],
@@ -283,7 +284,7 @@ class ClusterIndex:
         return self._pool
 
     def preemption_candidates(self, below: int | None = None) -> list[Candidate]:
-        """The work a group may preempt (`controller.preemption`): every group whose members hold
+        """The work a group may preempt (`planning.preemption`, from `cache.holders`): every group whose members hold
         capacity, and every lone pod bound, with the budgets selecting it; only those of a priority
         below `below` when given. O(groups + pods), asked when a group does not fit, and O(1) when
         nothing holds capacity below `below` (a cluster of one priority)."""

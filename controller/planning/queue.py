@@ -62,12 +62,13 @@ from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from gangkeeper.controller.cache.capacity import Ledger
+from gangkeeper.controller.cache.holders import Candidate
 from gangkeeper.controller.cache.occupancy import Occupancy
 from gangkeeper.controller.checks.eligibility import NodePool
 from gangkeeper.controller.model.members import Group, GroupKey
 from gangkeeper.controller.planning.planner import apply, plan_group
 from gangkeeper.controller.planning.plans import NoFit, Plan, Topology
-from gangkeeper.controller.planning.preemption import Candidate, Preemption, preempt
+from gangkeeper.controller.planning.preemption import Preemption, preempt
 
 PREEMPTION_ATTEMPTS = 3  # groups that may look for victims in one pass; one of them preempts at most
 

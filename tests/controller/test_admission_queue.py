@@ -1,8 +1,8 @@
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gangkeeper.controller.cache.holders import holders
 from gangkeeper.controller.model.members import group_of
-from gangkeeper.controller.planning.preemption import holders
 from gangkeeper.controller.planning.queue import Order, QueuePolicy, plan_pass, queued
 from tests.controller.builders import cluster, gang, member, node
 

@@ -7,11 +7,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gangkeeper.controller.cache.capacity import usage
+from gangkeeper.controller.cache.holders import holders
 from gangkeeper.controller.checks.eligibility import refusal
 from gangkeeper.controller.model.members import TopologyRule, group_of
 from gangkeeper.controller.planning.planner import apply, plan_group
 from gangkeeper.controller.planning.plans import NoFit, Plan
-from gangkeeper.controller.planning.preemption import holders, preempt
+from gangkeeper.controller.planning.preemption import preempt
 from gangkeeper.controller.planning.queue import plan_pass
 from gangkeeper.controller.reading.pods import member_from_api
 from tests.controller.builders import busy, cluster, member, node

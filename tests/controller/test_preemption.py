@@ -3,9 +3,10 @@
 from dataclasses import replace
 
 from gangkeeper.controller.cache.budgets import Budgets
+from gangkeeper.controller.cache.holders import candidate, holders
 from gangkeeper.controller.cache.index import ClusterIndex
 from gangkeeper.controller.model.members import group_of
-from gangkeeper.controller.planning.preemption import candidate, holders, preempt
+from gangkeeper.controller.planning.preemption import preempt
 from gangkeeper.controller.reading.budgets import budget_from_api
 from gangkeeper.controller.reading.nodes import node_from_api
 from gangkeeper.controller.reading.pods import pod_facts
