@@ -52,7 +52,10 @@ from bench.planner import _ms, _timed
 from gangkeeper import names
 from gangkeeper.audit import AuditLog
 from gangkeeper.controller.cache.index import NODES, PODS, ClusterIndex
-from gangkeeper.controller.deciding.reconciler import Memory, Release, Report, Settings, reconcile
+from gangkeeper.controller.deciding.decisions import Release, Report
+from gangkeeper.controller.deciding.memory import Memory
+from gangkeeper.controller.deciding.reconciler import reconcile
+from gangkeeper.controller.deciding.settings import Settings
 from gangkeeper.controller.metrics import Metrics
 from gangkeeper.controller.reading import kube, shapes
 from gangkeeper.controller.reading.informer import Informer, object_key

@@ -94,7 +94,7 @@ def _label_key(text: str) -> str:
 
 
 def settings_from(args: argparse.Namespace):
-    from gangkeeper.controller.deciding.reconciler import Ownerless, Preempting, Settings
+    from gangkeeper.controller.deciding.settings import Ownerless, Preempting, Settings
     from gangkeeper.controller.planning.plans import Topology
     from gangkeeper.controller.planning.queue import Order, QueuePolicy
     topology = Topology(zone_label=args.zone_label or None, rack_label=args.rack_label or None)

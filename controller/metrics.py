@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
-from gangkeeper.controller.deciding.reconciler import Outcome
+from gangkeeper.controller.deciding.outcome import Outcome
 from gangkeeper.controller.model.members import GroupKey
 
 PHASES = ("Waiting", "Admitted", "Running", "Succeeded", "Failed")

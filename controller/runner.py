@@ -43,8 +43,10 @@ from gangkeeper import integrations, names
 from gangkeeper.audit import AuditLog
 from gangkeeper.controller.acting.executor import CONCURRENT_WRITES, Executor
 from gangkeeper.controller.cache.index import PODS, Change, ClusterIndex, supersedes
-from gangkeeper.controller.deciding.memory import unreported
-from gangkeeper.controller.deciding.reconciler import Memory, Outcome, Settings, reconcile
+from gangkeeper.controller.deciding.memory import Memory, unreported
+from gangkeeper.controller.deciding.outcome import Outcome
+from gangkeeper.controller.deciding.reconciler import reconcile
+from gangkeeper.controller.deciding.settings import Settings
 from gangkeeper.controller.metrics import Metrics
 from gangkeeper.controller.model.objects import Workload
 from gangkeeper.controller.reading import kube as api

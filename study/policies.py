@@ -27,7 +27,7 @@ import orjson
 
 from gangkeeper import names
 from gangkeeper.audit import AuditLog
-from gangkeeper.controller.deciding.reconciler import Settings
+from gangkeeper.controller.deciding.settings import Settings
 from gangkeeper.controller.metrics import Metrics
 from gangkeeper.controller.reading.informer import Transform
 from gangkeeper.controller.reading.kube import Resource

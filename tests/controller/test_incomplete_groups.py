@@ -5,7 +5,7 @@ it is told once."""
 from gangkeeper import names
 from gangkeeper.controller.cache.groups import PYTORCHJOBS
 from gangkeeper.controller.deciding.decisions import Report
-from gangkeeper.controller.deciding.reconciler import Settings
+from gangkeeper.controller.deciding.settings import Settings
 from tests.controller.test_reconciler import CREATED, Run, nodes, of
 from tests.controller.world import NS, World, booked, member_object
 

@@ -10,8 +10,10 @@ from gangkeeper import names
 from gangkeeper.controller.cache.groups import GANGS, PYTORCHJOBS, Workloads
 from gangkeeper.controller.cache.index import PODS, ClusterIndex
 from gangkeeper.controller.cache.occupancy import RESOURCE_SLICES
+from gangkeeper.controller.deciding.memory import Memory
 from gangkeeper.controller.deciding.patches import release_patch
-from gangkeeper.controller.deciding.reconciler import Memory, Settings, reconcile
+from gangkeeper.controller.deciding.reconciler import reconcile
+from gangkeeper.controller.deciding.settings import Settings
 from gangkeeper.controller.reading.nodes import node_from_api
 from gangkeeper.controller.reading.pods import pod_facts
 from gangkeeper.controller.reading.workloads import workload_from_api

@@ -12,7 +12,8 @@ from gangkeeper.controller.deciding.decisions import (
     SuspendOwner,
 )
 from gangkeeper.controller.deciding.gangs import STATUS_DETAILS_REFRESH_SECONDS
-from gangkeeper.controller.deciding.reconciler import RETAKE_SECONDS, Preempting, Settings
+from gangkeeper.controller.deciding.preempting import RETAKE_SECONDS
+from gangkeeper.controller.deciding.settings import Preempting, Settings
 from tests.controller.builders import pod_object
 from tests.controller.test_rollback import BACKOFF, CREATED, JobController, Owners, Run, nodes, of, reports
 from tests.controller.world import NS, booked, member_object

@@ -15,7 +15,8 @@ from gangkeeper.controller.deciding.decisions import (
     SaveGang,
 )
 from gangkeeper.controller.deciding.memory import Memory
-from gangkeeper.controller.deciding.reconciler import Ownerless, Settings, reconcile
+from gangkeeper.controller.deciding.reconciler import reconcile
+from gangkeeper.controller.deciding.settings import Ownerless, Settings
 from gangkeeper.controller.planning.queue import Order, QueuePolicy
 from tests.controller.builders import node_object, pod_object
 from tests.controller.world import NS, World, booked, member_object

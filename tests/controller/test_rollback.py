@@ -15,7 +15,8 @@ from gangkeeper import names
 from gangkeeper.controller.cache.groups import JOBS, JOBSETS, PYTORCHJOBS
 from gangkeeper.controller.deciding.decisions import DeleteGang, DeletePod, Report, ResumeOwner, SaveGang, SuspendOwner
 from gangkeeper.controller.deciding.memory import Memory
-from gangkeeper.controller.deciding.reconciler import Ownerless, Settings, reconcile
+from gangkeeper.controller.deciding.reconciler import reconcile
+from gangkeeper.controller.deciding.settings import Ownerless, Settings
 from gangkeeper.identity import to_label_value
 from gangkeeper.integrations import trainjob
 from gangkeeper.integrations.lws import RESOURCE as LWS_RESOURCE

@@ -16,7 +16,7 @@ import jsonpatch
 from gangkeeper import names
 from gangkeeper.controller.cache.groups import GANGS
 from gangkeeper.controller.cache.index import NODES, PODS, Change
-from gangkeeper.controller.deciding.reconciler import DeleteGang, DeletePod, Release, Reserve, ReserveGroup, SaveGang
+from gangkeeper.controller.deciding.decisions import DeleteGang, DeletePod, Release, Reserve, ReserveGroup, SaveGang
 from gangkeeper.controller.reading.nodes import node_from_api
 from gangkeeper.controller.reading.pods import pod_facts
 from gangkeeper.controller.reading.workloads import workload_from_api

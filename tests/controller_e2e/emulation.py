@@ -19,7 +19,7 @@ from pathlib import Path
 from demo.stack import WebhookApp, check_granted, serve
 from gangkeeper import names
 from gangkeeper.audit import AuditLog
-from gangkeeper.controller.deciding.reconciler import Settings
+from gangkeeper.controller.deciding.settings import Settings
 from gangkeeper.controller.metrics import Metrics
 from gangkeeper.controller.reading.kube import load
 from gangkeeper.controller.runner import Controller

@@ -6,7 +6,8 @@ import time
 import pytest
 
 from gangkeeper import names
-from gangkeeper.controller.deciding.reconciler import Settings, release_patch
+from gangkeeper.controller.deciding.patches import release_patch
+from gangkeeper.controller.deciding.settings import Settings
 from gangkeeper.controller.reading.kube import METADATA_LIST, PODS, load
 from gangkeeper.controller.reading.pods import pod_facts
 from sim.api import CONTROLLER

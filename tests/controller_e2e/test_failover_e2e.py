@@ -18,7 +18,7 @@ import pytest
 
 from gangkeeper import names
 from gangkeeper.audit import AuditLog
-from gangkeeper.controller.deciding.reconciler import Settings
+from gangkeeper.controller.deciding.settings import Settings
 from gangkeeper.controller.leader import LeaderElector
 from gangkeeper.controller.metrics import Metrics
 from gangkeeper.controller.reading.kube import load

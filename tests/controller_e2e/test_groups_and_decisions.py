@@ -6,7 +6,7 @@ import pytest
 
 from gangkeeper import names
 from gangkeeper.controller.cache.groups import GANGS, JOBS, JOBSETS, PODGROUPS_NATIVE, PYTORCHJOBS, build_groups
-from gangkeeper.controller.deciding.reconciler import release_patch
+from gangkeeper.controller.deciding.patches import release_patch
 from gangkeeper.controller.reading.pods import pod_facts
 from gangkeeper.controller.reading.workloads import workload_from_api
 from gangkeeper.integrations import lws

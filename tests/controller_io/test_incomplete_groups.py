@@ -3,7 +3,7 @@ Warning Event written to the API, the Gang's `Stuck` condition, `gangkeeper_stuc
 and the audit line, each once, and all of them gone when the group completes."""
 
 from gangkeeper.audit import AuditLog
-from gangkeeper.controller.deciding.reconciler import Settings
+from gangkeeper.controller.deciding.settings import Settings
 from gangkeeper.controller.metrics import Metrics
 from gangkeeper.controller.reading import kube
 from gangkeeper.controller.runner import Controller

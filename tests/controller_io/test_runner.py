@@ -9,7 +9,8 @@ import jsonpatch
 
 from gangkeeper import names
 from gangkeeper.audit import AuditLog
-from gangkeeper.controller.deciding.reconciler import Release, Reserve, Settings
+from gangkeeper.controller.deciding.decisions import Release, Reserve
+from gangkeeper.controller.deciding.settings import Settings
 from gangkeeper.controller.metrics import Metrics
 from gangkeeper.controller.reading import kube
 from gangkeeper.controller.reading.informer import Cache, object_key

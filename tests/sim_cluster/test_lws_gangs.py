@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from gangkeeper import names
-from gangkeeper.controller.deciding.reconciler import Settings
+from gangkeeper.controller.deciding.settings import Settings
 from sim.api import ADMIN, WatchEvent
 from sim.clock import VirtualClock
 from sim.cluster import emulated_cluster
