@@ -28,7 +28,7 @@ def reserve(state: PassState, view: GangView, plan: Plan) -> None:
     nodes = sorted(plan.nodes)
     report(state, view, GangEvent.RESERVED, Reason.RESERVED,
             f"reserved {len(plan.assignments)} members on {len(nodes)} nodes: {', '.join(nodes[:10])}",
-            pods=[m.name for m, _ in plan.assignments], force=True)
+           pods=[m.name for m, _ in plan.assignments], force=True)
 
 
 def release(state: PassState, view: GangView) -> None:
@@ -43,6 +43,6 @@ def release(state: PassState, view: GangView) -> None:
     if released:
         key = view.group.key
         if state.memory.reported.get((key, Channel.STATE)) != News(Reason.RELEASED) and key in state.memory.complete_at:
-            state.released_after.append((key, state.now - state.memory.complete_at[key]))
+            state.figures.released_after.append((key, state.now - state.memory.complete_at[key]))
         report(state, view, GangEvent.RELEASED, Reason.RELEASED,
                 f"released {len(released)} members to their reserved nodes", pods=released, on_pods=True)

@@ -42,7 +42,7 @@ def preempt(state: PassState, view: GangView, preemption: Preemption, view_of) -
     group = view.group
     reserve(state, view, preemption.plan)
     victims = {f"{m.namespace}/{m.name}": (m.uid, victim.group) for victim in preemption.victims for m in victim.members}
-    state.preempting[group.key] = Room(state.now, victims, state.now)
+    state.remembered.preempting[group.key] = Room(state.now, victims, state.now)
     taken = ", ".join(victim.name for victim in preemption.victims[:NAMED])
     message = (f"{len(preemption.plan.assignments)} members reserved; preempting {len(preemption.victims)} of lower "
                f"priority ({taken}); released once they are gone")
@@ -65,17 +65,18 @@ def _preempt_group(state: PassState, view: GangView, why: str) -> None:
         message = f"{why}; {owner[1].kind} {owner[1].name} is suspended already: its pods are going"
     elif owner is not None:
         message = _suspend_victim(state, key, owner, why)
-        state.preemptions["suspended"] += 1
+        state.figures.preemptions["suspended"] += 1
     else:
         _delete_victims(state, key, live, why)
-        state.given_up[key] = frozenset(f.member.uid for f in live)  # its Gang stays, saying what to resubmit
+        # Its Gang stays, saying what to resubmit.
+        state.remembered.given_up[key] = frozenset(f.member.uid for f in live)
         message = (f"{why}; deleted its {len(live)} members ({accelerators_held(state, [f.member for f in live])} "
                    f"accelerators): resubmit them (label {names.GROUP_LABEL}={view.label}): "
                    f"{named([f.member for f in live])}")
-        state.preemptions["deleted"] += 1
+        state.figures.preemptions["deleted"] += 1
     state.verdicts[key] = verdict = Verdict(Phase.WAITING, Reason.PREEMPTED, message)
     report(state, view, GangEvent.PREEMPTED, Reason.PREEMPTED, message, warning=True, force=True,
-            pods=[f.member.name for f in live], on_pods=True)
+           pods=[f.member.name for f in live], on_pods=True)
     state.preempted[key] = f"{why} at {rfc3339(state.now)}"
     if key not in state.decided:  # a running group the pass does not decide: its Gang says it now
         save_status(state, view, verdict, False, state.preempted[key], now=True)
@@ -86,7 +87,7 @@ def _evict(state: PassState, pod: Member, why: str) -> None:
     state.actions.append(EvictPod(key, pod.name, pod.uid, why))
     state.actions.append(Report(key, GangEvent.PREEMPTED, Reason.PREEMPTED, f"{why}: evicted through the Eviction "
                                 f"API", Involved("v1", "Pod", pod.name, pod.uid), warning=True))
-    state.preemptions["evicted"] += 1
+    state.figures.preemptions["evicted"] += 1
 
 
 def _take_again(state: PassState, preemptor: Group, standing: Sequence[tuple[PodFacts, GroupKey | None]]) -> None:
@@ -115,7 +116,7 @@ def _take_again(state: PassState, preemptor: Group, standing: Sequence[tuple[Pod
 def _suspend_victim(state: PassState, key: GroupKey, owner: tuple[WorkloadKey, Workload], why: str) -> str:
     """Suspend a victim group's owner until the rollback backoff ends: resumed then, its pods come
     back gated and queue again."""
-    attempts = state.rollbacks.get(key, (0, 0.0))[0]
+    attempts = state.remembered.rollbacks.get(key, (0, 0.0))[0]
     until = math.ceil(state.now + state.settings.rollback_backoff_seconds)
     return suspend_owner(state, key, owner, attempts, until, why, "preempted")
 
@@ -133,7 +134,7 @@ def waiting_for_room(state: PassState, view: GangView) -> bool:
     lost by then, they are released anyway, fail to bind and the group is rolled back to plan
     again, rather than wait forever."""
     key = view.group.key
-    room = state.memory.preempting.get(key) or state.preempting.get(key)
+    room = state.memory.preempting.get(key) or state.remembered.preempting.get(key)
     standing = _standing(state, room)
     crowded = sorted({m.reserved_node for m in view.group.members if m.gated and m.reserved_node and not m.terminal
                       and any(value < 0 for value in state.index.ledger.free(m.reserved_node).values())})
@@ -146,8 +147,8 @@ def waiting_for_room(state: PassState, view: GangView) -> bool:
     if state.now - sent >= RETAKE_SECONDS and any(not facts.member.terminating for facts, _ in standing):
         _take_again(state, view.group, standing)
         sent = state.now
-    state.preempting[key] = Room(since, room.victims if room is not None else {}, sent)
-    state.due += [since + timeout] + ([sent + RETAKE_SECONDS] if standing else [])
+    state.remembered.preempting[key] = Room(since, room.victims if room is not None else {}, sent)
+    state.figures.due += [since + timeout] + ([sent + RETAKE_SECONDS] if standing else [])
     left = f"at most {timeout - (state.now - since):.0f}s more"
     if standing:
         pods = sorted(f"{facts.member.namespace}/{facts.member.name}" for facts, _ in standing)

@@ -82,7 +82,7 @@ from gangkeeper.controller.deciding.reporting import incomplete_or_queued, repor
 from gangkeeper.controller.deciding.resuming import held_owners, suspended
 from gangkeeper.controller.deciding.rollback import owner_of, remember_given_up, roll_back, still_given_up
 from gangkeeper.controller.deciding.settings import Preempting, Settings
-from gangkeeper.controller.deciding.state import PassState, accelerators_asked
+from gangkeeper.controller.deciding.state import PassState, Remembered, accelerators_asked
 from gangkeeper.controller.deciding.timeouts import bind_failed, incomplete_too_long, schedule_timed_out
 from gangkeeper.controller.model.members import Group, GroupKey
 from gangkeeper.controller.model.nodes import Node
@@ -114,8 +114,8 @@ def reconcile(pods: Sequence[PodFacts], workloads: WorkloadIndex, nodes: Sequenc
     if index is None:
         index = ClusterIndex.build(pods, workloads, nodes, settings.accelerator_patterns)
     pending = index.pending(memory.first_seen, now)
-    state = PassState(now, settings, memory, index.workloads, index.serves_gangs, rollbacks=dict(memory.rollbacks),
-                  index=index)
+    state = PassState(now, settings, memory, index.workloads, index.serves_gangs, index,
+                      remembered=Remembered(rollbacks=dict(memory.rollbacks)))
     state.decided = frozenset(view.group.key for view in pending.views)
     held_owners(state, pending)
     queue, extras = [], []
@@ -149,7 +149,7 @@ def _disposed_gangs(state: PassState, gone: Iterable[GroupKey]) -> list[DeleteGa
     Gang of a group given up, whose pods a rollback deleted, stays: it says what to resubmit."""
     deletions = []
     for key in gone:
-        if key in state.memory.given_up or key in state.given_up:
+        if key in state.memory.given_up or key in state.remembered.given_up:
             continue
         gang = gangs.ownerless_gang(key, state.workloads)
         if gang is not None and gang.disposable:
@@ -188,7 +188,7 @@ def _decide_in_flight(state: PassState, view: GangView) -> Planning:
         state.verdicts[key] = (Verdict(phase, Reason.FINISHED, "every member has finished") if phase is not Phase.RUNNING
                                else Verdict(phase, Reason.BOUND, f"{live}/{live} members bound"))
         return Planning.NONE
-    attempts, not_before = state.rollbacks.get(key, (0, 0.0))
+    attempts, not_before = state.remembered.rollbacks.get(key, (0, 0.0))
     if state.now < not_before:
         state.verdicts[key] = Verdict(Phase.WAITING, Reason.BACKING_OFF, f"rolled back {attempts}×; planning again in "
                                       f"{not_before - state.now:.0f}s")
@@ -282,10 +282,11 @@ def _admission_view(group: Group) -> Group:
 
 
 def _outcome(state: PassState, pending: Pending, index: ClusterIndex) -> Outcome:
-    memory = replace(after_pass(state.memory, pending, state.now, rollbacks=state.rollbacks, reported=state.reported,
-                                incomplete_since=state.incomplete_since, status_written=state.status_written,
-                                arrivals=state.arrivals),
-                     held=state.held, given_up=state.given_up, preempting=state.preempting)
+    learned = state.remembered
+    memory = replace(after_pass(state.memory, pending, state.now, rollbacks=learned.rollbacks,
+                                reported=learned.reported, incomplete_since=learned.incomplete_since,
+                                status_written=learned.status_written, arrivals=learned.arrivals),
+                     held=learned.held, given_up=learned.given_up, preempting=learned.preempting)
     decided = {view.group.key: verdict_of(state, view).phase for view in pending.views}
     phases = Counter(phase.value for phase in decided.values())
     phases.update(pending.settled_phases)
@@ -311,9 +312,10 @@ def _outcome(state: PassState, pending: Pending, index: ClusterIndex) -> Outcome
                     entry = asked[id(member.requests)] = (member.requests, accelerators_asked(state, member.requests))
                 for resource, amount in entry[1]:
                     demand[namespace, resource] += amount
+    figures = state.figures
     return Outcome(tuple(state.actions), memory, dict(phases), index.reserved_accelerators,
-                   tuple(state.released_after), len(state.rolled_back), min(state.due, default=None),
-                   dict(state.preemptions), decided_phases={key: phase.value for key, phase in decided.items()},
+                   tuple(figures.released_after), len(figures.rolled_back), min(figures.due, default=None),
+                   dict(figures.preemptions), decided_phases={key: phase.value for key, phase in decided.items()},
                    gone=pending.gone, complete=pending.complete, waited=tuple(waited),
-                   waiting_accelerators=dict(demand), longest_wait=longest, bound_after=tuple(state.bound_after),
-                   stuck_incomplete=dict(state.stuck))
+                   waiting_accelerators=dict(demand), longest_wait=longest, bound_after=tuple(figures.bound_after),
+                   stuck_incomplete=dict(figures.stuck))

@@ -16,12 +16,12 @@ from gangkeeper.controller.model.objects import Workload
 
 
 def report(state: PassState, view: GangView, event: GangEvent, reason: Reason | str, message: str, *,
-            pods: Sequence[str] = (), warning: bool = False, force: bool = False, channel: Channel = Channel.STATE,
-            news: News | None = None, on_pods: bool = False) -> None:
+           pods: Sequence[str] = (), warning: bool = False, force: bool = False, channel: Channel = Channel.STATE,
+           news: News | None = None, on_pods: bool = False) -> None:
     """A Report, unless the same news was reported last time on this channel (Events follow changes)."""
     key = view.group.key
     news = news if news is not None else News(reason)
-    state.reported[(key, channel)] = news
+    state.remembered.reported[(key, channel)] = news
     if force or state.memory.reported.get((key, channel)) != news:
         uids = {facts.member.name: facts.member.uid for facts in view.pods} if pods else {}
         state.actions.append(Report(key, event, reason, message, involved(state, view),
@@ -78,17 +78,19 @@ def report_and_status(state: PassState, view: GangView) -> None:
     if verdict.phase is Phase.WAITING and verdict.reason is not Reason.ROLLED_BACK:  # a rollback was reported
         problem = view.problem is not None
         report(state, view, GangEvent.WAITING, verdict.reason, verdict.message, warning=problem,
-                news=News(verdict.reason, verdict.message if problem else None))
+               news=News(verdict.reason, verdict.message if problem else None))
     elif verdict.phase is Phase.RUNNING:
         if key in state.memory.complete_at and state.memory.reported.get((key, Channel.STATE)) != News(Reason.BOUND):
-            state.bound_after.append(state.now - state.memory.complete_at[key])  # first seen bound since complete
+            # First seen bound since it was complete.
+            state.figures.bound_after.append(state.now - state.memory.complete_at[key])
         report(state, view, GangEvent.BOUND, Reason.BOUND, verdict.message)
-    timed_out = verdict.reason is Reason.TIMED_OUT or (verdict.phase is Phase.WAITING and schedule_timed_out(state, view.group))
+    timed_out = verdict.reason is Reason.TIMED_OUT or (verdict.phase is Phase.WAITING
+                                                       and schedule_timed_out(state, view.group))
     if timed_out:
         report(state, view, GangEvent.TIMED_OUT, Reason.TIMED_OUT,
                 f"not admitted within {view.group.schedule_timeout_seconds:g}s"
-                + ("; given up" if verdict.phase is Phase.FAILED else "; still waiting"),
-                warning=True, channel=Channel.TIMEOUT)
+               + ("; given up" if verdict.phase is Phase.FAILED else "; still waiting"),
+               warning=True, channel=Channel.TIMEOUT)
     stuck = None
     if verdict.phase is Phase.WAITING and verdict.reason is Reason.INCOMPLETE:
         stuck = stuck_incomplete(state, view)
@@ -103,20 +105,20 @@ def stuck_incomplete(state: PassState, view: GangView) -> str | None:
     key, threshold = view.group.key, state.settings.incomplete_group_seconds
     arrival = incomplete.last_arrival(view.group, state.memory.arrivals.get(key), key in state.memory.first_seen,
                                       state.now)
-    state.arrivals[key] = arrival
+    state.remembered.arrivals[key] = arrival
     if not incomplete.stuck(arrival, state.now, threshold):
-        state.due.append(arrival.since + threshold)
+        state.figures.due.append(arrival.since + threshold)
         return None
     message = incomplete.message(view, threshold)
-    state.stuck[key[0]] += 1
+    state.figures.stuck[key[0]] += 1
     report(state, view, GangEvent.STUCK, Reason.INCOMPLETE_GROUP, message, warning=True,
-            channel=Channel.INCOMPLETE, news=News(Reason.INCOMPLETE_GROUP, message),
-            pods=[facts.member.name for facts in view.pods if not facts.member.terminal], on_pods=True)
+           channel=Channel.INCOMPLETE, news=News(Reason.INCOMPLETE_GROUP, message),
+           pods=[facts.member.name for facts in view.pods if not facts.member.terminal], on_pods=True)
     return message
 
 
 def save_status(state: PassState, view: GangView, verdict: Verdict, timed_out: bool, preempted: str | None = None,
-                 *, now: bool = False, stuck: str | None = None) -> None:
+                *, now: bool = False, stuck: str | None = None) -> None:
     """Write the group's Gang status when it changed (or `now`, when the change must show at once);
     `stuck` says what a group stuck incomplete waits for."""
     key = view.group.key
@@ -124,15 +126,15 @@ def save_status(state: PassState, view: GangView, verdict: Verdict, timed_out: b
     if place is None or (place.existing is None and view.problem is not None):
         return
     current = (place.existing.status if place.existing is not None else None) or {}
-    attempts = state.rollbacks.get(key, (0, 0.0))[0]
-    rollback = verdict.message if key in state.rolled_back else None
+    attempts = state.remembered.rollbacks.get(key, (0, 0.0))[0]
+    rollback = verdict.message if key in state.figures.rolled_back else None
     status = gangs.gang_status(view, verdict, timed_out, attempts, state.settings.accelerator_patterns, current,
                                state.now, rollback, preempted, stuck)
     if place.existing is not None and not now:
         due = gangs.status_due(current, status, state.memory.status_written.get(key), state.now)
         if due is None or due > state.now:
-            state.due += [due] if due is not None else []  # the pass then writes the details
+            state.figures.due += [due] if due is not None else []  # the pass then writes the details
             return
-    state.status_written[key] = state.now
+    state.remembered.status_written[key] = state.now
     state.actions.append(SaveGang(key, place.name, status,
                                   None if place.existing is not None else gangs.gang_body(view, place.name)))

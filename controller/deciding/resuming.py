@@ -33,12 +33,12 @@ def held_owners(state: PassState, pending: Pending) -> None:
         if switch.held:
             _resume_when_due(state, key, workload, entry)
         elif switch.resource_version == entry.resource_version:
-            state.held[key] = entry  # our suspension, still on its way
+            state.remembered.held[key] = entry  # our suspension, still on its way
         elif entry.group is not None and entry.group not in decided:
-            state.held[key] = entry  # left alone; its group's backoff count kept until its pods are back
-            state.rollbacks[entry.group] = (entry.attempts, state.now)
+            state.remembered.held[key] = entry  # left alone; its group's backoff count kept until its pods are back
+            state.remembered.rollbacks[entry.group] = (entry.attempts, state.now)
         elif entry.group is not None:
-            state.rollbacks[entry.group] = (entry.attempts, state.now)  # resumed: its group is planned again
+            state.remembered.rollbacks[entry.group] = (entry.attempts, state.now)  # resumed: its group is planned again
 
 
 def _resume_when_due(state: PassState, key: WorkloadKey, workload: Workload, entry: HeldOwner) -> None:
@@ -48,16 +48,16 @@ def _resume_when_due(state: PassState, key: WorkloadKey, workload: Workload, ent
     switch = workload.suspend
     group = entry.group or (workload.namespace, workload.name)
     if entry.group is not None:
-        state.rollbacks.setdefault(entry.group, (entry.attempts, switch.resume_at or state.now))
+        state.remembered.rollbacks.setdefault(entry.group, (entry.attempts, switch.resume_at or state.now))
     due = switch.resume_at if switch.resume_at is not None else state.now
     if state.now < due:
-        state.held[key] = entry
-        state.due.append(due)
+        state.remembered.held[key] = entry
+        state.figures.due.append(due)
         return
     integration = integrations.BY_RESOURCE[key[0]]
     state.actions.append(ResumeOwner(group, integration.resource, workload.name,
                                      integration.suspension.resuming(switch.resource_version)))
-    state.held[key] = replace(entry, resumed=True)
+    state.remembered.held[key] = replace(entry, resumed=True)
     if not entry.resumed:
         state.actions.append(Report(group, GangEvent.RESUMED, Reason.RESUMED,
                                     f"gangkeeper resumed this {workload.kind}, which it had suspended to roll back "

@@ -18,25 +18,25 @@ from gangkeeper.controller.model.objects import PodFacts, Workload, WorkloadKey
 
 
 def roll_back(state: PassState, view: GangView, owner: tuple[WorkloadKey, Workload] | None, attempts: int,
-               why: str) -> None:
+              why: str) -> None:
     """Take the group back whole (module docstring): suspend its owner when it has a switch, else
     delete its members; then back off."""
     key = view.group.key
     delay = min(state.settings.rollback_backoff_cap_seconds, state.settings.rollback_backoff_seconds * 2 ** attempts)
-    state.rolled_back.add(key)
+    state.figures.rolled_back.add(key)
     live = [f for f in view.pods if not f.member.terminal]
     if owner is not None:
         until = math.ceil(state.now + delay)
-        state.rollbacks[key] = (attempts + 1, until)
+        state.remembered.rollbacks[key] = (attempts + 1, until)
         message = suspend_owner(state, key, owner, attempts + 1, until, why, f"rolled back {attempts + 1}×")
         verdict = Verdict(Phase.WAITING, Reason.ROLLED_BACK, message)
     else:
         verdict = delete_members(state, view, live, delay, why)
         given_up = verdict.reason is Reason.MEMBERS_DELETED  # nothing comes back to wait for: no backoff
-        state.rollbacks[key] = (attempts + 1, state.now if given_up else state.now + delay)
+        state.remembered.rollbacks[key] = (attempts + 1, state.now if given_up else state.now + delay)
     state.verdicts[key] = verdict
     report(state, view, GangEvent.ROLLED_BACK, Reason.ROLLED_BACK, verdict.message, warning=True, force=True,
-            pods=[f.member.name for f in live], on_pods=True)
+           pods=[f.member.name for f in live], on_pods=True)
 
 
 def owner_of(state: PassState, view: GangView) -> tuple[WorkloadKey, Workload] | None:
@@ -59,7 +59,7 @@ def owner_of(state: PassState, view: GangView) -> tuple[WorkloadKey, Workload] |
 
 
 def suspend_owner(state: PassState, group: GroupKey, owner: tuple[WorkloadKey, Workload], attempts: int, until: float,
-                   why: str, cause: str) -> str:
+                  why: str, cause: str) -> str:
     """Suspend the owner until `until`; `cause` says why in a few words (`rolled back 2×`, `preempted`)."""
     key, workload = owner
     integration = integrations.BY_RESOURCE[key[0]]
@@ -67,7 +67,7 @@ def suspend_owner(state: PassState, group: GroupKey, owner: tuple[WorkloadKey, W
     switch = workload.suspend
     state.actions.append(SuspendOwner(group, integration.resource, workload.name,
                                       integration.suspension.suspending(switch.resource_version, stamp)))
-    state.held[key] = HeldOwner(workload.uid, group, attempts, switch.resource_version)
+    state.remembered.held[key] = HeldOwner(workload.uid, group, attempts, switch.resource_version)
     message = (f"{why}; suspended {workload.kind} {workload.name} until {stamp} ({cause}): its "
                f"operator deletes its pods without counting them as failed, and recreates them gated when "
                f"gangkeeper resumes it")
@@ -100,7 +100,7 @@ def delete_members(state: PassState, view: GangView, live: list[PodFacts], delay
                          f"{len(bound)} bound, holding {held} accelerators the group cannot use until it is "
                          f"complete; delete them to free those: {listed}")
     if delete and ownerless and not owned:
-        state.given_up[key] = frozenset(m.uid for m in deleted)
+        state.remembered.given_up[key] = frozenset(m.uid for m in deleted)
         return Verdict(Phase.FAILED, Reason.MEMBERS_DELETED, "; ".join(parts))
     parts.append(f"planning again in {delay:.0f}s")
     return Verdict(Phase.WAITING, Reason.ROLLED_BACK, "; ".join(parts))
@@ -112,7 +112,7 @@ def still_given_up(state: PassState, view: GangView) -> Verdict | None:
     deleted = state.memory.given_up.get(view.group.key)
     if deleted is None or not {m.uid for m in view.group.members if not m.terminal} <= deleted:
         return None
-    state.given_up[view.group.key] = deleted
+    state.remembered.given_up[view.group.key] = deleted
     return Verdict(Phase.FAILED, Reason.MEMBERS_DELETED, "every member was deleted (rolled back or preempted); "
                    f"resubmit them (label {names.GROUP_LABEL}={view.label})")
 
@@ -122,4 +122,4 @@ def remember_given_up(state: PassState, pending: Pending, gone: set[GroupKey]) -
     decided = {view.group.key for view in pending.views}
     for key, deleted in state.memory.given_up.items():
         if key not in decided and key not in gone:
-            state.given_up.setdefault(key, deleted)
+            state.remembered.given_up.setdefault(key, deleted)

@@ -26,33 +26,53 @@ NAMED = 10  # members a message names at most
 
 
 @dataclass
+class Remembered:
+    """What the pass learns for the next one, group by group, as it goes (`memory.after_pass` makes
+    the next `Memory` of it): what it reported on each channel, rollback backoff, when it wrote
+    each Gang's status, since when groups are incomplete, when gated groups short of members last
+    gained one, the owners it holds suspended, the groups given up and the room preemptors wait for."""
+
+    rollbacks: dict[GroupKey, tuple[int, float]] = field(default_factory=dict)
+    reported: dict[tuple[GroupKey, Channel], News] = field(default_factory=dict)
+    status_written: dict[GroupKey, float] = field(default_factory=dict)
+    incomplete_since: dict[GroupKey, float] = field(default_factory=dict)
+    arrivals: dict[GroupKey, Arrival] = field(default_factory=dict)  # of gated groups short of members
+    held: dict[WorkloadKey, HeldOwner] = field(default_factory=dict)
+    given_up: dict[GroupKey, frozenset[str]] = field(default_factory=dict)
+    preempting: dict[GroupKey, Room] = field(default_factory=dict)
+
+
+@dataclass
+class Figures:
+    """What the pass counts for the metrics and for when the runner wakes (`Outcome`)."""
+
+    released_after: list[tuple[GroupKey, float]] = field(default_factory=list)
+    bound_after: list[float] = field(default_factory=list)
+    rolled_back: set[GroupKey] = field(default_factory=set)
+    preemptions: Counter = field(default_factory=Counter)  # victims by how they were taken
+    stuck: Counter = field(default_factory=Counter)  # namespace → groups stuck incomplete
+    due: list[float] = field(default_factory=list)  # moments a decision falls due by time alone
+
+
+@dataclass
 class PassState:
-    """Working state of one pass: what is decided so far, per group."""
+    """Working state of one pass: what it decides on (the time, the settings, the memory of the
+    last pass, the workloads and the index), what it has decided so far per group (actions,
+    verdicts, what took each victim's place), what it learns for the next pass (`remembered`)
+    and what it counts (`figures`)."""
 
     now: float
     settings: Settings
     memory: Memory
     workloads: WorkloadIndex
     serves_gangs: bool = True
+    index: ClusterIndex | None = None  # whether a reserved member's node is free yet, its victims gone
+    decided: frozenset[GroupKey] = frozenset()  # the groups this pass decides (the pending views)
     actions: list[Action] = field(default_factory=list)
     verdicts: dict[GroupKey, Verdict] = field(default_factory=dict)
-    reported: dict[tuple[GroupKey, Channel], News] = field(default_factory=dict)
-    rollbacks: dict[GroupKey, tuple[int, float]] = field(default_factory=dict)
-    released_after: list[tuple[GroupKey, float]] = field(default_factory=list)
-    bound_after: list[float] = field(default_factory=list)
-    status_written: dict[GroupKey, float] = field(default_factory=dict)
-    incomplete_since: dict[GroupKey, float] = field(default_factory=dict)
-    arrivals: dict[GroupKey, Arrival] = field(default_factory=dict)  # of gated groups short of members
-    stuck: Counter = field(default_factory=Counter)  # namespace → groups stuck incomplete
-    due: list[float] = field(default_factory=list)
-    rolled_back: set[GroupKey] = field(default_factory=set)
-    held: dict[WorkloadKey, HeldOwner] = field(default_factory=dict)
-    given_up: dict[GroupKey, frozenset[str]] = field(default_factory=dict)
-    preemptions: Counter = field(default_factory=Counter)
-    preempting: dict[GroupKey, Room] = field(default_factory=dict)
     preempted: dict[GroupKey, str] = field(default_factory=dict)  # what took each victim's place, this pass
-    decided: frozenset[GroupKey] = frozenset()  # the groups this pass decides (the pending views)
-    index: ClusterIndex | None = None  # whether a reserved member's node is free yet, its victims gone
+    remembered: Remembered = field(default_factory=Remembered)
+    figures: Figures = field(default_factory=Figures)
     # Where each group's Gang is (`gang_place`), found once: the pass asks for every group's twice, and
     # the workloads do not change while it decides.
     places: dict[GroupKey, tuple[GangView, gangs.GangPlace | None]] = field(default_factory=dict)

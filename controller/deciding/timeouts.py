@@ -17,7 +17,7 @@ def schedule_timed_out(state: PassState, group: Group) -> bool:
     if timeout is None:
         return False
     if state.now - group.first_seen < timeout:
-        state.due.append(group.first_seen + timeout)
+        state.figures.due.append(group.first_seen + timeout)
         return False
     return True
 
@@ -33,7 +33,7 @@ def bind_failed(state: PassState, view: GangView) -> str | None:
         deadline = released_at(state, facts) + state.settings.bind_timeout_seconds
         if state.now >= deadline:
             return f"{member.name} not bound to {member.reserved_node} within {state.settings.bind_timeout_seconds:g}s"
-        state.due.append(deadline)
+        state.figures.due.append(deadline)
     return None
 
 
@@ -57,8 +57,8 @@ def incomplete_too_long(state: PassState, view: GangView) -> str | None:
     since = min(state.memory.incomplete_since.get(group.key, fallback), state.now)
     timeout = state.settings.bind_timeout_seconds
     if state.now - since < timeout:
-        state.incomplete_since[group.key] = since
-        state.due.append(since + timeout)
+        state.remembered.incomplete_since[group.key] = since
+        state.figures.due.append(since + timeout)
         return None
     return (f"incomplete for {state.now - since:.0f}s, longer than the bind timeout ({timeout:g}s): "
             f"{placed} of min count {group.min_count} members bound or reserved")
