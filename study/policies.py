@@ -16,7 +16,7 @@
   Scaffolding here: the Flask test client in place of gunicorn and TLS, informers fed from the
   cluster's watch events in place of HTTP list/watch (`study.adapter.FedInformer`), and writes
   handed to the emulated API server in process (`study.adapter.InProcessKube`). Leader election,
-  the loop's thread (`Controller.run`) and the HTTP adapter `controller.kube.Kube` are not
+  the loop's thread (`Controller.run`) and the HTTP adapter `controller.reading.kube.Kube` are not
   exercised.
 """
 

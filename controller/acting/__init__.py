@@ -1,1 +1,2 @@
-"""Carrying a pass's actions out through the API (`executor`)."""
+"""Acting on a pass: its actions written through the API (`executor`), in parallel where they are
+independent, Events in the background."""

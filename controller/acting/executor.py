@@ -1,4 +1,4 @@
-"""Carry out a pass's actions through `controller.kube`, in parallel where they are independent.
+"""Carry out a pass's actions through `controller.reading.kube`, in parallel where they are independent.
 
 Pod and owner writes (and a group's reservations, one write on its Gang) go first, then Gang
 statuses, then Events: what the scheduler and the operators wait for is not held up behind what

@@ -198,7 +198,7 @@ class Ledger:
     def _usage(self, requests: Mapping[str, Fraction]) -> Mapping[str, Fraction]:
         """The pod's usage, shared with every pod that asks for the same (most pods do).
 
-        Pods asking for the same share one requests mapping (`model.member_from_api`), so the
+        Pods asking for the same share one requests mapping (`reading.pods.member_from_api`), so the
         usage is found first by that mapping's identity (kept alive beside it, so that its id
         names no other), and only then by its sorted items, which hashes every Fraction."""
         known = self._by_mapping.get(id(requests))

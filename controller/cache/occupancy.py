@@ -204,7 +204,7 @@ class Occupancy:
         """Whether one more member with these claims (and requests, for extended resources) gets its
         devices on the node. Members of different demands that may bind in any order are not put
         on one node: first-fit allocation could then fail in an order the plan did not check
-        (demands that differ only in their counts do not count as different: `dra.sharing_key`)."""
+        (demands that differ only in their counts do not count as different: `checks.dra.demand.sharing_key`)."""
         demand = self.devices.demand_on(node, demand, requests)
         if not demand:
             return True

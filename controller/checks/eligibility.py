@@ -2,10 +2,10 @@
 
 Modelled filters: NodeUnschedulable, TaintToleration, NodeAffinity (nodeSelector and required
 node affinity) and the pod-slot part of NodeResourcesFit; the resource part is
-`capacity.members_fitting`. One deliberate difference: a node that is not Ready is refused
+`cache.capacity.members_fitting`. One deliberate difference: a node that is not Ready is refused
 even when a pod tolerates its `not-ready` taints (docs/design.md): the controller reserves only
 where the pods can start. What depends on more than the node itself — DRA devices, inter-pod
-affinity and anti-affinity, topology spread, host ports, volumes — is `controller.occupancy`'s.
+affinity and anti-affinity, topology spread, host ports, volumes — is `controller.cache.occupancy`'s.
 
 Every refusal is a short phrase saying why, so that a group that fits nowhere can be told
 which filter keeps it out.

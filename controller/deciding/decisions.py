@@ -1,6 +1,6 @@
 """What a reconcile pass decides, as values: where each group stands, and the writes it asks for.
 
-The pass (`controller.reconciler`) is pure and returns these; the executor (`controller.actions`)
+The pass (`controller.deciding.reconciler`) is pure and returns these; the executor (`controller.acting.executor`)
 performs the writes. Decisions are enums and small frozen records, so that code decides on
 them; the words a person reads (an Event's reason and message, a Gang condition's) travel
 alongside for output only and are never tested.
@@ -44,7 +44,7 @@ class Reason(enum.StrEnum):
     PREEMPTING = "Preempting"  # reserved where lower-priority work still runs: released once it is gone
     PREEMPTED = "Preempted"    # taken, whole, to make room for a group of higher priority
     # incomplete, its members gated, no new member for longer than `--incomplete-group-seconds`:
-    # likely declared larger than what its owner creates before the group runs (`controller.incomplete`)
+    # likely declared larger than what its owner creates before the group runs (`controller.deciding.incomplete`)
     INCOMPLETE_GROUP = "IncompleteGroup"
 
 
@@ -62,7 +62,7 @@ class GangEvent(enum.StrEnum):
     MEMBER_DELETED = "gang.member_deleted"
     PREEMPTING = "gang.preempting"
     PREEMPTED = "gang.preempted"
-    STUCK = "gang.stuck"  # incomplete for too long, no new member arriving: reported once (`controller.incomplete`)
+    STUCK = "gang.stuck"  # incomplete for too long, no new member arriving: reported once (`controller.deciding.incomplete`)
 
     @property
     def decision(self) -> str:
@@ -75,7 +75,7 @@ class Verdict:
     """Where a group stands after the pass, and why.
 
     `reason` is one of ours, or the word of the group's problem (`GangView.problem`, such as
-    `Disagreement`), which `controller.groups` coins and is shown as it is; the code tests only
+    `Disagreement`), which `controller.cache.groups` coins and is shown as it is; the code tests only
     for our own (`verdict.reason is Reason.ROLLED_BACK`). `message` is for people.
     """
 
@@ -99,7 +99,7 @@ class Reserve:
 @dataclass(frozen=True)
 class ReserveGroup:
     """Book the nodes of a plan for a group's gated members in one write: its Gang's
-    `status.reservations` (pod name → uid and node, `controller.gangs.reservations_patch`), a
+    `status.reservations` (pod name → uid and node, `controller.deciding.gangs.reservations_patch`), a
     merge patch that also removes the entries of pods gone, released or replaced (null). The Gang
     is created first (`create`, its body) when the pass found none."""
 
@@ -112,9 +112,9 @@ class ReserveGroup:
 @dataclass(frozen=True)
 class Release:
     """Pin a reserved member to its node and remove our gate, in one guarded JSON Patch
-    (`controller.patches`). `label` (the members' group label) and `resource_version` (the pod's,
+    (`controller.deciding.patches`). `label` (the members' group label) and `resource_version` (the pod's,
     as the pass read it) let the executor check, before any member of the group is released, that
-    none changed since (`controller.actions`)."""
+    none changed since (`controller.acting.executor`)."""
 
     group: GroupKey
     pod: str
@@ -173,7 +173,7 @@ class Involved(NamedTuple):
     """The object an Event is about, as its `involvedObject` names it: `kubectl describe` finds an
     object's Events by its uid (and name, namespace, kind). The uid is "" only for a Gang the
     same pass creates, which has none yet: the executor writes the Event once the Gang exists,
-    with the uid the API gave it (`controller.actions`)."""
+    with the uid the API gave it (`controller.acting.executor`)."""
 
     api_version: str
     kind: str

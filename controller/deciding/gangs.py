@@ -141,7 +141,7 @@ def gang_status(view: GangView, verdict: Verdict, timed_out: bool, attempts: int
     the owner, deleted members and what to resubmit, kept members and what they hold); the
     `RolledBack` condition keeps saying it until the next one. `preempted` says which group took
     this one's place and how; the `Preempted` condition keeps saying it until the next preemption.
-    `stuck` says what a group stuck incomplete waits for (`controller.incomplete`); the `Stuck`
+    `stuck` says what a group stuck incomplete waits for (`controller.deciding.incomplete`); the `Stuck`
     condition is there only while it is, as `TimedOut` is only while the group is timed out."""
     live = [m for m in view.group.members if not m.terminal]
     before = {c.get("type"): c for c in existing.get("conditions") or ()}

@@ -10,7 +10,7 @@ A group is *stuck incomplete* when fewer of its members are present (live) than 
 every present one is still gated, and no new member has arrived for `Settings.incomplete_group_seconds`
 or longer. The reconcile pass asks only about groups whose verdict is `Incomplete` (so a complete
 group waiting for capacity, a group backing off, suspended or with a declaration problem is never
-one), and reports them (`reconciler._stuck_incomplete`).
+one), and reports them (`reporting.stuck_incomplete`).
 
 The clock (`last_arrival`) is the controller's, passed into the pass, never read here: when the
 group last gained a member (a uid not seen before), remembered for the leadership term

@@ -4,7 +4,7 @@ Nothing here is needed for safety: reservations, release times and group ages ar
 from the pods (docs/design.md, "Failure and restart"). Memory holds when each group was first
 seen (durably approximated by its oldest member's creation), rollback backoff, when a running
 group was first seen incomplete, when a gated group still short of members last gained one (to
-notice one that never completes: `controller.incomplete`), when a member was first seen released
+notice one that never completes: `controller.deciding.incomplete`), when a member was first seen released
 (for a release annotation someone removed), when a group was first seen complete (to measure how
 soon it was released), when a Gang's status was last written, what was last reported (so that Events and audit
 lines follow changes, not passes), the owners this controller suspended to roll their groups
@@ -28,7 +28,7 @@ class Channel(enum.Enum):
 
     STATE = enum.auto()
     TIMEOUT = enum.auto()
-    INCOMPLETE = enum.auto()  # stuck incomplete, no new member arriving (`controller.incomplete`)
+    INCOMPLETE = enum.auto()  # stuck incomplete, no new member arriving (`controller.deciding.incomplete`)
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,7 +87,7 @@ class Memory:
     complete_at: Mapping[GroupKey, float] = field(default_factory=dict)
     status_written: Mapping[GroupKey, float] = field(default_factory=dict)
     incomplete_since: Mapping[GroupKey, float] = field(default_factory=dict)
-    # Gated groups short of members: when each last gained one (`controller.incomplete`).
+    # Gated groups short of members: when each last gained one (`controller.deciding.incomplete`).
     arrivals: Mapping[GroupKey, Arrival] = field(default_factory=dict)
     held: Mapping[WorkloadKey, HeldOwner] = field(default_factory=dict)
     # Groups a rollback gave up (every member deleted, none to recreate them), by the uids
@@ -99,7 +99,7 @@ class Memory:
 
 def unreported(memory: Memory, groups: Iterable[GroupKey]) -> Memory:
     """`memory` as if the groups' state had not been reported: their releases were held back
-    (`controller.actions`), and the pass that releases them must say so."""
+    (`controller.acting.executor`), and the pass that releases them must say so."""
     held = set(groups)
     return replace(memory, reported={key: news for key, news in memory.reported.items()
                                      if not (key[0] in held and key[1] is Channel.STATE)})

@@ -37,6 +37,6 @@ class Outcome:
     # Seconds from complete to seen bound (min count of its members), of each group this pass first
     # saw running since it was last complete: the latency the scheduler's users see.
     bound_after: tuple[float, ...] = ()
-    # Groups stuck incomplete (`controller.incomplete`), by namespace: each such group is under way,
+    # Groups stuck incomplete (`controller.deciding.incomplete`), by namespace: each such group is under way,
     # so each pass decides all of them and this is whole.
     stuck_incomplete: Mapping[str, int] = field(default_factory=dict)

@@ -106,7 +106,7 @@ def reconcile(pods: Sequence[PodFacts], workloads: WorkloadIndex, nodes: Sequenc
               now: float, settings: Settings = Settings(), *, index: ClusterIndex | None = None) -> Outcome:
     """Decide one pass on whole lists of pods, workloads and nodes, or on an incremental `index`.
 
-    Given an `index` (fed by informers, see `controller.index`), `pods`, `workloads` and `nodes`
+    Given an `index` (fed by informers, see `controller.cache.index`), `pods`, `workloads` and `nodes`
     are not read (pass them empty) and the pass costs O(groups under way + objects changed since
     the last one); it moves the index on (`ClusterIndex.pending`). Without one, an index of the
     lists is built first: O(pods), and every group is decided.

@@ -31,7 +31,7 @@ def report(state: PassState, view: GangView, event: GangEvent, reason: Reason | 
 
 def involved(state: PassState, view: GangView) -> Involved:
     """The Gang when there is (or will be) one, else the group's first pod. A Gang this pass
-    creates has no uid yet: the executor learns it when it writes the Gang (`controller.actions`)."""
+    creates has no uid yet: the executor learns it when it writes the Gang (`controller.acting.executor`)."""
     place = gang_place(state, view)
     if place is not None and (view.problem is None or place.existing is not None):
         return Involved(gangs.API_VERSION, names.GANG_KIND, place.name,
@@ -99,7 +99,7 @@ def report_and_status(state: PassState, view: GangView) -> None:
 
 def stuck_incomplete(state: PassState, view: GangView) -> str | None:
     """What to say of a gated group short of members when no new one arrived for the set time
-    (`controller.incomplete`): a Warning Event on its Gang and on each of its pods, and an audit
+    (`controller.deciding.incomplete`): a Warning Event on its Gang and on each of its pods, and an audit
     line, once when it becomes stuck and again only when what it says changes. None while members
     still arrive; the pass then falls due when the set time will have passed."""
     key, threshold = view.group.key, state.settings.incomplete_group_seconds

@@ -32,5 +32,5 @@ class Settings:
     fail_on_schedule_timeout: bool = False
     rollback_ownerless: Ownerless = Ownerless.DELETE
     preemption: Preempting = Preempting.LOWER_PRIORITY
-    # A gated group short of members that gains none for this long is reported (`controller.incomplete`).
+    # A gated group short of members that gains none for this long is reported (`controller.deciding.incomplete`).
     incomplete_group_seconds: float = 300.0

@@ -1,4 +1,4 @@
-"""Which topology domains a group with a rule (`model.TopologyRule`) is tried in, in which order,
+"""Which topology domains a group with a rule (`model.members.TopologyRule`) is tried in, in which order,
 and how to say that none holds it. Pure arithmetic over what each domain offers; the planner
 places the members (`planning.rule_search`).
 
@@ -67,7 +67,7 @@ def fewest(rooms: Iterable[DomainRoom], need: Sequence[int]) -> list[DomainRoom]
 
 
 def slices(members: Iterable[Member], size: int | None) -> list[tuple[Member, ...]]:
-    """The group's live members in consecutive runs of `size`, in their order (`model.rank_order`:
+    """The group's live members in consecutive runs of `size`, in their order (`model.members.rank_order`:
     by rank, then by name); the last run is shorter when `size` does not divide the
     group. Without a size the group is one slice."""
     ordered = rank_order(member for member in members if not member.terminal)

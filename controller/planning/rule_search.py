@@ -180,7 +180,7 @@ class _RuleSearch:
 
     def _shortage(self, kind: str, label: str, rooms: Mapping[str, DomainRoom], need: Sequence[int] | None = None,
                   what: str = "", after: str = "", every: bool = True) -> str:
-        """`topology.shortage` for the hardest class; `every` lists the label's domains without room too."""
+        """`domains.shortage` for the hardest class; `every` lists the label's domains without room too."""
         need = self.need if need is None else need
         if not self.packed:
             return f"{kind} {label}: no {noun(label)} has nodes every member{what} may run on"

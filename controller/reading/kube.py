@@ -2,7 +2,7 @@
 
 Objects travel as plain dicts parsed with `orjson`: the client's generated models cost
 milliseconds per pod, and a cluster of 50,000 pods would spend minutes in deserialisation on
-every relist. A list or watch given a `Reading` (`controller.reading`: the informers' pods and
+every relist. A list or watch given a `Reading` (`controller.reading.shapes`: the informers' pods and
 nodes) decodes only the fields of its shape. The client is used for what it does well — kubeconfig and in-cluster credentials,
 token refresh, TLS and the connection pool — through its low-level `param_serialize` and
 `call_api`, which return the raw, not yet read urllib3 response.
@@ -53,7 +53,7 @@ NODES = Resource("", "v1", "nodes", "Node", namespaced=False)
 NAMESPACES = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
 EVENTS = Resource("", "v1", "events", "Event")
 LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease")
-# What decides where a member may go besides resources (controller.occupancy): devices, claims, volumes.
+# What decides where a member may go besides resources (controller.cache.occupancy): devices, claims, volumes.
 DEVICE_CLASSES = Resource("resource.k8s.io", "v1", "deviceclasses", "DeviceClass", namespaced=False)
 RESOURCE_SLICES = Resource("resource.k8s.io", "v1", "resourceslices", "ResourceSlice", namespaced=False)
 RESOURCE_CLAIMS = Resource("resource.k8s.io", "v1", "resourceclaims", "ResourceClaim")
@@ -62,7 +62,7 @@ PERSISTENT_VOLUME_CLAIMS = Resource("", "v1", "persistentvolumeclaims", "Persist
 PERSISTENT_VOLUMES = Resource("", "v1", "persistentvolumes", "PersistentVolume", namespaced=False)
 OCCUPANCY = (DEVICE_CLASSES, RESOURCE_SLICES, RESOURCE_CLAIMS, RESOURCE_CLAIM_TEMPLATES, PERSISTENT_VOLUME_CLAIMS,
              PERSISTENT_VOLUMES)
-# Whom preemption may evict (controller.budgets).
+# Whom preemption may evict (controller.cache.budgets).
 POD_DISRUPTION_BUDGETS = Resource("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget")
 # Named for the code that uses these kinds by name: the Executor writes Gangs, tests watch PyTorchJobs.
 GANGS = gang.RESOURCE
@@ -335,7 +335,7 @@ class Kube:
 
         With `transform`, each page is transformed as it arrives and None results are dropped:
         50,000 pods parsed at once would hold gigabytes of dicts, one page of them does not.
-        With `reading`, only the fields of its shape are read of each item (controller.reading).
+        With `reading`, only the fields of its shape are read of each item (controller.reading.shapes).
         When a continuation expires (410) between pages the list is read again in one request,
         as client-go's pager does, rather than failing forever on a busy cluster.
         """
@@ -379,7 +379,7 @@ class Kube:
               *, namespace: str | None = None, label_selector: str = "", field_selector: str = "",
               reading: Reading | None = None) -> WatchStream:
         """Changes after `resource_version`; the server ends the stream after `timeout_seconds`.
-        With `reading`, only the fields of its shape are read of each object (controller.reading).
+        With `reading`, only the fields of its shape are read of each object (controller.reading.shapes).
 
         Not retried here: the informer decides between watching again and relisting.
         """

@@ -96,7 +96,7 @@ def member_from_api(pod: Mapping) -> Member:
 def member_topology(annotations: Mapping[str, str]) -> TopologyRule:
     """The topology a pod's `gangkeeper.io/topology-*` annotations declare, shared by every pod
     declaring the same. Read as written, never refused here: a value that is no label key is
-    kept, and a slice size that is no whole number is 0, for `controller.groups` to report (the
+    kept, and a slice size that is no whole number is 0, for `controller.cache.declared_topology` to report (the
     webhook refuses both; a pod admitted without it must not stop the controller)."""
     if not any(key in annotations for key in names.TOPOLOGY_ANNOTATIONS):
         return NO_TOPOLOGY
@@ -219,7 +219,7 @@ def _index(text: str | None) -> int | None:
 
 
 def _slice_size(text: str | None) -> int | None:
-    """A declared slice size; 0 when it is not a whole number (`controller.groups` reports it)."""
+    """A declared slice size; 0 when it is not a whole number (`controller.cache.declared_topology` reports it)."""
     if text is None:
         return None
     size = _index(text)

@@ -61,7 +61,7 @@ def _decoded(decoder: msgspec.json.Decoder, data: bytes) -> Any:
 
 # --- the shapes the informers read -------------------------------------------------------------
 # Named here beside each other so that one look shows everything the controller reads of a pod
-# and a node; `controller.groups.pod_facts` and `controller.reading.nodes.node_from_api` are what read them.
+# and a node; `controller.reading.pods.pod_facts` and `controller.reading.nodes.node_from_api` are what read them.
 
 class _Container(TypedDict, total=False):
     name: Any

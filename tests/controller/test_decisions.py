@@ -1,4 +1,4 @@
-"""The typed decisions (controller/decisions.py) speak the words the CRD and the audit log define."""
+"""The typed decisions (controller/deciding/decisions.py) speak the words the CRD and the audit log define."""
 
 import yaml
 

@@ -1,4 +1,4 @@
-"""Which Gang is a group's, what it is called, and when its status is written (controller/gangs.py)."""
+"""Which Gang is a group's, what it is called, and when its status is written (controller/deciding/gangs.py)."""
 
 import hashlib
 import re

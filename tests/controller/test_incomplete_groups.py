@@ -1,4 +1,4 @@
-"""Groups that never complete (controller/incomplete.py), decided by `reconcile()` pass after pass
+"""Groups that never complete (controller/deciding/incomplete.py), decided by `reconcile()` pass after pass
 on a stand-in API: when a gated group short of members counts as stuck, what it is told, and that
 it is told once."""
 

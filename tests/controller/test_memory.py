@@ -1,4 +1,4 @@
-"""What the controller remembers after a pass (controller/memory.py)."""
+"""What the controller remembers after a pass (controller/deciding/memory.py)."""
 
 from collections import Counter
 

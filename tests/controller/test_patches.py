@@ -1,4 +1,4 @@
-"""The pod writes' bodies (controller/patches.py), applied to pods as the API server applies them."""
+"""The pod writes' bodies (controller/deciding/patches.py), applied to pods as the API server applies them."""
 
 import jsonpatch
 import pytest

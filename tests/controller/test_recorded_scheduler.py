@@ -6,7 +6,7 @@ every pod is planned as a gated group of one on an index built from the same obj
 earlier pods bound as recorded (with the claims the scheduler allocated for them): the planner
 must admit exactly the pods the scheduler bound, on their node, and say why of the others.
 
-The five `preemption-*` recordings hold the preemption of `controller.preemption` to the
+The five `preemption-*` recordings hold the preemption of `controller.planning.preemption` to the
 scheduler's: the earlier pods bound as recorded are lone pods, and the last one, planned as a
 group of one, must take exactly the pods the scheduler took (none for `preemptionPolicy: Never`
 or against higher priority) and be placed on the node it was pinned to.

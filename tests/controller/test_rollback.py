@@ -1,4 +1,4 @@
-"""Rollback that harms nothing (controller/reconciler.py, "rollback"), pass after pass on a stand-in API.
+"""Rollback that harms nothing (controller/deciding/rollback.py), pass after pass on a stand-in API.
 
 A group whose release fails to bind is taken back whole: an owner with a suspend switch is
 suspended, marked as gangkeeper's until its backoff ends, then resumed; members without an owner
