@@ -2,7 +2,6 @@
 the reservation annotation on each member), then, once at least min count hold one, its release
 (each reserved member pinned to its node and ungated, in one guarded JSON Patch)."""
 
-
 from gangkeeper.controller.cache.groups import GangView
 from gangkeeper.controller.deciding import gangs
 from gangkeeper.controller.deciding.decisions import GangEvent, Reason, Release, Reserve, ReserveGroup
@@ -27,7 +26,7 @@ def reserve(state: PassState, view: GangView, plan: Plan) -> None:
             state.actions.append(Reserve(view.group.key, member.name, by_uid[member.uid].resource_version, node))
     nodes = sorted(plan.nodes)
     report(state, view, GangEvent.RESERVED, Reason.RESERVED,
-            f"reserved {len(plan.assignments)} members on {len(nodes)} nodes: {', '.join(nodes[:10])}",
+           f"reserved {len(plan.assignments)} members on {len(nodes)} nodes: {', '.join(nodes[:10])}",
            pods=[m.name for m, _ in plan.assignments], force=True)
 
 
@@ -45,4 +44,4 @@ def release(state: PassState, view: GangView) -> None:
         if state.memory.reported.get((key, Channel.STATE)) != News(Reason.RELEASED) and key in state.memory.complete_at:
             state.figures.released_after.append((key, state.now - state.memory.complete_at[key]))
         report(state, view, GangEvent.RELEASED, Reason.RELEASED,
-                f"released {len(released)} members to their reserved nodes", pods=released, on_pods=True)
+               f"released {len(released)} members to their reserved nodes", pods=released, on_pods=True)

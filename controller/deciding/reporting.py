@@ -88,7 +88,7 @@ def report_and_status(state: PassState, view: GangView) -> None:
                                                        and schedule_timed_out(state, view.group))
     if timed_out:
         report(state, view, GangEvent.TIMED_OUT, Reason.TIMED_OUT,
-                f"not admitted within {view.group.schedule_timeout_seconds:g}s"
+               f"not admitted within {view.group.schedule_timeout_seconds:g}s"
                + ("; given up" if verdict.phase is Phase.FAILED else "; still waiting"),
                warning=True, channel=Channel.TIMEOUT)
     stuck = None

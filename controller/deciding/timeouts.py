@@ -3,7 +3,6 @@ timeout (from its release annotation, else from when this controller first saw i
 and a group incomplete for longer than the bind timeout. Until one expires, the pass falls due
 when it will (`PassState.due`): the runner wakes then rather than at its next resync."""
 
-
 from gangkeeper.controller.cache.groups import GangView
 from gangkeeper.controller.deciding.state import PassState
 from gangkeeper.controller.model.members import Group
