@@ -26,7 +26,8 @@ _GATED = {"type": "PodScheduled", "status": "False", "lastProbeTime": None, "rea
 _SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # the real server's: no vowels, no look-alikes
 # Kinds whose registry strategy sets no metadata.generation; every other kind served starts at 1.
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
-_NO_GENERATION = ("namespaces", "nodes", "events", "leases", "resourceclaims", "resourceclaimtemplates", "secrets")
+_NO_GENERATION = ("namespaces", "nodes", "events", "leases", "resourceclaims", "resourceclaimtemplates", "secrets",
+                  "configmaps")
 
 
 def rfc3339(epoch_seconds: float) -> str:

@@ -49,6 +49,7 @@ _CORE = [
     Kind("", "v1", "Pod", "pods", True, ("status", "binding", "eviction"), ("po",), True),
     Kind("", "v1", "Event", "events", True, (), ("ev",), True),
     Kind("", "v1", "Secret", "secrets", True, (), (), True),  # the webhook TLS Secret `certs install` writes
+    Kind("", "v1", "ConfigMap", "configmaps", True, (), ("cm",), True),  # shipped examples carry their code in one
     Kind("", "v1", "Binding", "bindings", True, (), (), True),  # create-only: binds the pod of the same name
     Kind("", "v1", "PersistentVolumeClaim", "persistentvolumeclaims", True, ("status",), ("pvc",), True),
     Kind("", "v1", "PersistentVolume", "persistentvolumes", False, ("status",), ("pv",), True),

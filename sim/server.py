@@ -154,8 +154,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._dispatch(method, url.path, user)
         except APIError as e:
             self._send(e.code, e.status)
-        except (BrokenPipeError, ConnectionResetError):
-            pass
+        except (BrokenPipeError, ConnectionResetError, ssl.SSLEOFError):
+            pass  # the client went away (over TLS, without a goodbye: `kubectl get -w` stopped with Ctrl-C)
         except Exception:
             log.exception("internal error answering %s %s", method, self.path)
             self._send(500, internal("unexpected error in the emulated API server").status)

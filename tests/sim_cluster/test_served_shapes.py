@@ -109,11 +109,12 @@ TYPED_LISTS = {
     "persistentvolumes": "V1PersistentVolumeList",
     "persistentvolumeclaims": "V1PersistentVolumeClaimList",
     "secrets": "V1SecretList",
+    "configmaps": "V1ConfigMapList",
 }
 CUSTOM = ("pytorchjobs", "jobsets", "leaderworkersets", "gangs", "podgroups", "trainjobs", "trainingruntimes",
           "clustertrainingruntimes", "rayclusters", "rayjobs")
 WITHOUT_GENERATION = ("namespaces", "nodes", "events", "leases", "resourceclaims",
-                      "resourceclaimtemplates", "secrets")  # their registry strategies set none
+                      "resourceclaimtemplates", "secrets", "configmaps")  # their registry strategies set none
 CONTAINER_STATUS_FIELDS = {"name", "image", "imageID", "containerID", "ready", "started", "restartCount", "state",
                            "lastState"}
 
@@ -302,9 +303,11 @@ def run_trainjob(api: APIServer) -> None:
 
 
 def run_rayjob(api: APIServer) -> None:
-    """KubeRay's RayJob example, whose submitter runs the job for 30 seconds, and its RayCluster example."""
+    """KubeRay's RayJob example (with the ConfigMap of its code), whose submitter runs the job for 30
+    seconds, and its RayCluster example."""
     api.create("namespaces", {"metadata": {"name": RAY}})
-    rayjob = next(yaml.safe_load_all((FIXTURES / "ecosystem" / "examples" / "rayjob.yaml").read_text()))
+    rayjob, code = yaml.safe_load_all((FIXTURES / "ecosystem" / "examples" / "rayjob.yaml").read_text())
+    api.create("configmaps", code, namespace=RAY)
     rayjob["spec"]["submitterPodTemplate"] = {"metadata": {"annotations": {DURATION_ANNOTATION: "30"}}, "spec": {
         "restartPolicy": "Never", "containers": [{"name": "submitter", "image": "rayproject/ray:2.52.0"}]}}
     api.create("rayjobs", rayjob, namespace=RAY)
