@@ -35,6 +35,7 @@ from sim.names import NODES
 from sim.operators import lws
 from sim.operators.job import job_operator
 from sim.operators.jobset import jobset_operator
+from sim.operators.mpijob import mpijob_operator
 from sim.operators.pytorchjob import pytorchjob_operator
 from sim.operators.ray import raycluster_operator, rayjob_operator
 from sim.operators.statefulset import statefulset_operator
@@ -173,7 +174,7 @@ def emulated_cluster(api: ClusterAPI, clock: Clock, *, spec: dict | None = None,
         Kubelet(api, start_delay=start_delay, run_seconds=run_seconds),
         pytorchjob_operator(api), trainjob_operator(api), jobset_operator(api), job_operator(api),
         statefulset_operator(api), lws.lws_controller(api), rayjob_operator(api), raycluster_operator(api),
-        DisruptionController(api), Accounting(), *extra,
+        mpijob_operator(api), DisruptionController(api), Accounting(), *extra,
     ]
     if spec is not None:
         for node in node_manifests(spec):

@@ -63,6 +63,8 @@ def apply_defaults(resource: str, obj: dict, creating: bool) -> None:
         _default_statefulset_spec(obj.setdefault("spec", {}))
     elif resource == "leaderworkersets":
         _default_leaderworkerset_spec(obj.setdefault("spec", {}))
+    elif resource == "mpijobs":
+        _default_mpijob_spec(obj.setdefault("spec", {}))
     elif resource == "priorityclasses":
         obj.setdefault("preemptionPolicy", "PreemptLowerPriority")
     elif resource == "events":
@@ -186,6 +188,16 @@ def _default_leaderworkerset_spec(spec: dict) -> None:
         if isinstance(strategy.get("rollingUpdateConfiguration"), dict):
             for key, value in (("maxSurge", 0), ("maxUnavailable", 1), ("partition", 0)):
                 strategy["rollingUpdateConfiguration"].setdefault(key, value)
+
+
+def _default_mpijob_spec(spec: dict) -> None:
+    """The defaults of the MPIJob CRD's schema (kubeflow/mpi-operator v2beta1; structural
+    defaulting: `runPolicy.suspend` only where `runPolicy` is there)."""
+    for key, value in (("launcherCreationPolicy", "AtStartup"), ("mpiImplementation", "OpenMPI"),
+                       ("runLauncherAsWorker", False), ("slotsPerWorker", 1), ("sshAuthMountPath", "/root/.ssh")):
+        spec.setdefault(key, value)
+    if isinstance(spec.get("runPolicy"), dict):
+        spec["runPolicy"].setdefault("suspend", False)
 
 
 def _serialize_event(event: dict) -> None:

@@ -67,6 +67,7 @@ _CORE = [
     Kind("resource.k8s.io", "v1", "ResourceClaim", "resourceclaims", True, ("status",), (), True),
     Kind("resource.k8s.io", "v1", "ResourceClaimTemplate", "resourceclaimtemplates", True, (), (), True),
     Kind("kubeflow.org", "v1", "PyTorchJob", "pytorchjobs", True, ("status",)),
+    Kind("kubeflow.org", "v2beta1", "MPIJob", "mpijobs", True, ("status",)),
     Kind("jobset.x-k8s.io", "v1alpha2", "JobSet", "jobsets", True, ("status",)),
     Kind("trainer.kubeflow.org", "v1alpha1", "TrainJob", "trainjobs", True, ("status",)),
     Kind("trainer.kubeflow.org", "v1alpha1", "TrainingRuntime", "trainingruntimes", True),

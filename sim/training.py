@@ -33,11 +33,13 @@ from gangkeeper.names import GROUP_LABEL, JOB_NAME_LABEL, JOBSET_NAME_LABEL, KUB
 from gangkeeper.resources import accelerators, pod_requests
 from sim.names import DURATION_ANNOTATION, WORLD_SIZE_ANNOTATION
 
-# Workload labels, most specific owner first: a JobSet's pods also carry their Job's labels.
+# Workload labels, most specific owner first: a JobSet's pods also carry their Job's labels, and an
+# MPIJob's launcher, a Job's pod, its MPIJob's: it runs `mpirun` to its end, a run of its own, while
+# the workers it drives serve sshd until deleted.
 RUN_LABELS = (
     (JOBSET_NAME_LABEL, "JobSet"),
-    (KUBEFLOW_JOB_NAME_LABEL, "PyTorchJob"),
     (JOB_NAME_LABEL, "Job"),
+    (KUBEFLOW_JOB_NAME_LABEL, "PyTorchJob"),
     (GROUP_LABEL, "Group"),
 )
 # The env a pod's rendezvous waits for its peers by: PyTorchJob's ranks, torchrun's nodes (TrainJob).

@@ -1,5 +1,5 @@
 """Plain pods: a group its members declare with the group label, or a lone accelerator pod
-(docs/design.md, "Group identity", rules 1 and 8).
+(docs/design.md, "Group identity", rules 1 and 10).
 
 The explicit label `gangkeeper.io/group` is asked first and a lone accelerator pod last, around
 the other kinds; how the explicit label and another kind's finding combine is decided in
