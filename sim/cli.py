@@ -39,9 +39,10 @@ def _route(text: str) -> tuple[str, str]:
 SIM_DESCRIPTION = """\
 A Kubernetes cluster emulated in one process, to try gangkeeper without a cluster.
 
-  serve    an API server on 127.0.0.1 with GPU nodes, and the kube-scheduler, kubelets and
-           Job, JobSet and PyTorchJob operators emulated in real time; gangkeeper's webhook
-           and controller run in it as deploy/ installs them (--bare: the cluster alone).
+  serve    an API server on 127.0.0.1 with GPU nodes, and the kube-scheduler, kubelets and the
+           operators of Jobs, StatefulSets, PyTorchJobs, JobSets, TrainJobs, MPIJobs,
+           LeaderWorkerSets and Ray emulated in real time; gangkeeper's webhook and controller
+           run in it as deploy/ installs them (--bare: the cluster alone).
            kubectl works against it with the kubeconfig it prints.
 
 A development tool of a checkout (`make install`), not a cluster to run work on.

@@ -22,9 +22,9 @@ runtime without `dependsOn`; the LWS's is LeaderCreated), one gang each where th
 that run real programs (torchrun, `tune run`, `ray job submit`) finish after `--run-seconds`; those
 that sleep, after their sleeps.
 
-The MPIJob (examples/mpijob-pi.yaml) is not here yet: the emulation has no MPIJob operator to run
-it. Its place is an entry in EXAMPLES (its manifests, GPUs on the workers) and a test beside the
-others: `kubectl wait` for its Succeeded condition, then `assert_released_whole` over its gang.
+The MPIJob (examples/mpijob-pi.yaml) runs as shipped, its workers asking for a GPU each, and under
+`WaitForWorkersReady` too; its `cleanPodPolicy: Running` deletes the workers once the launcher
+has succeeded, so its pods are read from the recording, deleted ones included.
 """
 
 import base64
@@ -38,7 +38,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
@@ -57,7 +57,7 @@ pytestmark = pytest.mark.e2e
 SHIPPED = FIXTURES / "ecosystem" / "examples"
 KUBECTL = Path(sys.executable).parent / "kubectl"
 RUN_SECONDS = 5
-GPU_NODES = 8  # 64 GPUs: every example at once asks for 46
+GPU_NODES = 8  # 64 GPUs: every example at once asks for 50
 WAIT = "300s"  # a deadline for an example to finish on a slow machine, every example running at once
 CAUGHT_UP_SECONDS = 60  # watches send a bookmark every 5 s when nothing changes
 # The controller's defaults, as the playground runs it: the bind timeout and the resync.
@@ -126,6 +126,17 @@ def rayjob() -> list[dict]:
     return [job, code]
 
 
+def mpijob(launcher_creation_policy: str | None) -> list[dict]:
+    """The shipped MPIJob, its 2 workers asking for a GPU each, under `launcher_creation_policy`
+    (None: as shipped, which is AtStartup)."""
+    [job] = shipped("mpijob-pi.yaml")
+    worker = job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+    worker["resources"]["limits"][GPU] = "1"
+    if launcher_creation_policy:
+        job["spec"]["launcherCreationPolicy"] = launcher_creation_policy
+    return [job]
+
+
 # Namespace → what is applied into it.
 EXAMPLES: dict[str, Callable[[], list[dict]]] = {
     "trainer-torch": torch_distributed,
@@ -136,6 +147,8 @@ EXAMPLES: dict[str, Callable[[], list[dict]]] = {
     "lws-leader-created": lambda: leaderworkerset(None),
     "lws-leader-ready": lambda: leaderworkerset("LeaderReady"),
     "rayjob": rayjob,
+    "mpijob": lambda: mpijob(None),
+    "mpijob-workers-first": lambda: mpijob("WaitForWorkersReady"),
 }
 
 
@@ -218,6 +231,12 @@ class Recording:
         with self._changed:
             return {obj["metadata"]["name"]: obj for _, resource, _, obj, _ in sorted(self.changes)
                     if resource == GANGS and obj["metadata"].get("namespace") == namespace}
+
+    def pods(self, namespace: str) -> dict[str, dict]:
+        """Every pod of `namespace` as last seen, those deleted since included."""
+        with self._changed:
+            return {obj["metadata"]["name"]: obj for _, resource, _, obj, _ in sorted(self.changes)
+                    if resource == PODS and obj["metadata"].get("namespace") == namespace}
 
     def reserved_together(self, namespace: str) -> set[frozenset[str]]:
         """The sets of pods each Gang of `namespace` reserved, over its whole life."""
@@ -409,3 +428,24 @@ def test_the_rayjob_completes_its_head_and_worker_one_gang_its_submitter_left_al
     assert pods[submitter]["status"]["phase"] == "Succeeded" and names.GROUP_LABEL not in labels(pods[submitter])
     assert_released_whole(playground.recording, finished, {frozenset(cluster)}, size_of=lambda pod: 2)
 
+
+
+def role(pod: Mapping) -> str:
+    return labels(pod).get(names.KUBEFLOW_JOB_ROLE_LABEL, "")
+
+
+@pytest.mark.parametrize("namespace", ["mpijob", "mpijob-workers-first"], ids=["at-startup", "wait-for-workers-ready"])
+def test_the_mpijob_completes_its_launcher_and_workers_placed_whole(playground, namespace):
+    finished = playground.finished(namespace, "mpijob/pi", "condition=Succeeded")
+    finished = replace(finished, pods=playground.recording.pods(namespace))  # cleanPodPolicy deleted the workers
+    pods = finished.pods
+    launcher, workers = named(pods, names.KUBEFLOW_JOB_ROLE_LABEL, "launcher"), named(
+        pods, names.KUBEFLOW_JOB_ROLE_LABEL, "worker")
+    assert len(launcher) == 1 and len(workers) == 2 and len(pods) == 3
+    assert {pods[name]["status"]["phase"] for name in launcher} == {"Succeeded"}
+    if namespace == "mpijob":
+        assert_released_whole(playground.recording, finished, {frozenset(pods)}, size_of=lambda pod: 3)
+    else:  # the launcher is created once the workers are ready: they are a gang, it follows alone
+        assert_released_whole(playground.recording, finished, {frozenset(workers), frozenset(launcher)},
+                              size_of=lambda pod: 2 if role(pod) == "worker" else 1,
+                              group_of=lambda pod: f"{group_label(pod)}/{role(pod)}")
