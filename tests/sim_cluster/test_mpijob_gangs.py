@@ -24,10 +24,11 @@ from sim.names import DURATION_ANNOTATION, JOBS, MPIJOBS, PODS
 from sim.reservations import GANGS
 from sim.spec import load
 from study.policies import GangkeeperController, gangkeeper_api
-from tests.sim_cluster.test_lws_gangs import Spoiler
+from tests.sim_cluster.disturbances import PRIORITY_CLASSES, URGENT, Spoiler, urgent_job
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "fixtures" / "ecosystem" / "examples" / "mpijob-pi.yaml"
 NS = "hpc"
+ELSEWHERE = "urgent"  # the enforced namespace of the Job of higher priority
 GROUP = "pi-mpijob"
 WORKERS = {"pi-worker-0", "pi-worker-1"}
 SETTINGS = Settings(bind_timeout_seconds=60.0, rollback_backoff_seconds=5.0)
@@ -52,6 +53,15 @@ def part(pod: dict) -> str:
     """Under WaitForWorkersReady the workers and the launcher are groups apart: the checker counts them so."""
     label = (pod["metadata"].get("labels") or {}).get(names.GROUP_LABEL)
     return f"{label}/{role(pod)}" if label else ""
+
+
+def gang_size(pod: dict, apart: bool) -> int:
+    """The example's gang is its launcher and 2 workers, or the workers and the launcher apart; the urgent Job's, its pod."""
+    if not role(pod):
+        return 1
+    if apart:
+        return 1 if role(pod) == "launcher" else 2
+    return 3
 
 
 class Recorder:
@@ -92,22 +102,25 @@ class Recorder:
 
 
 class Emulation:
-    """Three 8-GPU nodes with gangkeeper; the MPIJob created in an enforced namespace."""
+    """Three 8-GPU nodes (or `nodes`) with gangkeeper; the MPIJob created in an enforced namespace."""
 
-    def __init__(self, mpijob: dict, *, spoil: bool = False):
+    def __init__(self, mpijob: dict, *, spoil: bool = False, nodes: int = 3):
         self.clock = VirtualClock()
         self.api, _ = gangkeeper_api(self.clock.now)
-        self.api.create("namespaces", {"metadata": {"name": NS, "labels": {names.ENFORCE_LABEL: names.ENFORCE_VALUE}}})
+        for namespace in (NS, ELSEWHERE):
+            self.api.create("namespaces", {"metadata": {"name": namespace,
+                                                        "labels": {names.ENFORCE_LABEL: names.ENFORCE_VALUE}}})
         apart = mpijob["spec"].get("launcherCreationPolicy") == names.MPI_WAIT_FOR_WORKERS_READY
         checker = Checker(bind_timeout=SETTINGS.bind_timeout_seconds, reaction=30.0,
-                          size_of=lambda pod: (1 if role(pod) == "launcher" else 2) if apart else 3,
+                          size_of=lambda pod: gang_size(pod, apart),
                           group_of=part if apart else Checker.group_of)
         self.watch = Watch(self.api, checker, clock=self.clock.now)
         self.recorder, self.spoiler = Recorder(), Spoiler(self.api)
         extra = [GangkeeperController(self.api, clock=self.clock.now, settings=SETTINGS), self.recorder,
                  *([self.spoiler] if spoil else [])]
-        self.cluster = emulated_cluster(self.api, self.clock, spec=load("nodes: [{count: 3, gpusPerNode: 8}]"),
-                                        extra=extra)
+        self.cluster = emulated_cluster(
+            self.api, self.clock, spec=load(f"nodes: [{{count: {nodes}, gpusPerNode: 8}}]\n{PRIORITY_CLASSES}"),
+            extra=extra)
         self.api.create(MPIJOBS, mpijob, namespace=NS)
 
     def run(self, seconds: float = 300.0) -> None:
@@ -187,6 +200,32 @@ def test_an_mpijob_that_fails_to_bind_is_suspended_by_its_run_policy_and_runs_ag
     assert "failed" not in mpijob["status"]["replicaStatuses"]["Launcher"], "no failure counted"
     assert emulation.api.get(JOBS, "pi-launcher", namespace=NS)["status"]["failed"] == 0
     assert len(emulation.launchers()) == 2, "its launcher pod made again, gated, by its resumed Job"
+    assert emulation.watch.violations() == []
+
+
+def test_an_mpijob_preempted_by_a_gang_of_higher_priority_is_suspended_by_its_run_policy_and_ends_once_room_returns():
+    mpijob = gpu_example(seconds=120)
+    for spec in mpijob["spec"]["mpiReplicaSpecs"].values():
+        spec["template"]["spec"]["priorityClassName"] = "low"
+    emulation = Emulation(mpijob, nodes=2)
+    emulation.run(20)
+    assert condition(emulation.mpijob(), "Running") == ("True", "MPIJobRunning")
+    emulation.api.create(JOBS, urgent_job(), namespace=ELSEWHERE)
+    emulation.run(900)
+    [suspension] = [e for e in emulation.api.list("events", namespace=NS)
+                    if e["reason"] == "Suspended" and e["involvedObject"]["kind"] == "MPIJob"]
+    assert "(preempted)" in suspension["message"]
+    assert {("Suspended", "True", "MPIJobSuspended"), ("Suspended", "False", "MPIJobResumed")} <= \
+        emulation.recorder.conditions
+    urgent = emulation.api.get(JOBS, URGENT, namespace=ELSEWHERE)
+    assert urgent["status"]["succeeded"] == 1
+    assert_succeeded_and_cleaned_up(emulation)
+    mpijob = emulation.mpijob()
+    succeeded = next(c for c in mpijob["status"]["conditions"] if c["type"] == "Succeeded")
+    assert succeeded["lastTransitionTime"] > urgent["status"]["completionTime"], "ran again once the room returned"
+    assert mpijob["spec"]["runPolicy"]["suspend"] is False and not mpijob["metadata"].get("annotations")
+    assert "failed" not in mpijob["status"]["replicaStatuses"]["Launcher"], "no failure counted"
+    assert emulation.api.get(JOBS, "pi-launcher", namespace=NS)["status"]["failed"] == 0
     assert emulation.watch.violations() == []
 
 
