@@ -31,6 +31,8 @@ ALL = (plain_pods.INTEGRATION, native_pod_group.INTEGRATION, scheduler_plugins.I
 
 # The webhook's rules after the explicit label, in order.
 RULES = tuple(integration.group_of for integration in ALL if integration.group_of is not None)
+# Where a pod may name its group, in the order of the rules.
+GROUP_DECLARATIONS = tuple(key for integration in ALL for key in integration.names_group)
 # What the controller lists and watches besides pods and nodes.
 RESOURCES = tuple(integration.resource for integration in ALL if integration.resource is not None)
 BY_SOURCE = {source: integration for integration in ALL for source in integration.sources}

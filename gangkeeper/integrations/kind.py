@@ -183,7 +183,9 @@ class Integration:
       the members carry neither, found by name); only its own pods are members (a pod that labels
       itself into the group is set apart);
     - `part_label`: the member label whose value says its part when the object splits its group (`parts`);
-    - `suspension`: how the owner is suspended and resumed; None when the kind has no such switch.
+    - `suspension`: how the owner is suspended and resumed; None when the kind has no such switch;
+    - `names_group`: where a pod names its group by this kind's rule, as (`labels` or
+      `annotations`, key): the webhook refuses a pod whose such declarations name different groups.
     """
 
     sources: tuple[str, ...]
@@ -197,6 +199,7 @@ class Integration:
     owns_pods: bool = False
     part_label: str | None = None
     suspension: Suspension | None = None
+    names_group: tuple[tuple[str, str], ...] = ()
 
 
 # What the controller's informers do on every resource they fill the cache from.

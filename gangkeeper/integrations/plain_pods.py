@@ -43,4 +43,5 @@ def lone_pod(pod: Mapping, patterns: Iterable[str], fallback_name: str) -> Class
     return found(name, names.SOURCE_ACCELERATOR_POD, f"lone pod requesting {resources}")
 
 
-INTEGRATION = Integration(sources=(names.SOURCE_EXPLICIT, names.SOURCE_ACCELERATOR_POD))
+INTEGRATION = Integration(sources=(names.SOURCE_EXPLICIT, names.SOURCE_ACCELERATOR_POD),
+                          names_group=(("labels", names.GROUP_LABEL),))

@@ -51,3 +51,9 @@ def test_a_kind_that_finds_a_declaring_object_has_one_and_reads_it():
 def test_only_owners_with_a_switch_can_be_suspended():
     suspendable = {integration.resource.kind for integration in integrations.ALL if integration.suspension}
     assert suspendable == {"Job", "JobSet", "PyTorchJob", "TrainJob", "RayCluster", "RayJob", "MPIJob"}
+
+
+def test_where_a_pod_names_its_group_comes_from_the_kinds_in_the_order_of_their_rules():
+    assert integrations.GROUP_DECLARATIONS == (
+        ("labels", names.GROUP_LABEL), ("labels", names.NATIVE_POD_GROUP_LABEL),
+        ("labels", names.PLUGINS_POD_GROUP_LABEL), ("annotations", names.VOLCANO_GROUP_ANNOTATION))
