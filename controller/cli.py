@@ -18,8 +18,8 @@ log = logging.getLogger("gangkeeper.controller")
 SYNC_TIMEOUT_SECONDS = 120.0
 DESCRIPTION = (
     "Admit training jobs whole. The controller watches the pods gangkeeper's webhook gated, groups them "
-    "(by Job, JobSet stage, TrainJob, PyTorchJob, LeaderWorkerSet group, RayCluster, PodGroup or gangkeeper.io/group "
-    "label), and when the cluster has room "
+    "(by Job, JobSet stage, TrainJob, PyTorchJob, MPIJob, LeaderWorkerSet group, RayCluster, PodGroup or "
+    "gangkeeper.io/group label), and when the cluster has room "
     "for a whole group it reserves the nodes and removes the members' scheduling gate, so that the "
     "kube-scheduler binds them together; a group that does not fit waits in a queue, whole. Each group's "
     "state is in its Gang (kubectl get gangs) and its Events. Audit lines (one JSON object per decision) "
@@ -40,10 +40,9 @@ def add_parser(subparsers) -> None:
     add_flag(parser, "--resync-seconds", default=30, type=positive_int, help="a pass at least this often")
     add_flag(parser, "--bind-timeout-seconds", default=120, type=positive_int,
              help="a released member not bound this long (or reported Unschedulable) rolls its group back: an owner "
-                  "with a suspend switch (Job, JobSet, TrainJob, PyTorchJob, RayJob, RayCluster) is suspended and resumed "
-                  "after an exponential "
-                  "backoff, which does not count against its failure budget; other members are deleted (but see "
-                  "--rollback-ownerless)")
+                  "with a suspend switch (Job, JobSet, TrainJob, PyTorchJob, MPIJob, RayJob, RayCluster) is suspended "
+                  "and resumed after an exponential backoff, which does not count against its failure budget; other "
+                  "members are deleted (but see --rollback-ownerless)")
     add_flag(parser, "--rollback-ownerless", default="delete", type=one_of("delete", "keep"),
              choices=("delete", "keep"),
              help="what a rollback does with members no owner recreates: delete every one of them (bound ones hold "

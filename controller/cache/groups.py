@@ -35,7 +35,7 @@ from gangkeeper.controller.cache.declared_topology import group_topology
 from gangkeeper.controller.model.members import NO_TOPOLOGY, Group, GroupKey, Member, group_of
 from gangkeeper.controller.model.objects import Owner, PodFacts, Workload, WorkloadIndex, WorkloadKey
 from gangkeeper.integrations import gang, job, jobset, native_pod_group, pytorchjob
-from gangkeeper.integrations.kind import Integration, ObjectRef
+from gangkeeper.integrations.kind import Integration, ObjectRef, Through
 
 # Cache keys name a workload's resource as `Resource.name` does (`gangs.gangkeeper.io`).
 GANGS = gang.RESOURCE.name
@@ -56,6 +56,7 @@ class GangView:
     owner: Owner | None = None
     problem: tuple[str, str] | None = None
     declared_by: tuple[str, ...] = field(default=())
+    finished: str | None = None  # the end its owner has come to, which is the group's (`Workload.finished`)
 
 
 # --- grouping ----------------------------------------------------------------------------------
@@ -192,6 +193,8 @@ def dependencies(facts: PodFacts) -> tuple[WorkloadKey, ...]:
     declaring = _declaring_ref(facts, integration)
     if declaring is not None:
         keys.append((integration.resource.name, namespace, declaring[0]))
+        if isinstance(declaring[1], Through):
+            keys.append((declaring[1].resource, namespace, declaring[1].name))
     return tuple(keys)
 
 
@@ -206,9 +209,12 @@ def settled_phase(view: GangView) -> str | None:
     """Running, Succeeded or Failed when nothing about the group changes until one of its pods
     does: no problem, and every live member bound, as many as its min count with those that
     succeeded (or none live: Succeeded when at least min count did). None while it is under way — a group left with fewer, a member
-    preempted or deleted that nothing recreates, is incomplete, and is decided every pass."""
+    preempted or deleted that nothing recreates, is incomplete, and is decided every pass. A group
+    whose owner has ended (`GangView.finished`) has ended so, whatever its operator left of its pods."""
     if view.problem:
         return None
+    if view.finished is not None:
+        return view.finished
     members = view.group.members
     live = [member for member in members if not member.terminal]
     succeeded = sum(1 for member in members if member.phase == "Succeeded")
@@ -259,7 +265,8 @@ def _view(key: GroupKey, pods: tuple[PodFacts, ...], workloads: Workloads, first
     group = group_of(key, members, min_count, first_seen, _timeout(pods, workloads, key))
     if topology != NO_TOPOLOGY:
         group = replace(group, topology=topology)
-    return GangView(group, pods, source, label, owner, problem, tuple(who for who, _ in declarations))
+    return GangView(group, pods, source, label, owner, problem, tuple(who for who, _ in declarations),
+                    _finished(pods[0], workloads) if problem is None else None)
 
 
 def _priority_disagreement(live: list[Member]) -> tuple[str, str] | None:
@@ -311,6 +318,8 @@ def _owner_declaration(key: GroupKey, facts: PodFacts, integration: Integration,
     if owner is None:
         declaring = _declaring_ref(facts, integration)
         what = f"{integration.resource.kind} {declaring[0]}" if declaring else f"owner {facts.source}"
+        if declaring and isinstance(declaring[1], Through):
+            what += f" controlling {declaring[1].resource} {declaring[1].name}, the pod's owner,"
         return found, None, f"{what} not in the cache (yet)"
     part = key[1][len(facts.group or "") + 1:] if owner.parts else ""
     who = f"{integration.resource.kind} {owner.name} {part}".strip()
@@ -327,14 +336,29 @@ def _declaring_ref(facts: PodFacts, integration: Integration | None) -> ObjectRe
 
 def _declaring(facts: PodFacts, integration: Integration | None, workloads: WorkloadIndex) -> Workload | None:
     """The cached object declaring the member's group size; an owner only when its UID is the one
-    the member names, where members name one (an LWS's do not: it owns them through StatefulSets)."""
+    the member names, where members name one (an LWS's do not: it owns them through StatefulSets),
+    or when it controls the cached object that owns the member (`Through`: an MPIJob's launcher Job)."""
     declaring = _declaring_ref(facts, integration)
     if declaring is None:
         return None
-    workload = workloads.get((integration.resource.name, facts.member.namespace, declaring[0]))
-    if workload is None or (integration.owns_pods and declaring[1] is not None and workload.uid != declaring[1]):
+    namespace, proof = facts.member.namespace, declaring[1]
+    workload = workloads.get((integration.resource.name, namespace, declaring[0]))
+    if workload is None or not integration.owns_pods or proof is None:
+        return workload
+    if isinstance(proof, Through):
+        between = workloads.get((proof.resource, namespace, proof.name))
+        owned = between is not None and between.uid == proof.uid and between.controller_uid == workload.uid
+        return workload if owned else None
+    return workload if workload.uid == proof else None
+
+
+def _finished(facts: PodFacts, workloads: WorkloadIndex) -> str | None:
+    """The end the member's owner has come to, as its operator says it (`Workload.finished`)."""
+    integration = integrations.BY_SOURCE.get(facts.source)
+    if integration is None or not integration.owns_pods:
         return None
-    return workload
+    owner = _declaring(facts, integration, workloads)
+    return owner.finished if owner is not None else None
 
 
 def gang_for(namespace: str, label: str, workloads: Workloads) -> Workload | None:

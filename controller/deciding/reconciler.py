@@ -13,8 +13,8 @@ A group moves through reserve → release → bound, one durable step per pass:
   - rollback: a released member not bound within the bind timeout, or reported Unschedulable,
     means the plan was wrong (something the model does not see). The group is taken back whole,
     without harming it, and backs off exponentially:
-      - an owner with a suspend switch (Job, JobSet, TrainJob, PyTorchJob, RayJob, RayCluster) is
-        suspended, marked on the
+      - an owner with a suspend switch (Job, JobSet, TrainJob, PyTorchJob, MPIJob, RayJob,
+        RayCluster) is suspended, marked on the
         owner as gangkeeper's until the backoff ends, then resumed: its operator deletes its
         pods without counting them as failed and recreates them gated. Deleting them instead
         would spend the owner's failure budget (a Job counts every pod deleted before it
@@ -185,7 +185,7 @@ def _decide_in_flight(state: PassState, view: GangView) -> Planning:
     settled = settled_phase(view)
     if settled is not None:  # what the index counts for it while it is not decided again
         phase, live = Phase(settled), sum(1 for m in group.members if not m.terminal)
-        state.verdicts[key] = (Verdict(phase, Reason.FINISHED, "every member has finished") if phase is not Phase.RUNNING
+        state.verdicts[key] = (Verdict(phase, Reason.FINISHED, _finished(view)) if phase is not Phase.RUNNING
                                else Verdict(phase, Reason.BOUND, f"{live}/{live} members bound"))
         return Planning.NONE
     attempts, not_before = state.remembered.rollbacks.get(key, (0, 0.0))
@@ -212,6 +212,13 @@ def _decide_in_flight(state: PassState, view: GangView) -> Planning:
     else:
         state.verdicts[key] = Verdict(Phase.ADMITTED, Reason.RELEASED, f"{bound}/{len(live)} members bound")
     return Planning.EXTRAS if group.waiting_members else Planning.NONE
+
+
+def _finished(view: GangView) -> str:
+    """Why a group that ended did: its owner ended (its operator may have deleted members), or every member did."""
+    if view.finished is not None and view.owner is not None:
+        return f"{view.owner.kind} {view.owner.name} {view.finished.lower()}"
+    return "every member has finished"
 
 
 def _not_admitted(state: PassState, view: GangView) -> Planning:

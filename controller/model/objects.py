@@ -67,6 +67,8 @@ class Workload:
     disposable: bool = False  # a Gang the controller created for a group without owner
     suspend: SuspendState | None = None  # an owner's suspend switch, where its kind has one
     switch: tuple[str, str, str] | None = None  # (resource, name, uid) of the owner whose switch is the group's
+    finished: str | None = None  # "Succeeded" or "Failed": the owner's end, as its operator says it (its group's)
+    controller_uid: str = ""  # of its controlling owner: proves the members it owns for that owner (`Through`)
     # A Gang's `status.reservations`: member pod name → (uid, node), the nodes booked for its gated members.
     reservations: Mapping[str, tuple[str, str]] = field(default_factory=lambda: _NO_FIELDS)
     resource_version: str = ""

@@ -54,7 +54,7 @@ def pod_facts(pod: Mapping) -> PodFacts | None:
         labels={key: labels[key] for key in _KEPT_LABELS if key in labels},
         min_count=annotations.get(names.MIN_COUNT_ANNOTATION),
         schedule_timeout=annotations.get(names.SCHEDULE_TIMEOUT_ANNOTATION),
-        owner=_controller_owner(metadata), resource_version=str(metadata.get("resourceVersion", "")),
+        owner=controller_owner(metadata), resource_version=str(metadata.get("resourceVersion", "")),
         gate_index=gates.index(names.SCHEDULING_GATE) if names.SCHEDULING_GATE in gates else None,
         affinity_depth=_affinity_depth(spec), unschedulable=_unschedulable(pod),
         released_at=_epoch(annotations.get(names.RELEASED_AT_ANNOTATION)),
@@ -230,7 +230,7 @@ def _timestamp(value: str | None) -> float | None:
     return datetime.fromisoformat(value).timestamp() if value else None
 
 
-def _controller_owner(metadata: Mapping) -> Owner | None:
+def controller_owner(metadata: Mapping) -> Owner | None:
     for ref in metadata.get("ownerReferences") or ():
         if ref.get("controller"):
             return Owner(ref.get("apiVersion", ""), ref.get("kind", ""), ref.get("name", ""), ref.get("uid", ""))

@@ -5,6 +5,7 @@ from collections.abc import Mapping
 
 from gangkeeper import integrations
 from gangkeeper.controller.model.objects import Workload
+from gangkeeper.controller.reading.pods import controller_owner
 
 
 def workload_from_api(resource: str, obj: Mapping) -> Workload:
@@ -16,8 +17,9 @@ def workload_from_api(resource: str, obj: Mapping) -> Workload:
     metadata = obj.get("metadata") or {}
     integration = integrations.BY_RESOURCE[resource]
     api = integration.resource
+    controller = controller_owner(metadata)
     return Workload(resource=resource, namespace=sys.intern(metadata.get("namespace", "")),
                     name=metadata.get("name", ""), uid=metadata.get("uid", ""),
                     api_version=f"{api.group}/{api.version}" if api.group else api.version,
                     kind=api.kind, resource_version=str(metadata.get("resourceVersion", "")),
-                    **integration.declaration(obj))
+                    controller_uid=controller.uid if controller is not None else "", **integration.declaration(obj))

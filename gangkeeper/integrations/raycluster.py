@@ -1,5 +1,5 @@
 """KubeRay RayCluster (ray.io/v1): one gang per cluster, its head and the workers it cannot do
-without (docs/design.md, "Group identity", rule 8).
+without (docs/design.md, "Group identity", rule 9).
 
 A Ray cluster is a head pod and groups of workers; each group runs `replicas` pods per host count
 (`numOfHosts`), kept between `minReplicas` and `maxReplicas`, and the Ray autoscaler moves

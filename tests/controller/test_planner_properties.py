@@ -2,6 +2,7 @@
 
 from collections import Counter
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -45,6 +46,7 @@ def build(node_specs, busy_specs, group_specs):
     return pool, ledger, group_of(("team", "g"), members, len(members), 0.0)
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None)
 @given(NODES, BUSY, GROUP, st.booleans())
 def test_plans_never_over_commit_are_all_or_nothing_and_use_only_eligible_nodes(node_specs, busy_specs,

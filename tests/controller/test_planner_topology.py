@@ -3,6 +3,7 @@
 from collections import Counter
 from dataclasses import replace
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -339,6 +340,7 @@ PLAIN_GROUP = st.lists(st.tuples(st.builds(lambda gpus: dict(gpus=gpus, cpu="1")
                                  st.integers(1, 6)), min_size=1, max_size=2)
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(NODES | PLAIN_NODES, BUSY, GROUP | PLAIN_GROUP, RULES, DOMAINS, DROPPED)
 def test_plans_keep_the_rule(node_specs, busy_specs, group_specs, rule, domains, dropped):
