@@ -27,12 +27,13 @@ install: $(STAMP) ## create .venv/ with gangkeeper and its harness (editable), t
 test: lint ## run every test (unit, HTTP, end-to-end, the built wheel) after the lint checks
 	$(BIN)/pytest $(PYTEST_ARGS)
 
-test-fast: lint ## the tests that start no processes (no end-to-end suites)
-	$(BIN)/pytest -m 'not e2e' $(PYTEST_ARGS)
+test-fast: lint ## the quick tests: no processes started (no end-to-end suites), none marked slow
+	$(BIN)/pytest -m 'not e2e and not slow' $(PYTEST_ARGS)
 
-lint: $(STAMP) ## ruff (unused or undefined names, import order, component folders by folder name), hadolint (Dockerfile)
+lint: $(STAMP) ## ruff (unused or undefined names, import order, component folders by folder name), hadolint (Dockerfile), the import contracts (setup.cfg)
 	$(BIN)/ruff check --no-cache .
 	$(BIN)/hadolint Dockerfile
+	$(BIN)/python harness/lint_imports.py
 
 demo: $(STAMP) ## run the main scenario on the built-in cluster emulation
 	$(BIN)/gangkeeper demo

@@ -25,7 +25,7 @@ node count: `SCALE` has 500 up to 5,000 nodes and 2,000 at 15,000, the issue's s
   - a restart, in a fresh process, as the controller restarts: the nodes, then every pod (bound
     and waiting, each padded to about 5 KB of JSON as a real API server returns it: env,
     volumes, managed fields, statuses) relisted by the controller's `Informer`s (pages of 500
-    read as they arrive through the pod's and the node's shapes, `controller.reading`, then
+    read as they arrive through the pod's and the node's shapes, `controller.reading.shapes`, then
     `pod_facts`, the caches), the changes they queue applied to a new index in one batch, as
     the loop's first turn does; then `settle_memory` (the runner's, once the caches have
     synced); then the first pass. `restart_ms` is the sum of the three. Not included: making
@@ -33,7 +33,7 @@ node count: `SCALE` has 500 up to 5,000 nodes and 2,000 at 15,000, the issue's s
     (none here), the pass's writes, and importing the controller. RSS is measured at the
     process's start and after the first pass, the caches and the index alive. Then, in the
     same process, the same relist reading every object whole (`relist_whole_ms`), as the
-    informers did before `controller.reading`, for the ratio.
+    informers did before `controller.reading.shapes`, for the ratio.
 Everything is seeded: two runs plan the same thing.
 """
 
@@ -51,13 +51,16 @@ import orjson
 from bench.planner import _ms, _timed
 from gangkeeper import names
 from gangkeeper.audit import AuditLog
-from gangkeeper.controller import kube, reading
-from gangkeeper.controller.groups import pod_facts
-from gangkeeper.controller.index import NODES, PODS, ClusterIndex
-from gangkeeper.controller.informer import Informer, object_key
+from gangkeeper.controller.cache.index import NODES, PODS, ClusterIndex
+from gangkeeper.controller.deciding.decisions import Release, Report
+from gangkeeper.controller.deciding.memory import Memory
+from gangkeeper.controller.deciding.reconciler import reconcile
+from gangkeeper.controller.deciding.settings import Settings
 from gangkeeper.controller.metrics import Metrics
-from gangkeeper.controller.model import node_from_api
-from gangkeeper.controller.reconciler import Memory, Release, Report, Settings, reconcile
+from gangkeeper.controller.reading import kube, shapes
+from gangkeeper.controller.reading.informer import Informer, object_key
+from gangkeeper.controller.reading.nodes import node_from_api
+from gangkeeper.controller.reading.pods import pod_facts
 from gangkeeper.controller.runner import Controller
 from sim.patching import apply_merge_patch
 
@@ -251,10 +254,10 @@ class _ListingAPI:
 
 def _restart(node_count: int, bound_pods: int, waiting_groups: int) -> dict:
     """A restart in this (fresh) process: relist, settle, first pass (module docstring); RSS around it.
-    Then, beside it, the same relist reading whole objects (`relist_whole_ms`), as before `controller.reading`."""
+    Then, beside it, the same relist reading whole objects (`relist_whole_ms`), as before `controller.reading.shapes`."""
     before = _rss_mib()
     index = ClusterIndex()
-    relisted, api = _relisted(node_count, bound_pods, waiting_groups, index, (reading.NODES, reading.PODS))
+    relisted, api = _relisted(node_count, bound_pods, waiting_groups, index, (shapes.NODES, shapes.PODS))
     settled, _ = _timed(Controller.settle_memory)
     first, outcome = _timed(lambda: reconcile((), {}, (), Memory(), 2_000_000_000.0, Settings(), index=index))
     after = _rss_mib()

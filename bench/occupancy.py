@@ -37,12 +37,19 @@ import random
 
 from bench.planner import GPU, GPU_TOLERATION, TOPOLOGY, _bound_pods, _ledger, _ms, _node_object, _timed, _waiting_group
 from gangkeeper import names
-from gangkeeper.controller.eligibility import NodePool
-from gangkeeper.controller.groups import pod_facts
-from gangkeeper.controller.index import NODES, PODS, Change, ClusterIndex
-from gangkeeper.controller.model import Group, Member, Node, group_of, member_from_api, node_from_api
-from gangkeeper.controller.occupancy import DEVICE_CLASSES, RESOURCE_CLAIM_TEMPLATES, RESOURCE_CLAIMS, RESOURCE_SLICES
-from gangkeeper.controller.queue import QueuePolicy, plan_pass
+from gangkeeper.controller.cache.index import NODES, PODS, Change, ClusterIndex
+from gangkeeper.controller.cache.occupancy import (
+    DEVICE_CLASSES,
+    RESOURCE_CLAIM_TEMPLATES,
+    RESOURCE_CLAIMS,
+    RESOURCE_SLICES,
+)
+from gangkeeper.controller.checks.eligibility import NodePool
+from gangkeeper.controller.model.members import Group, Member, group_of
+from gangkeeper.controller.model.nodes import Node
+from gangkeeper.controller.planning.queue import QueuePolicy, plan_pass
+from gangkeeper.controller.reading.nodes import node_from_api
+from gangkeeper.controller.reading.pods import member_from_api, pod_facts
 from gangkeeper.controller.runner import Controller
 
 DRIVER = DEVICE_CLASS = "gpu.example.com"

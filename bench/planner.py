@@ -23,11 +23,15 @@ from dataclasses import replace
 from statistics import median
 
 from gangkeeper import names
-from gangkeeper.controller.capacity import Ledger
-from gangkeeper.controller.eligibility import NodePool
-from gangkeeper.controller.model import Group, Member, Node, TopologyRule, group_of, member_from_api, node_from_api
-from gangkeeper.controller.planner import Plan, Topology, plan_group
-from gangkeeper.controller.queue import QueuePolicy, plan_pass
+from gangkeeper.controller.cache.capacity import Ledger
+from gangkeeper.controller.checks.eligibility import NodePool
+from gangkeeper.controller.model.members import Group, Member, TopologyRule, group_of
+from gangkeeper.controller.model.nodes import Node
+from gangkeeper.controller.planning.planner import plan_group
+from gangkeeper.controller.planning.plans import Plan, Topology
+from gangkeeper.controller.planning.queue import QueuePolicy, plan_pass
+from gangkeeper.controller.reading.nodes import node_from_api
+from gangkeeper.controller.reading.pods import member_from_api
 
 GPU = "nvidia.com/gpu"
 RACK_LABEL = "example.com/rack"

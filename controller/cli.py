@@ -18,8 +18,8 @@ log = logging.getLogger("gangkeeper.controller")
 SYNC_TIMEOUT_SECONDS = 120.0
 DESCRIPTION = (
     "Admit training jobs whole. The controller watches the pods gangkeeper's webhook gated, groups them "
-    "(by Job, JobSet stage, TrainJob, PyTorchJob, LeaderWorkerSet group, RayCluster, PodGroup or gangkeeper.io/group "
-    "label), and when the cluster has room "
+    "(by Job, JobSet stage, TrainJob, PyTorchJob, MPIJob, LeaderWorkerSet group, RayCluster, PodGroup or "
+    "gangkeeper.io/group label), and when the cluster has room "
     "for a whole group it reserves the nodes and removes the members' scheduling gate, so that the "
     "kube-scheduler binds them together; a group that does not fit waits in a queue, whole. Each group's "
     "state is in its Gang (kubectl get gangs) and its Events. Audit lines (one JSON object per decision) "
@@ -40,10 +40,9 @@ def add_parser(subparsers) -> None:
     add_flag(parser, "--resync-seconds", default=30, type=positive_int, help="a pass at least this often")
     add_flag(parser, "--bind-timeout-seconds", default=120, type=positive_int,
              help="a released member not bound this long (or reported Unschedulable) rolls its group back: an owner "
-                  "with a suspend switch (Job, JobSet, TrainJob, PyTorchJob, RayJob, RayCluster) is suspended and resumed "
-                  "after an exponential "
-                  "backoff, which does not count against its failure budget; other members are deleted (but see "
-                  "--rollback-ownerless)")
+                  "with a suspend switch (Job, JobSet, TrainJob, PyTorchJob, MPIJob, RayJob, RayCluster) is suspended "
+                  "and resumed after an exponential backoff, which does not count against its failure budget; other "
+                  "members are deleted (but see --rollback-ownerless)")
     add_flag(parser, "--rollback-ownerless", default="delete", type=one_of("delete", "keep"),
              choices=("delete", "keep"),
              help="what a rollback does with members no owner recreates: delete every one of them (bound ones hold "
@@ -94,9 +93,9 @@ def _label_key(text: str) -> str:
 
 
 def settings_from(args: argparse.Namespace):
-    from gangkeeper.controller.planner import Topology
-    from gangkeeper.controller.queue import Order, QueuePolicy
-    from gangkeeper.controller.reconciler import Ownerless, Preempting, Settings
+    from gangkeeper.controller.deciding.settings import Ownerless, Preempting, Settings
+    from gangkeeper.controller.planning.plans import Topology
+    from gangkeeper.controller.planning.queue import Order, QueuePolicy
     topology = Topology(zone_label=args.zone_label or None, rack_label=args.rack_label or None)
     return Settings(bind_timeout_seconds=float(args.bind_timeout_seconds),
                     policy=QueuePolicy(order=Order(args.policy), starvation_seconds=float(args.starvation_seconds),
@@ -110,9 +109,9 @@ def settings_from(args: argparse.Namespace):
 def run(args: argparse.Namespace, stop: threading.Event | None = None) -> int:
     # Imported here so that `gangkeeper --help` does not load the Kubernetes client.
     from gangkeeper.controller.health import serve_health
-    from gangkeeper.controller.kube import load
     from gangkeeper.controller.leader import LeaderElector
     from gangkeeper.controller.metrics import Metrics
+    from gangkeeper.controller.reading.kube import load
     from gangkeeper.controller.runner import Controller
 
     # Log lines to stderr, audit lines to stdout (or --audit-file): one stream per purpose.

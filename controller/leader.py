@@ -35,8 +35,8 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import Any
 
-from gangkeeper.controller.informer import Informer
-from gangkeeper.controller.kube import LEASES, MERGE_PATCH, Conflict, Kube, NotFound
+from gangkeeper.controller.reading.informer import Informer
+from gangkeeper.controller.reading.kube import LEASES, MERGE_PATCH, Conflict, Kube, NotFound
 
 log = logging.getLogger("gangkeeper.controller.leader")
 

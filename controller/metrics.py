@@ -11,8 +11,8 @@ from collections.abc import Iterable, Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
-from gangkeeper.controller.model import GroupKey
-from gangkeeper.controller.reconciler import Outcome
+from gangkeeper.controller.deciding.outcome import Outcome
+from gangkeeper.controller.model.members import GroupKey
 
 PHASES = ("Waiting", "Admitted", "Running", "Succeeded", "Failed")
 # Waits from seconds (a group that fits at once) to a day (a large job behind others).

@@ -41,18 +41,22 @@ from functools import partial
 
 from gangkeeper import integrations, names
 from gangkeeper.audit import AuditLog
-from gangkeeper.controller import kube as api
-from gangkeeper.controller import reading
-from gangkeeper.controller.actions import CONCURRENT_WRITES, Executor
-from gangkeeper.controller.budgets import budget_from_api
-from gangkeeper.controller.groups import Workload, pod_facts, workload_from_api
-from gangkeeper.controller.index import PODS, Change, ClusterIndex, supersedes
-from gangkeeper.controller.informer import Hooks, Informer, Transform, object_key
-from gangkeeper.controller.memory import unreported
+from gangkeeper.controller.acting.executor import CONCURRENT_WRITES, Executor
+from gangkeeper.controller.cache.index import PODS, Change, ClusterIndex, supersedes
+from gangkeeper.controller.deciding.memory import Memory, unreported
+from gangkeeper.controller.deciding.outcome import Outcome
+from gangkeeper.controller.deciding.reconciler import reconcile
+from gangkeeper.controller.deciding.settings import Settings
 from gangkeeper.controller.metrics import Metrics
-from gangkeeper.controller.model import node_from_api
-from gangkeeper.controller.occupancy import cached_object
-from gangkeeper.controller.reconciler import Memory, Outcome, Settings, reconcile
+from gangkeeper.controller.model.objects import Workload
+from gangkeeper.controller.reading import kube as api
+from gangkeeper.controller.reading import shapes
+from gangkeeper.controller.reading.budgets import budget_from_api
+from gangkeeper.controller.reading.informer import Hooks, Informer, Transform, object_key
+from gangkeeper.controller.reading.nodes import node_from_api
+from gangkeeper.controller.reading.objects import cached_object
+from gangkeeper.controller.reading.pods import pod_facts
+from gangkeeper.controller.reading.workloads import workload_from_api
 
 log = logging.getLogger("gangkeeper.controller")
 
@@ -116,8 +120,8 @@ class Controller:
                                  on_change=lambda _: self.wake(), on_object=partial(self._queue, resource.name),
                                  **options)
 
-        self.pods = informer(api.PODS, pod_facts, reading=reading.PODS)
-        self.nodes = informer(api.NODES, node_from_api, reading=reading.NODES)
+        self.pods = informer(api.PODS, pod_facts, reading=shapes.PODS)
+        self.nodes = informer(api.NODES, node_from_api, reading=shapes.NODES)
         self.workloads = [informer(resource, partial(workload_from_api, resource.name), namespace,
                                    keeps_unserved=resource is api.GANGS)  # they hold reservations
                           for resource in WORKLOADS]

@@ -7,17 +7,7 @@ import argparse
 import tempfile
 from pathlib import Path
 
-from gangkeeper.config import add_bool_flag, add_flag, env_name, int_in_range
-
-
-def positive_number(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = 0.0
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a positive number (e.g. 30 or 2.5)")
-    return value
+from gangkeeper.config import add_bool_flag, add_flag, env_name, int_in_range, positive_number
 
 
 def _flag(parser, flag: str, **kwargs) -> None:

@@ -2,6 +2,7 @@
 
 import argparse
 import logging
+import math
 import os
 from collections.abc import Callable
 from typing import Any
@@ -57,6 +58,17 @@ def int_in_range(low: int, high: int, what: str) -> Callable[[str], int]:
 
     parse.__name__ = what
     return parse
+
+
+def positive_number(text: str) -> float:
+    """An argparse type accepting a finite number above zero (seconds, a speed), saying so when given anything else."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not (value > 0 and math.isfinite(value)):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive number (e.g. 30 or 2.5)")
+    return value
 
 
 def one_of(*values: str) -> Callable[[str], str]:

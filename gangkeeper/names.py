@@ -63,7 +63,7 @@ SLICE_SIZE_RANGE = MIN_COUNT_RANGE
 ZONE_LABEL = "topology.kubernetes.io/zone"
 
 # The four topology annotations and the Gang's `spec.topology` fields saying the same, in the
-# order of `controller.model.TopologyRule`'s fields (required, preferred, slice_required, slice_size).
+# order of `controller.model.members.TopologyRule`'s fields (required, preferred, slice_required, slice_size).
 TOPOLOGY_ANNOTATIONS = (TOPOLOGY_REQUIRED_ANNOTATION, TOPOLOGY_PREFERRED_ANNOTATION,
                         TOPOLOGY_SLICE_REQUIRED_ANNOTATION, TOPOLOGY_SLICE_SIZE_ANNOTATION)
 GANG_TOPOLOGY_FIELDS = ("required", "preferred", "sliceRequired", "sliceSize")
@@ -78,6 +78,7 @@ SOURCE_PLUGINS_POD_GROUP = "scheduler-plugins-podgroup"
 SOURCE_VOLCANO_POD_GROUP = "volcano-podgroup"
 SOURCE_PYTORCHJOB = "pytorchjob"
 SOURCE_JOBSET = "jobset"
+SOURCE_MPIJOB = "mpijob"
 SOURCE_JOB = "job"
 SOURCE_LEADERWORKERSET = "leaderworkerset"
 SOURCE_RAYCLUSTER = "raycluster"
@@ -119,6 +120,17 @@ KUBEFLOW_JOB_ROLE_LABEL = "training.kubeflow.org/job-role"
 KUBEFLOW_OPERATOR_NAME_LABEL = "training.kubeflow.org/operator-name"
 PYTORCHJOB_API = ("kubeflow.org", "v1", "pytorchjobs")
 PYTORCHJOB_KIND = "PyTorchJob"
+
+# --- Kubeflow MPI operator (kubeflow/mpi-operator, pkg/apis/kubeflow/v2beta1, pkg/controller) --
+# Its pods carry the training operator's job-name and job-role labels (`launcher`, `worker`), not
+# the replica type. Workers are owned (controller) by the MPIJob; the launcher pod by the Job
+# `<mpijob>-launcher`, which the MPIJob controls. `launcherCreationPolicy: WaitForWorkersReady`
+# creates that Job only once every worker is Ready.
+MPIJOB_API = ("kubeflow.org", "v2beta1", "mpijobs")
+MPIJOB_KIND = "MPIJob"
+MPI_LAUNCHER, MPI_WORKER = "launcher", "worker"
+MPI_LAUNCHER_SUFFIX = "-launcher"
+MPI_WAIT_FOR_WORKERS_READY = "WaitForWorkersReady"
 
 # --- Kubeflow Trainer v2 (kubeflow/trainer, pkg/constants) ----------------------------------
 # A TrainJob runs as a JobSet of its name. The runtimes label each replicated job's Job template

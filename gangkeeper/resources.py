@@ -84,7 +84,7 @@ def accelerator_count(requests: Iterable[Mapping[str, Fraction]], patterns: Iter
     """The whole accelerators that many sets of requests ask for together: what their exact sum
     comes to, cut to a whole number as a status shows it.
 
-    The members of a workload share one requests mapping (`controller.model`), and a pass counts
+    The members of a workload share one requests mapping (`controller.reading.pods`), and a pass counts
     the members of every group: each distinct mapping is looked at once and counted as often as
     it comes (kept meanwhile, so that no id is reused). Whole amounts are added as integers, the
     rest as Fractions: a Fraction's arithmetic costs far more than an int's."""

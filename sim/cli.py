@@ -19,7 +19,7 @@ import argparse
 import logging
 
 from gangkeeper import names
-from gangkeeper.config import add_bool_flag, add_flag, int_in_range, port
+from gangkeeper.config import add_bool_flag, add_flag, int_in_range, port, positive_number
 
 log = logging.getLogger("gangkeeper.sim")
 
@@ -39,9 +39,10 @@ def _route(text: str) -> tuple[str, str]:
 SIM_DESCRIPTION = """\
 A Kubernetes cluster emulated in one process, to try gangkeeper without a cluster.
 
-  serve    an API server on 127.0.0.1 with GPU nodes, and the kube-scheduler, kubelets and
-           Job, JobSet and PyTorchJob operators emulated in real time; gangkeeper's webhook
-           and controller run in it as deploy/ installs them (--bare: the cluster alone).
+  serve    an API server on 127.0.0.1 with GPU nodes, and the kube-scheduler, kubelets and the
+           operators of Jobs, StatefulSets, PyTorchJobs, JobSets, TrainJobs, MPIJobs,
+           LeaderWorkerSets and Ray emulated in real time; gangkeeper's webhook and controller
+           run in it as deploy/ installs them (--bare: the cluster alone).
            kubectl works against it with the kubeconfig it prints.
 
 A development tool of a checkout (`make install`), not a cluster to run work on.
@@ -53,6 +54,14 @@ kubelets and workload operators emulated in real time. Unless --bare, gangkeeper
 on a real cluster: the gangkeeper namespace, the webhook configurations with their caBundle
 (written by `gangkeeper certs install`), the webhook and the controller. It prints the kubeconfig
 to use and commands to try; every file it writes goes into the work directory it names.
+
+An emulated pod runs as long as its sim.gangkeeper.io/duration-seconds annotation says, else as
+long as its containers' `sleep N` (the shipped JobSet examples), else until it is stopped. With
+--run-seconds, a pod that runs to completion (restartPolicy Never or OnFailure: a Job's, a
+JobSet's, a TrainJob's, a RayJob's submitter) and runs a real program (`tune run`, `ray job
+submit`, `mpirun`) finishes after that many seconds of running with the rest of its job, so that
+such workloads complete; servers (restartPolicy Always: LWS pods, Ray heads and workers) keep
+running.
 """
 
 
@@ -79,6 +88,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
              help="directory for the TLS files, kubeconfigs and logs (unset: a fresh temporary directory)")
     add_bool_flag(serve, "--bare", env="GANGKEEPER_SIM_BARE",
                   help="serve the cluster alone: no gangkeeper namespace, webhook or controller")
+    add_flag(serve, "--run-seconds", default=None, type=positive_number, env="GANGKEEPER_SIM_RUN_SECONDS",
+             help="seconds a pod that runs to completion (restartPolicy Never or OnFailure) runs when neither its "
+                  "duration annotation nor a `sleep N` script says (unset: until stopped); pods with "
+                  "restartPolicy Always run until stopped", metavar="SECONDS")
     add_bool_flag(serve, "--native-pod-groups", env="GANGKEEPER_SIM_NATIVE_POD_GROUPS",
                   help="serve scheduling.k8s.io/v1beta1 PodGroups, as a 1.37 cluster with the gate on")
     serve.add_argument("--webhook-route", action="append", type=_route, default=[], metavar="ROUTE",

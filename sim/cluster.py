@@ -35,6 +35,7 @@ from sim.names import NODES
 from sim.operators import lws
 from sim.operators.job import job_operator
 from sim.operators.jobset import jobset_operator
+from sim.operators.mpijob import mpijob_operator
 from sim.operators.pytorchjob import pytorchjob_operator
 from sim.operators.ray import raycluster_operator, rayjob_operator
 from sim.operators.statefulset import statefulset_operator
@@ -160,17 +161,20 @@ class Cluster:
 
 
 def emulated_cluster(api: ClusterAPI, clock: Clock, *, spec: dict | None = None, scoring: Scoring = Scoring(),
-                     start_delay: float = DEFAULT_START_DELAY, extra: Iterable[Component] = ()) -> Cluster:
+                     start_delay: float = DEFAULT_START_DELAY, run_seconds: float | None = None,
+                     extra: Iterable[Component] = ()) -> Cluster:
     """The default components on `api`; with a spec, its nodes (and their DeviceClasses and
     ResourceSlices) are registered first and its workloads are submitted on schedule, counted from now.
-    On an emulated API server, LWS's webhooks are installed with its controllers (`sim.operators.lws`)."""
+    On an emulated API server, LWS's webhooks are installed with its controllers (`sim.operators.lws`).
+    `run_seconds`: how long a pod that runs to completion runs when nothing else says (`sim.training`)."""
     if isinstance(api, APIServer):
         lws.install(api)
     components: list[Component] = [
-        Scheduler(api, scoring=scoring), ClaimController(api), Kubelet(api, start_delay=start_delay),
+        Scheduler(api, scoring=scoring), ClaimController(api),
+        Kubelet(api, start_delay=start_delay, run_seconds=run_seconds),
         pytorchjob_operator(api), trainjob_operator(api), jobset_operator(api), job_operator(api),
         statefulset_operator(api), lws.lws_controller(api), rayjob_operator(api), raycluster_operator(api),
-        DisruptionController(api), Accounting(), *extra,
+        mpijob_operator(api), DisruptionController(api), Accounting(), *extra,
     ]
     if spec is not None:
         for node in node_manifests(spec):

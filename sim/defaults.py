@@ -26,7 +26,8 @@ _GATED = {"type": "PodScheduled", "status": "False", "lastProbeTime": None, "rea
 _SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # the real server's: no vowels, no look-alikes
 # Kinds whose registry strategy sets no metadata.generation; every other kind served starts at 1.
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
-_NO_GENERATION = ("namespaces", "nodes", "events", "leases", "resourceclaims", "resourceclaimtemplates", "secrets")
+_NO_GENERATION = ("namespaces", "nodes", "events", "leases", "resourceclaims", "resourceclaimtemplates", "secrets",
+                  "configmaps")
 
 
 def rfc3339(epoch_seconds: float) -> str:
@@ -62,6 +63,8 @@ def apply_defaults(resource: str, obj: dict, creating: bool) -> None:
         _default_statefulset_spec(obj.setdefault("spec", {}))
     elif resource == "leaderworkersets":
         _default_leaderworkerset_spec(obj.setdefault("spec", {}))
+    elif resource == "mpijobs":
+        _default_mpijob_spec(obj.setdefault("spec", {}))
     elif resource == "priorityclasses":
         obj.setdefault("preemptionPolicy", "PreemptLowerPriority")
     elif resource == "events":
@@ -185,6 +188,16 @@ def _default_leaderworkerset_spec(spec: dict) -> None:
         if isinstance(strategy.get("rollingUpdateConfiguration"), dict):
             for key, value in (("maxSurge", 0), ("maxUnavailable", 1), ("partition", 0)):
                 strategy["rollingUpdateConfiguration"].setdefault(key, value)
+
+
+def _default_mpijob_spec(spec: dict) -> None:
+    """The defaults of the MPIJob CRD's schema (kubeflow/mpi-operator v2beta1; structural
+    defaulting: `runPolicy.suspend` only where `runPolicy` is there)."""
+    for key, value in (("launcherCreationPolicy", "AtStartup"), ("mpiImplementation", "OpenMPI"),
+                       ("runLauncherAsWorker", False), ("slotsPerWorker", 1), ("sshAuthMountPath", "/root/.ssh")):
+        spec.setdefault(key, value)
+    if isinstance(spec.get("runPolicy"), dict):
+        spec["runPolicy"].setdefault("suspend", False)
 
 
 def _serialize_event(event: dict) -> None:

@@ -16,10 +16,19 @@ found at. `Watch` subscribes a checker to an API server.
 A group is the pods sharing namespace and group label (or what `group_of(pod)` names, where an
 owner splits the pods of one label into parts that are groups of their own: an LWS started
 LeaderReady); its size is what `size_of(pod)` says (by default the declared min count, else the
-emulated run's world size; unknown: the checks that need it are skipped). A member is *placed*
-when it is bound or holds a reservation (its reservation annotation, or the entry for its uid in
-a Gang's `status.reservations`), *live* until it has finished, *released* once it no longer
-carries gangkeeper's scheduling gate. The invariants:
+emulated run's world size; unknown: the checks that need it are skipped): its minimum, the gang
+admitted whole, which members beyond it (elastic ones, an owner's pods beyond its min count)
+follow. A member is *placed* when it is bound or holds a reservation, *live* until it has
+finished, *released* once it no longer carries gangkeeper's scheduling gate. A member holds a
+reservation by its reservation annotation, or by the entry for its uid in a Gang's
+`status.reservations`, or, once released from such a reservation, by its pin to that node
+(`metadata.name In [node]`), for as long as it stays pinned there: the controller books a
+released member by its pin (docs/design.md, "Release, binding and rollback"), so a Gang deleted
+while its members are released takes no reservation back (the garbage collector deletes an
+owner's Gang and pods in no set order: a RayJob's cluster deleted when the RayJob is suspended
+or has finished). A pin the member was not released on from a reservation books nothing. A watch
+event is checked once it is applied whole: a Gang's write books or frees many members at once,
+and none of them is judged with the rest half applied. The invariants:
 
 - **over-commit**: on every node, for every resource it declares (its pod slots too) and every
   accelerator, what live pods bound to it request plus what live members reserved on it but not
@@ -42,7 +51,10 @@ carries gangkeeper's scheduling gate. The invariants:
   size hold a reservation: the whole group's capacity is booked before the first gate is removed;
 - **double-reservation**: no pod is bound to a node other than the one it is reserved on (its
   reservation would be counted on one node and its request on another), and no group has more
-  live members holding a reservation (and not being deleted) than its size;
+  live members holding a reservation (and not being deleted) than its size unless at least its
+  size of them were placed at an earlier event: members beyond the minimum are reserved only
+  once the gang is admitted (controller/deciding/reconciler.py), never by the write that admits it, which
+  books its size and no more;
 - **incomplete-holding**: no accelerator is held (a live pod not being deleted, bound to a node
   that was not deleted, requesting an accelerator) by a group that is not fully running (fewer
   of its members Running or Succeeded, and not being deleted, than its size) for longer than the
@@ -75,6 +87,7 @@ from fractions import Fraction
 from gangkeeper import names
 from sim.api import APIError, ClusterAPI, WatchEvent
 from sim.names import DEVICE_CLASSES, NODES, PODS, RESOURCE_CLAIMS, WORLD_SIZE_ANNOTATION
+from sim.placement import pinned_nodes
 from sim.reservations import GANGS, Reservations, own_reservation
 from sim.resources import accelerators, scheduled_amounts, scheduled_requests
 
@@ -112,6 +125,8 @@ class PodState:
     priority: int = 0
     uid: str = ""
     booked: str = ""  # the node its group's Gang reserves for it (`status.reservations`), for this uid
+    pin: str = ""  # the one node its required node affinity names (`metadata.name In [node]`)
+    kept: str = ""  # the node it was released on from a reservation, while its pin holds it there
 
     @property
     def key(self) -> str:
@@ -119,7 +134,7 @@ class PodState:
 
     @property
     def reserved(self) -> str:
-        return self.own_reservation or self.booked
+        return self.own_reservation or self.booked or self.kept
 
     @property
     def group_key(self) -> GroupKey | None:
@@ -148,6 +163,21 @@ def group_label(pod: Mapping) -> str:
     return (pod["metadata"].get("labels") or {}).get(names.GROUP_LABEL, "")
 
 
+def pin_of(spec: Mapping) -> str:
+    """The one node the pod's required node affinity pins it to ('' for none, or several)."""
+    pinned = pinned_nodes(spec)
+    return next(iter(pinned)) if pinned is not None and len(pinned) == 1 else ""
+
+
+def kept_reservation(old: PodState | None, new: PodState) -> str:
+    """The node a released member stays booked on by its pin: the one it held a reservation on
+    when it was released, or since (`old` is what the checker knew of it before this event)."""
+    if new.gated or not new.pin:
+        return ""
+    held = {new.own_reservation, new.booked, old.reserved if old is not None else ""}
+    return new.pin if new.pin in held else ""
+
+
 def pod_state(pod: Mapping, size_of: Callable[[Mapping], int | None] = group_size,
               group_of: Callable[[Mapping], str] = group_label) -> PodState:
     metadata, spec = pod["metadata"], pod.get("spec") or {}
@@ -166,6 +196,7 @@ def pod_state(pod: Mapping, size_of: Callable[[Mapping], int | None] = group_siz
         gated=any(gate.get("name") == names.SCHEDULING_GATE for gate in spec.get("schedulingGates") or ()),
         priority=int(spec.get("priority") or 0),
         uid=metadata.get("uid", ""),
+        pin=pin_of(spec),
     )
 
 
@@ -220,6 +251,7 @@ class Checker:
     _devices: dict[tuple, str] = field(default_factory=dict)  # device (driver, pool, name) → claim allocated it
     _claimed: dict[str, tuple] = field(default_factory=dict)  # claim → its allocated devices
     _room_since: dict[str, float] = field(default_factory=dict)  # node → since when room is held there for a preemptor
+    _admitted: set[GroupKey] = field(default_factory=set)  # its size placed, as of the events before this one
     _reservations: Reservations = field(default_factory=Reservations)  # the Gangs'
 
     # --- input ------------------------------------------------------------------------------
@@ -240,10 +272,12 @@ class Checker:
 
     def _observe_gang(self, event_type: str, obj: Mapping, now: float) -> None:
         """A Gang's `status.reservations` reserve nodes for its members, as their annotations would."""
+        changes = []
         for key in self._reservations.observe(event_type, obj):
             state = self.pods.get(key)
             if state is not None:
-                self._put_pod(key, state, replace(state, booked=self._reservations.booked(key, state.uid)), now)
+                changes.append((key, state, replace(state, booked=self._reservations.booked(key, state.uid))))
+        self._put_pods(changes, now)
 
     def _observe_device_class(self, event_type: str, obj: Mapping) -> None:
         """A resource a DeviceClass serves is counted in devices on nodes whose allocatable does not
@@ -284,12 +318,32 @@ class Checker:
     def _observe_pod(self, event_type: str, obj: Mapping, now: float) -> None:
         metadata = obj["metadata"]
         key = f"{metadata.get('namespace', '')}/{metadata['name']}"
+        old = self.pods.get(key)
         new = None if event_type == "DELETED" else pod_state(obj, self.size_of, self.group_of)
         if new is not None and self._reservations:
             new = replace(new, booked=self._reservations.booked(key, new.uid))
-        self._put_pod(key, self.pods.get(key), new, now)
+        if new is not None:
+            new = replace(new, kept=kept_reservation(old, new))
+        self._put_pods([(key, old, new)], now)
 
-    def _put_pod(self, key: str, old: PodState | None, new: PodState | None, now: float) -> None:
+    def _put_pods(self, changes: list[tuple[str, PodState | None, PodState | None]], now: float) -> None:
+        """Apply one event's changes of pods (key, before, after; None: absent), then check what they touched."""
+        for key, old, new in changes:
+            self._put_pod(key, old, new)
+        for _, _, new in changes:
+            if new is not None:
+                self._check_pod(new, now)
+        states = [state for _, old, new in changes for state in (old, new) if state is not None]
+        for node in {state.node or state.reserved for state in states} - {""}:
+            self._check_node(node, now)
+        for group in {state.group_key for state in states} - {None}:
+            self._check_group(group, now)
+        for _, old, new in changes:
+            if new is not None and new.group_key and new.node and not (old and old.node):
+                live = [m for m in (self.pods[k] for k in self._by_group[new.group_key]) if not m.terminal]
+                self.first_bound.setdefault(new.group_key, (sum(1 for m in live if m.placed), len(live)))
+
+    def _put_pod(self, key: str, old: PodState | None, new: PodState | None) -> None:
         self.pods.pop(key, None)
         if old is not None:
             self._by_node[old.node or old.reserved].discard(key)
@@ -298,18 +352,10 @@ class Checker:
             self.pods[key] = new
             self._by_node[new.node or new.reserved].add(key)
             self._by_group[new.group_key].add(key)
-            self._check_pod(new, now)
         else:
             self._reported.discard(("double-reservation", key))
         if old is not None and old.placed and old.group_key and (new is None or new.deleting and not old.deleting):
             self._disturbed.add(old.group_key)  # a placed member is going: its group waits for a replacement
-        for node in {state.node or state.reserved for state in (old, new) if state is not None} - {""}:
-            self._check_node(node, now)
-        for group in {state.group_key for state in (old, new) if state is not None} - {None}:
-            self._check_group(group, now)
-        if new is not None and new.group_key and new.node and not (old and old.node):
-            live = [m for m in (self.pods[k] for k in self._by_group[new.group_key]) if not m.terminal]
-            self.first_bound.setdefault(new.group_key, (sum(1 for m in live if m.placed), len(live)))
 
     def controller_down(self, now: float) -> None:
         if not self._down or self._down[-1][1] is not None:
@@ -397,14 +443,19 @@ class Checker:
         size = max(sizes) if sizes else None
         subject = "/".join(group)
         reserved = [m for m in live if m.reserved and not m.deleting]
-        self._verdict(size is not None and len(reserved) > size, now, "double-reservation", f"group {subject}",
-                      f"group {subject}: {len(reserved)} live members hold a reservation, its size is {size}: "
-                      f"{_shown(m.key for m in reserved)}", reserved)
+        beyond = size is not None and len(reserved) > size and group not in self._admitted
+        self._verdict(beyond, now, "double-reservation", f"group {subject}",
+                      f"group {subject}: {len(reserved)} live members hold a reservation, more than its size "
+                      f"{size}, before {size} of them were placed: {_shown(m.key for m in reserved)}", reserved)
         if group not in self._disturbed:
             self._check_placement(group, members, live, size, now)
         self._check_holding(group, members, size, now)
-        if not any(m.placed for m in live):
+        placed = sum(1 for m in live if m.placed)
+        if size is not None and placed >= size:
+            self._admitted.add(group)  # members beyond its size may follow from the next event on
+        if not placed:
             self._disturbed.discard(group)  # nothing placed any more: the next placement starts afresh
+            self._admitted.discard(group)
 
     def _check_placement(self, group: GroupKey, members: list[PodState], live: list[PodState], size: int | None,
                          now: float) -> None:

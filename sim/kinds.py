@@ -49,6 +49,7 @@ _CORE = [
     Kind("", "v1", "Pod", "pods", True, ("status", "binding", "eviction"), ("po",), True),
     Kind("", "v1", "Event", "events", True, (), ("ev",), True),
     Kind("", "v1", "Secret", "secrets", True, (), (), True),  # the webhook TLS Secret `certs install` writes
+    Kind("", "v1", "ConfigMap", "configmaps", True, (), ("cm",), True),  # shipped examples carry their code in one
     Kind("", "v1", "Binding", "bindings", True, (), (), True),  # create-only: binds the pod of the same name
     Kind("", "v1", "PersistentVolumeClaim", "persistentvolumeclaims", True, ("status",), ("pvc",), True),
     Kind("", "v1", "PersistentVolume", "persistentvolumes", False, ("status",), ("pv",), True),
@@ -66,6 +67,7 @@ _CORE = [
     Kind("resource.k8s.io", "v1", "ResourceClaim", "resourceclaims", True, ("status",), (), True),
     Kind("resource.k8s.io", "v1", "ResourceClaimTemplate", "resourceclaimtemplates", True, (), (), True),
     Kind("kubeflow.org", "v1", "PyTorchJob", "pytorchjobs", True, ("status",)),
+    Kind("kubeflow.org", "v2beta1", "MPIJob", "mpijobs", True, ("status",)),
     Kind("jobset.x-k8s.io", "v1alpha2", "JobSet", "jobsets", True, ("status",)),
     Kind("trainer.kubeflow.org", "v1alpha1", "TrainJob", "trainjobs", True, ("status",)),
     Kind("trainer.kubeflow.org", "v1alpha1", "TrainingRuntime", "trainingruntimes", True),

@@ -8,8 +8,9 @@ removes it for good (DELETE with grace period 0), as the real kubelet's status m
 What the containers do is the training model of `sim.training`: a run advances only while all
 its pods run, and when its progress reaches its duration every pod of the run then running exits 0
 (phase Succeeded); the workload's pods yet to start, and those that come later, are its next
-stage, which finishes in turn. Pods without a duration run until deleted. Probes, restarts and
-failures are not modelled.
+stage, which finishes in turn. A pod that runs to completion and whose run length nothing says
+runs for `run_seconds` when it is given (`sim serve --run-seconds`); pods without a duration run
+until deleted. Probes, restarts and failures are not modelled.
 
 Statuses have the real kubelet's shape, with containerd as the container runtime: every container
 status with its fully qualified `image`, an `imageID` at a digest, a `containerID`,
@@ -149,7 +150,7 @@ class Kubelet:
     resources = (PODS,)
 
     def __init__(self, api: ClusterAPI, *, start_delay: float = DEFAULT_START_DELAY,
-                 stop_delay: float = DEFAULT_STOP_DELAY):
+                 stop_delay: float = DEFAULT_STOP_DELAY, run_seconds: float | None = None):
         self.api = api
         self.start_delay = start_delay
         self.stop_delay = stop_delay
@@ -158,7 +159,7 @@ class Kubelet:
         self.bound: dict[str, dict] = {}  # non-terminal pods on a node, latest version
         self.starts: list[tuple[float, str]] = []
         self.starting: dict[str, float] = {}  # pod → when it starts
-        self.runs = Runs()
+        self.runs = Runs(run_seconds)
         self.addresses = Addresses()
 
     def observe(self, event: WatchEvent, now: float) -> None:

@@ -46,6 +46,11 @@ PYTORCH_CONTAINER = "pytorch"
 PYTORCH_DEFAULT_PORT = 23456
 PYTORCH_PORT_NAME = "pytorchjob-port"
 
+# --- Kubeflow MPI operator (kubeflow/mpi-operator v2beta1) ----------------------------------
+MPIJOBS = "mpijobs"
+MPIJOB_API_VERSION = "kubeflow.org/v2beta1"
+MPI_OPERATOR_NAME = "mpi-operator"
+
 # --- JobSet -------------------------------------------------------------------------------
 JOBSET_API_VERSION = "jobset.x-k8s.io/v1alpha2"
 JOBSET_JOB_RESTART_ATTEMPT_LABEL = "jobset.sigs.k8s.io/job-restart-attempt"

@@ -179,10 +179,10 @@ def _served(args: argparse.Namespace, work: Path, running: contextlib.ExitStack,
     return api, clock, server, kubeconfig
 
 
-def _start_cluster(api, clock, spec: dict, running: contextlib.ExitStack):
+def _start_cluster(args: argparse.Namespace, api, clock, spec: dict, running: contextlib.ExitStack):
     from sim.cluster import ThreadRunner, emulated_cluster
 
-    runner = ThreadRunner(emulated_cluster(api, clock, spec=spec)).start()
+    runner = ThreadRunner(emulated_cluster(api, clock, spec=spec, run_seconds=args.run_seconds)).start()
     running.callback(runner.stop)
     return runner
 
@@ -198,7 +198,7 @@ def start_bare(args: argparse.Namespace, spec: dict, work: Path, running: contex
         authorizer = None
     api, clock, server, kubeconfig = _served(args, work, running, tls=args.tls,
                                              webhook_services=dict(args.webhook_route), authorizer=authorizer)
-    return Started(server.url, kubeconfig, api, _start_cluster(api, clock, spec, running))
+    return Started(server.url, kubeconfig, api, _start_cluster(args, api, clock, spec, running))
 
 
 def start_playground(args: argparse.Namespace, spec: dict, work: Path, running: contextlib.ExitStack) -> Started:
@@ -233,7 +233,7 @@ def start_playground(args: argparse.Namespace, spec: dict, work: Path, running: 
     controller.wait_ready()
     log.info("webhook ready on %s:%d (pid %d), controller ready (pid %d)", LOOPBACK, webhook_port,
              webhook.popen.pid, controller.popen.pid)
-    return Started(server.url, kubeconfig, api, _start_cluster(api, clock, spec, running), children)
+    return Started(server.url, kubeconfig, api, _start_cluster(args, api, clock, spec, running), children)
 
 
 def stop_all(processes: list) -> None:

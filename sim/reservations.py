@@ -4,7 +4,7 @@ emulation (invariants, end-to-end tests, benchmarks, the demo).
 A reservation is the pod's own annotation (`gangkeeper.io/reserved-node`: a group without a Gang,
 or a plan too large for one), or the entry for the pod's uid in its Gang's `status.reservations`
 (docs/design.md, "Release, binding and rollback"): an entry for another pod of the same name books
-nothing. The controller reads them its own way (`controller.index`); this is the judges' copy.
+nothing. The controller reads them its own way (`controller.cache.index`); this is the judges' copy.
 """
 
 from collections.abc import Iterable, Mapping

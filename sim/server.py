@@ -154,8 +154,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._dispatch(method, url.path, user)
         except APIError as e:
             self._send(e.code, e.status)
-        except (BrokenPipeError, ConnectionResetError):
-            pass
+        except (BrokenPipeError, ConnectionResetError, ssl.SSLEOFError):
+            pass  # the client went away (over TLS, without a goodbye: `kubectl get -w` stopped with Ctrl-C)
         except Exception:
             log.exception("internal error answering %s %s", method, self.path)
             self._send(500, internal("unexpected error in the emulated API server").status)
@@ -566,7 +566,9 @@ class RunningServer:
             self._http.socket = context.wrap_socket(self._http.socket, server_side=True)
             scheme = "https"
         self.url = f"{scheme}://127.0.0.1:{self._http.server_address[1]}"
-        self._thread = threading.Thread(target=self._http.serve_forever, name="sim-apiserver", daemon=True)
+        # Polled for shutdown every 50 ms, not the default 500: a test stops a server each time it starts one.
+        self._thread = threading.Thread(target=self._http.serve_forever, args=(0.05,), name="sim-apiserver",
+                                        daemon=True)
         self._thread.start()
 
     @property

@@ -8,8 +8,11 @@ pod alone (its workload labels), its size and duration from the sim annotations 
 pod template carried (falling back to the `WORLD_SIZE` env of PyTorchJob pods or the `PET_NNODES`
 env of TrainJob pods, the nodes torchrun waits for, then to 1). Without the duration annotation,
 a pod whose every container only sleeps (a shell script with `sleep N`, as the ecosystem's shipped
-examples are) runs for its longest sleep, so those examples run to their end as applied; any
-other pod runs until it is stopped.
+examples are) runs for its longest sleep, so those examples run to their end as applied. A pod
+whose containers run real programs (`tune run`, `ray job submit`, `mpirun`) says nothing the
+emulation can time: it runs for the cluster's `run_seconds` when it is one that runs to completion
+(restartPolicy Never or OnFailure: a Job's), so that such examples finish too, and otherwise, or
+when no `run_seconds` is given, until it is stopped (a server, a Ray node: restartPolicy Always).
 
 A workload may run in stages, one after the other: a JobSet's replicated jobs that wait for
 others to complete or be ready (`dependsOn`), a Job with more completions than parallelism. A run
@@ -30,11 +33,13 @@ from gangkeeper.names import GROUP_LABEL, JOB_NAME_LABEL, JOBSET_NAME_LABEL, KUB
 from sim.names import DURATION_ANNOTATION, WORLD_SIZE_ANNOTATION
 from sim.resources import accelerators, pod_requests
 
-# Workload labels, most specific owner first: a JobSet's pods also carry their Job's labels.
+# Workload labels, most specific owner first: a JobSet's pods also carry their Job's labels, and an
+# MPIJob's launcher, a Job's pod, its MPIJob's: it runs `mpirun` to its end, a run of its own, while
+# the workers it drives serve sshd until deleted.
 RUN_LABELS = (
     (JOBSET_NAME_LABEL, "JobSet"),
-    (KUBEFLOW_JOB_NAME_LABEL, "PyTorchJob"),
     (JOB_NAME_LABEL, "Job"),
+    (KUBEFLOW_JOB_NAME_LABEL, "PyTorchJob"),
     (GROUP_LABEL, "Group"),
 )
 # The env a pod's rendezvous waits for its peers by: PyTorchJob's ranks, torchrun's nodes (TrainJob).
@@ -68,14 +73,22 @@ def world_size(pod: dict) -> int:
 _SLEEP = re.compile(r"(?:^|[\s;&|(])sleep\s+([0-9]+(?:\.[0-9]+)?)s?(?=$|[\s;&|)])")
 
 
-def duration(pod: dict) -> float | None:
+# The restart policies of a pod that exits when its work is done (a Job's pods have one of them).
+RUNS_TO_COMPLETION = ("Never", "OnFailure")
+
+
+def duration(pod: dict, run_seconds: float | None = None) -> float | None:
     """How long the pod's run trains: its duration annotation, else the longest `sleep` of its
-    containers when each has one, else None (it runs until stopped)."""
+    containers when each has one, else `run_seconds` for a pod that runs to completion, else None
+    (it runs until stopped)."""
     annotation = (pod["metadata"].get("annotations") or {}).get(DURATION_ANNOTATION)
     if annotation:
         return float(annotation)
-    sleeps = [_sleep(container) for container in (pod.get("spec") or {}).get("containers") or ()]
-    return max(sleeps) if sleeps and None not in sleeps else None
+    spec = pod.get("spec") or {}
+    sleeps = [_sleep(container) for container in spec.get("containers") or ()]
+    if sleeps and None not in sleeps:
+        return max(sleeps)
+    return run_seconds if spec.get("restartPolicy") in RUNS_TO_COMPLETION else None
 
 
 def _sleep(container: dict) -> float | None:
@@ -174,7 +187,8 @@ class Runs:
     it), with progress and GPU-seconds brought up to date on each change; completions are kept in
     a heap so that finding the next one is cheap."""
 
-    def __init__(self):
+    def __init__(self, run_seconds: float | None = None):
+        self.run_seconds = run_seconds  # how long a pod that runs to completion runs, when nothing else says
         self.runs: dict[str, Run] = {}  # workload → its current stage
         self._stage_of: dict[str, Run] = {}  # pod → the stage it is part of
         self._declared: dict[str, tuple[int, float | None]] = {}  # pod → the (size, duration) it carries
@@ -182,7 +196,7 @@ class Runs:
 
     def observe(self, pod: dict, deleted: bool, now: float) -> Run:
         name = pod_name(pod)
-        self._declared.setdefault(name, (world_size(pod), duration(pod)))
+        self._declared.setdefault(name, (world_size(pod), duration(pod, self.run_seconds)))
         run = self._stage_of.get(name)
         part = None if deleted else member(pod, run.members.get(name) if run is not None else None)
         if run is None:

@@ -5,7 +5,7 @@ cluster's virtual clock under the stock scheduler, a quota-only gate and gangkee
 - `policies`: the policies as cluster components. gangkeeper runs the product's code — the
   webhook app under its own webhook configurations, `controller.runner.Controller` turning on
   the virtual clock; the quota-only gate and everything else here is study scaffolding.
-- `adapter`: the controller's I/O over the in-process API: the subset of `controller.kube.Kube`
+- `adapter`: the controller's I/O over the in-process API: the subset of `controller.reading.kube.Kube`
   the Executor calls, and informers fed from the cluster's watch events.
 - `metrics`: GPU-seconds held usefully, in partly placed groups and in container start;
   preemptions and the training they interrupt; figures.

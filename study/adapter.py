@@ -1,14 +1,14 @@
 """The controller's I/O over the in-process API: its writes, and its informers fed from watch events.
 
 Study scaffolding, not product code. The controller talks to a real API server through
-`controller.kube.Kube` (HTTP, retries, typed errors) and watches it with `controller.informer.
+`controller.reading.kube.Kube` (HTTP, retries, typed errors) and watches it with `controller.reading.informer.
 Informer` threads. On the study's virtual clock there is no HTTP server to talk to and no thread
 may run on its own, so:
 
 - `InProcessKube` hands the Executor's writes straight to the emulated API server — which still
   runs every write through defaulting, admission (the gangkeeper webhook included), the pod rules
   and optimistic concurrency — and turns its refusals into the typed errors the Executor branches
-  on, with the product's own `controller.kube.error_from`. Only `create`, `patch`, `patch_status`,
+  on, with the product's own `controller.reading.kube.error_from`. Only `create`, `patch`, `patch_status`,
   `delete` and `resource_versions` exist: the Executor uses nothing else.
 - `FedInformer` stands in for an `Informer`: the emulated cluster's loop hands it each watch event
   (`observe`), and it does with it what the informer does with a watch event — the controller's
@@ -18,15 +18,15 @@ may run on its own, so:
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from gangkeeper.controller.informer import Cache, Hooks, Transform, apply_event
-from gangkeeper.controller.kube import MERGE_PATCH, Resource, check_patch, error_from
-from gangkeeper.controller.reading import Reading
+from gangkeeper.controller.reading.informer import Cache, Hooks, Transform, apply_event
+from gangkeeper.controller.reading.kube import MERGE_PATCH, Resource, check_patch, error_from
+from gangkeeper.controller.reading.shapes import Reading
 from sim.api import CONTROLLER, APIError, User, WatchEvent
 from sim.apiserver import APIServer
 
 
 class InProcessKube:
-    """Writes as the controller's service account; refusals raise `controller.kube` errors."""
+    """Writes as the controller's service account; refusals raise `controller.reading.kube` errors."""
 
     def __init__(self, api: APIServer, user: User = CONTROLLER):
         self.api, self.user = api, user
@@ -92,7 +92,7 @@ class FedInformer:
         return None
 
     def observe(self, event: WatchEvent) -> None:
-        """What `Informer` does with one watch event (`controller.informer.apply_event`)."""
+        """What `Informer` does with one watch event (`controller.reading.informer.apply_event`)."""
         obj = event.object
         if self._namespace is not None and obj["metadata"].get("namespace") != self._namespace:
             return

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from statistics import mean
 
-from gangkeeper.controller.decisions import Reason
+from gangkeeper.controller.deciding.decisions import Reason
 from sim.api import WatchEvent
 from sim.names import PODS
 from sim.scheduler import preempted_by_scheduler

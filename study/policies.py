@@ -16,7 +16,7 @@
   Scaffolding here: the Flask test client in place of gunicorn and TLS, informers fed from the
   cluster's watch events in place of HTTP list/watch (`study.adapter.FedInformer`), and writes
   handed to the emulated API server in process (`study.adapter.InProcessKube`). Leader election,
-  the loop's thread (`Controller.run`) and the HTTP adapter `controller.kube.Kube` are not
+  the loop's thread (`Controller.run`) and the HTTP adapter `controller.reading.kube.Kube` are not
   exercised.
 """
 
@@ -27,10 +27,10 @@ import orjson
 
 from gangkeeper import names
 from gangkeeper.audit import AuditLog
-from gangkeeper.controller.informer import Transform
-from gangkeeper.controller.kube import Resource
+from gangkeeper.controller.deciding.settings import Settings
 from gangkeeper.controller.metrics import Metrics
-from gangkeeper.controller.reconciler import Settings
+from gangkeeper.controller.reading.informer import Transform
+from gangkeeper.controller.reading.kube import Resource
 from gangkeeper.controller.runner import Clock, Controller
 from gangkeeper.quantity import parse_quantity
 from gangkeeper.resources import accelerators, pod_requests

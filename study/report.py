@@ -237,11 +237,11 @@ stock scheduler comes from packing nodes tightly rather than from admitting whol
 process through Flask's test client under the product's own `deploy/base/webhook-configurations.yaml`
 (rules and namespace selectors applied by the emulated API server); the controller is the real
 `controller.runner.Controller` with its defaults — its loop's turns (`Controller.turn`, each when
-`Controller.due` says: debounce, resync, deadlines, the index's periodic rebuild), `controller.index.ClusterIndex`,
-`controller.reconciler.reconcile` and `controller.actions.Executor`, fed by the informers' own transforms
+`Controller.due` says: debounce, resync, deadlines, the index's periodic rebuild), `controller.cache.index.ClusterIndex`,
+`controller.deciding.reconciler.reconcile` and `controller.acting.executor.Executor`, fed by the informers' own transforms
 (`pod_facts`, `workload_from_api`, `node_from_api`) — on the virtual clock. Scaffolding (`study/`): the
 in-process `Kube` subset the Executor writes through and the informers fed from the cluster's watch events
-(`study/adapter.py`, errors classified by the product's `controller.kube.error_from`), the quota-only gate
+(`study/adapter.py`, errors classified by the product's `controller.reading.kube.error_from`), the quota-only gate
 (its own gate and release rule), the cleaner of finished jobs, and the measurements. Not exercised: HTTP,
 TLS, gunicorn, list/watch, the loop's thread, leader election. The emulated API server, scheduler, kubelets
 and operator are `sim/`.

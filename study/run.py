@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass
 import yaml
 
 from gangkeeper import names
-from gangkeeper.controller.reconciler import Preempting, Settings
+from gangkeeper.controller.deciding.settings import Preempting, Settings
 from sim.accounting import Accounting
 from sim.api import ADMIN, APIError, WatchEvent
 from sim.apiserver import APIServer

@@ -15,7 +15,7 @@ trace being the same in every replay. Policies (`POLICIES`: the `study.run` poli
 the rule the sample declares, as `gangkeeper.io/topology-*` on its pod templates):
   - `stock`: the kube-scheduler alone (it does not read the annotations; none are written);
   - `gangkeeper`: the product with its defaults and no rule on any job: the controller's
-    cluster-level preference (`planner.Topology`: one zone when the group fits there; no rack
+    cluster-level preference (`planning.plans.Topology`: one zone when the group fits there; no rack
     label is configured by default), then its packing (partly used nodes first, fewest nodes);
   - `gangkeeper-preferred`: the sample declares `topology-preferred: <block label>`: one block
     when the group fits in one now, else as few blocks as hold it;

@@ -10,7 +10,7 @@ import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
-from gangkeeper import names
+from gangkeeper import integrations, names
 from gangkeeper.identity import LABEL_VALUE_RULE, classify, is_valid_label_value
 from gangkeeper.integrations.finding import LABEL_KEY_RULE, is_valid_label_key
 from gangkeeper.webhook.patch import has_gate
@@ -22,13 +22,6 @@ TIMEOUT_RANGE = (0, 2**31 - 1)
 _SHOWN_CHARS = 64
 _SHOWN_DEPTH = 32  # nesting shown in a refusal, at most
 
-# Where a pod may declare its group, in the words of the field path.
-_GROUP_DECLARATIONS = (
-    ("labels", names.GROUP_LABEL),
-    ("labels", names.NATIVE_POD_GROUP_LABEL),
-    ("labels", names.PLUGINS_POD_GROUP_LABEL),
-    ("annotations", names.VOLCANO_GROUP_ANNOTATION),
-)
 # The annotations that declare a group's topology, and the size a slice size must divide.
 _TOPOLOGY_DECLARATIONS = tuple(("annotations", key) for key in (*names.TOPOLOGY_ANNOTATIONS,
                                                                  names.MIN_COUNT_ANNOTATION))
@@ -158,7 +151,7 @@ def declaration_problems(pod: Mapping, keys: Iterable[tuple[str, str]] | None = 
             problem = check(value)
             if problem:
                 problems.append(f"metadata.{section}[{key}]: {_shown(value)} is not accepted: {problem}")
-    if wanted is None or wanted & set(_GROUP_DECLARATIONS):
+    if wanted is None or wanted & set(integrations.GROUP_DECLARATIONS):
         problems.extend(_conflicting_groups(pod))
     if wanted is None or wanted & set(_TOPOLOGY_DECLARATIONS):
         problems.extend(_slice_problems(_metadata(pod, "annotations")))
@@ -176,7 +169,7 @@ def changed_keys(old: Mapping, new: Mapping) -> set[tuple[str, str]]:
 
 def _conflicting_groups(pod: Mapping) -> list[str]:
     declared = {f"metadata.{section}[{key}]={_shown(value)}": value
-                for section, key in _GROUP_DECLARATIONS if (value := _metadata(pod, section).get(key))}
+                for section, key in integrations.GROUP_DECLARATIONS if (value := _metadata(pod, section).get(key))}
     if len(set(declared.values())) <= 1:
         return []
     return [f"the pod names different groups: {', '.join(declared)}; "

@@ -1,7 +1,7 @@
 """Every workload kind gangkeeper gangs, one module each, in the order of the webhook's rules
 (docs/design.md, "Group identity": first match wins).
 
-Plain pods come first: the explicit group label is rule 1 and a lone accelerator pod rule 9,
+Plain pods come first: the explicit group label is rule 1 and a lone accelerator pod rule 10,
 both asked by gangkeeper.identity around the kinds whose pods carry a mark of their own. A
 Gang's members are labelled explicitly, so the Gang has no rule and comes last. The webhook
 takes the rules from here, the controller the resources it watches and how it sizes groups, and
@@ -14,6 +14,7 @@ from gangkeeper.integrations import (
     job,
     jobset,
     lws,
+    mpijob,
     native_pod_group,
     plain_pods,
     pytorchjob,
@@ -25,11 +26,13 @@ from gangkeeper.integrations import (
 )
 
 ALL = (plain_pods.INTEGRATION, native_pod_group.INTEGRATION, scheduler_plugins.INTEGRATION, volcano.INTEGRATION,
-       pytorchjob.INTEGRATION, trainjob.INTEGRATION, jobset.INTEGRATION, rayjob.INTEGRATION, job.INTEGRATION,
-       lws.INTEGRATION, raycluster.INTEGRATION, gang.INTEGRATION)
+       pytorchjob.INTEGRATION, trainjob.INTEGRATION, jobset.INTEGRATION, mpijob.INTEGRATION, rayjob.INTEGRATION,
+       job.INTEGRATION, lws.INTEGRATION, raycluster.INTEGRATION, gang.INTEGRATION)
 
 # The webhook's rules after the explicit label, in order.
 RULES = tuple(integration.group_of for integration in ALL if integration.group_of is not None)
+# Where a pod may name its group, in the order of the rules.
+GROUP_DECLARATIONS = tuple(key for integration in ALL for key in integration.names_group)
 # What the controller lists and watches besides pods and nodes.
 RESOURCES = tuple(integration.resource for integration in ALL if integration.resource is not None)
 BY_SOURCE = {source: integration for integration in ALL for source in integration.sources}

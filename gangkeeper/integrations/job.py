@@ -1,4 +1,4 @@
-"""batch/v1 Job: one group per Job (docs/design.md, "Group identity", rule 6).
+"""batch/v1 Job: one group per Job (docs/design.md, "Group identity", rule 7).
 
 A pod does not say its Job's parallelism, so the webhook cannot tell a parallel Job from a
 single-pod one: every Job pod is grouped by its Job, and the controller, which reads the Job,

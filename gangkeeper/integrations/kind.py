@@ -52,7 +52,9 @@ class Declaration(TypedDict, total=False):
     group), for an owner with a suspend switch where the switch stands (`SuspendState`), and the
     object whose switch is the group's when it is not this one (`switch`: resource name, name and
     uid of an owner that copies its own switch onto this object, as a TrainJob onto its JobSet,
-    and so undoes a change made here)."""
+    and so undoes a change made here), and for an owner whose operator says when it has ended
+    (`finished`: "Succeeded" or "Failed") that end, which is then its group's whatever became of
+    the pods: the operator may delete them once it has ended (an MPIJob's `cleanPodPolicy`)."""
 
     sizes: Required[Mapping[str, int]]
     parts: Mapping[str, str]
@@ -64,10 +66,24 @@ class Declaration(TypedDict, total=False):
     disposable: bool
     suspend: "SuspendState"
     switch: tuple[str, str, str]
+    finished: str
 
 
-# (name, uid) of the object that declares a member's group size; the uid is compared for owners only.
-ObjectRef = tuple[str, str | None]
+@dataclass(frozen=True, slots=True)
+class Through:
+    """The member's controlling owner when the object declaring its group owns it through another
+    object it controls, as an MPIJob owns its launcher pod through its launcher Job: that object's
+    resource (`Resource.name`), name and uid. The declaring object is proven by it: cached under
+    that name with that uid, and controlled by the declaring object."""
+
+    resource: str
+    name: str
+    uid: str
+
+
+# (name, proof) of the object that declares a member's group size; the proof, compared for owners
+# only, is its uid, or the owner in between (`Through`), or None (the members carry neither: found by name).
+ObjectRef = tuple[str, str | Through | None]
 # (group label, the member's labels the controller keeps, (name, uid) of its controlling owner or None).
 Declarer = Callable[[str, Mapping[str, str], tuple[str, str] | None], ObjectRef | None]
 
@@ -163,10 +179,13 @@ class Integration:
     - `declarer`, `kept_labels`: which object declares a member's group size, from the member's
       group, the `kept_labels` of its labels and its controlling owner;
     - `owns_pods`: that object owns the members (itself or through its Jobs or StatefulSets) and is
-      found by name and by the UID the `declarer` gives (None: the members carry none, found by
-      name); only its own pods are members (a pod that labels itself into the group is set apart);
+      found by name and by the proof the `declarer` gives (its UID, the owner in between, or None:
+      the members carry neither, found by name); only its own pods are members (a pod that labels
+      itself into the group is set apart);
     - `part_label`: the member label whose value says its part when the object splits its group (`parts`);
-    - `suspension`: how the owner is suspended and resumed; None when the kind has no such switch.
+    - `suspension`: how the owner is suspended and resumed; None when the kind has no such switch;
+    - `names_group`: where a pod names its group by this kind's rule, as (`labels` or
+      `annotations`, key): the webhook refuses a pod whose such declarations name different groups.
     """
 
     sources: tuple[str, ...]
@@ -180,6 +199,7 @@ class Integration:
     owns_pods: bool = False
     part_label: str | None = None
     suspension: Suspension | None = None
+    names_group: tuple[tuple[str, str], ...] = ()
 
 
 # What the controller's informers do on every resource they fill the cache from.

@@ -1,5 +1,5 @@
 """LeaderWorkerSet (leaderworkerset.x-k8s.io/v1): one gang per replica group (docs/design.md,
-"Group identity", rule 7).
+"Group identity", rule 8).
 
 An LWS runs `replicas` groups, each a leader pod (from a StatefulSet the LWS owns) and `size - 1`
 workers (from a StatefulSet the leader pod owns) that serve one model together: a group is of no

@@ -34,4 +34,5 @@ def declarer(group: str, labels: Mapping[str, str], owner: tuple[str, str] | Non
 INTEGRATION = Integration(
     sources=(names.SOURCE_NATIVE_POD_GROUP,), group_of=group_of, resource=RESOURCE, declaration=declaration,
     verbs=LIST_AND_WATCH, declarer=declarer, kept_labels=(names.NATIVE_POD_GROUP_LABEL,),
+    names_group=(("labels", names.NATIVE_POD_GROUP_LABEL),),
 )

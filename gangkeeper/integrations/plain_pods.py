@@ -1,5 +1,5 @@
 """Plain pods: a group its members declare with the group label, or a lone accelerator pod
-(docs/design.md, "Group identity", rules 1 and 8).
+(docs/design.md, "Group identity", rules 1 and 10).
 
 The explicit label `gangkeeper.io/group` is asked first and a lone accelerator pod last, around
 the other kinds; how the explicit label and another kind's finding combine is decided in
@@ -43,4 +43,5 @@ def lone_pod(pod: Mapping, patterns: Iterable[str], fallback_name: str) -> Class
     return found(name, names.SOURCE_ACCELERATOR_POD, f"lone pod requesting {resources}")
 
 
-INTEGRATION = Integration(sources=(names.SOURCE_EXPLICIT, names.SOURCE_ACCELERATOR_POD))
+INTEGRATION = Integration(sources=(names.SOURCE_EXPLICIT, names.SOURCE_ACCELERATOR_POD),
+                          names_group=(("labels", names.GROUP_LABEL),))

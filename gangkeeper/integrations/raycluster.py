@@ -1,5 +1,5 @@
 """KubeRay RayCluster (ray.io/v1): one gang per cluster, its head and the workers it cannot do
-without (docs/design.md, "Group identity", rule 8).
+without (docs/design.md, "Group identity", rule 9).
 
 A Ray cluster is a head pod and groups of workers; each group runs `replicas` pods per host count
 (`numOfHosts`), kept between `minReplicas` and `maxReplicas`, and the Ray autoscaler moves
@@ -9,7 +9,7 @@ makes the RayCluster its controlling owner, so the group is keyed by the cluster
 The gang is what the cluster needs to be of use: the head and `minReplicas` of each worker group.
 Workers beyond that (the autoscaler's, or a `replicas` above the minimum) are elastic: once the
 gang is admitted the controller places them one at a time, as for any group's members beyond its
-min count (controller/reconciler.py), so scaling up never waits for a whole second gang.
+min count (controller/deciding/reconciler.py), so scaling up never waits for a whole second gang.
 
 Rollback: a RayJob creates its RayCluster and owns it, and its `spec.suspend` deletes the cluster
 (and its submitter) and creates a new one when cleared; suspending the cluster alone would leave

@@ -30,4 +30,5 @@ def declarer(group: str, labels: Mapping[str, str], owner: tuple[str, str] | Non
 INTEGRATION = Integration(
     sources=(names.SOURCE_PLUGINS_POD_GROUP,), group_of=group_of, resource=RESOURCE, declaration=declaration,
     verbs=LIST_AND_WATCH, declarer=declarer, kept_labels=(names.PLUGINS_POD_GROUP_LABEL,),
+    names_group=(("labels", names.PLUGINS_POD_GROUP_LABEL),),
 )

@@ -9,7 +9,7 @@ suspends and resumes the TrainJob.
 
 The shipped runtimes start a `dataset-initializer` and a `model-initializer` (CPU only) that
 must complete before the JobSet controller creates the `node` pods. Their own stage would
-release them (controller/groups.py, the JobSet's `parts`), but they need no gang at all: the
+release them (controller/cache/groups.py, the JobSet's `parts`), but they need no gang at all: the
 webhook leaves them alone, and the JobSet's size leaves them out. Both know them by their
 replicated job's name, the Trainer's name for the step, which every pod carries as JobSet's
 `replicatedjob-name` label; the step label the runtimes set reaches the Jobs, not their pods.

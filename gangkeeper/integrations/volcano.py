@@ -29,5 +29,5 @@ def declarer(group: str, labels: Mapping[str, str], owner: tuple[str, str] | Non
 
 INTEGRATION = Integration(
     sources=(names.SOURCE_VOLCANO_POD_GROUP,), group_of=group_of, resource=RESOURCE, declaration=declaration,
-    verbs=LIST_AND_WATCH, declarer=declarer,
+    verbs=LIST_AND_WATCH, declarer=declarer, names_group=(("annotations", names.VOLCANO_GROUP_ANNOTATION),),
 )

@@ -1,7 +1,8 @@
-"""Emulated workload operators: PyTorchJob (Kubeflow training operator), TrainJob (Kubeflow
-Trainer), JobSet, batch Job, StatefulSet, LeaderWorkerSet (whose two controllers are two of
-these loops: `sim.operators.lws`) and KubeRay's RayCluster and RayJob (`sim.operators.ray`; a
-RayJob's children are of two resources, its RayCluster and its submitter Job: `other_children`).
+"""Emulated workload operators: PyTorchJob (Kubeflow training operator), MPIJob (Kubeflow MPI
+operator), TrainJob (Kubeflow Trainer), JobSet, batch Job, StatefulSet, LeaderWorkerSet (whose
+two controllers are two of these loops: `sim.operators.lws`) and KubeRay's RayCluster and RayJob
+(`sim.operators.ray`). A RayJob's children are of two resources, its RayCluster and its submitter
+Job, and an MPIJob's too, its workers and its launcher Job: `other_children`.
 
 Each operator is a reconcile function — pure: the workload and the children it owns in, the
 children to create, delete or patch and the status to write out — driven by the `Operator` loop

@@ -27,10 +27,11 @@ changing it suspends or resumes the Jobs (whose controller then deletes or recre
 the JobSet's condition `Suspended` says so (reasons `SuspendedJobs` and `ResumeJobs`). Not
 modelled: failure policy and restarts (the restart attempt stays 0, and a failed Job neither fails
 nor restarts the JobSet: it only counts as failed, toward a `Ready` dependency too), the JobSet
-webhook (its defaults and its checks of `dependsOn`: never on the first replicated job, only on
-earlier ones), under `InOrder` creating every Job of a suspended JobSet at once and resuming them
-one replicated job at a time, the `StartupPolicy` conditions, the headless Service and DNS
-hostnames, exclusive placement.
+webhook (its checks of `dependsOn`: never on the first replicated job, only on earlier ones; and
+its defaults on the JobSet, but for the two its Jobs show, which each Job is created with:
+completion mode Indexed and the pods' restart policy OnFailure), under `InOrder` creating every
+Job of a suspended JobSet at once and resuming them one replicated job at a time, the
+`StartupPolicy` conditions, the headless Service and DNS hostnames, exclusive placement.
 """
 
 import hashlib
@@ -62,6 +63,7 @@ from sim.operators import (
 from sim.operators.job import INDEXED, is_job_complete, is_job_failed, sizes
 
 IN_ORDER = "InOrder"
+ON_FAILURE = "OnFailure"  # the JobSet webhook's default restart policy for a replicated job's pods
 DEPENDENCY_READY, DEPENDENCY_COMPLETE = "Ready", "Complete"  # the statuses a `dependsOn` entry names
 SUSPENDED = ("SuspendedJobs", "jobset is suspended")
 RESUMED = ("ResumeJobs", "jobset is resumed")
@@ -100,6 +102,7 @@ def child_job(jobset: dict, replicated: dict, index: int, global_index: int, glo
     spec = child_spec(template)
     spec.setdefault("completionMode", INDEXED)
     pod_template = spec.setdefault("template", {})
+    pod_template.setdefault("spec", {}).setdefault("restartPolicy", ON_FAILURE)
     pod_labels, pod_annotations = template_metadata(pod_template)
     pod_template["metadata"] = {**(pod_template.get("metadata") or {}),
                                 "labels": {**pod_labels, **ours}, "annotations": {**pod_annotations, **ours}}

@@ -11,16 +11,22 @@ count are deleted, missing ones created; a finished or leaving pod is no longer 
 `suspended` once suspended with no pod left. The Ray autoscaler, health checks, services and
 upgrade strategies are not emulated.
 
-RayJob (rayjob_controller.go), `K8sJobMode` only: its `jobDeploymentStatus` goes from New to
-Initializing (it creates a RayCluster `<rayjob>-<5 characters>` it controls, from
-`rayClusterSpec`), to Running once the cluster is `ready` (it creates the submitter Job, named
-after the RayJob, from `submitterPodTemplate` or KubeRay's default, labelled with the RayJob it
-originates from), to Complete (`jobStatus` SUCCEEDED) or Failed when the Job is. `suspend`
-moves an Initializing or Running RayJob to Suspending, which deletes its cluster and Job, then to
-Suspended; cleared, the RayJob starts anew with a new cluster. KubeRay refuses `suspend` on a
-RayJob with `shutdownAfterJobFinishes: false`: it fails validation for good (ValidationFailed).
-With `shutdownAfterJobFinishes` the cluster is deleted once the RayJob finished
-(`ttlSecondsAfterFinished` is not waited for). The Ray job itself is the submitter pod's run.
+RayJob (rayjob_controller.go), `K8sJobMode` only: its `jobDeploymentStatus` goes from New (no
+`jobDeploymentStatus`) to Initializing (it creates a RayCluster `<rayjob>-<5 characters>` it
+controls, from `rayClusterSpec`), to Running once the cluster is `ready` (it creates the
+submitter Job, named after the RayJob, from `submitterPodTemplate` or KubeRay's default,
+labelled with the RayJob it originates from), to Complete (`jobStatus` SUCCEEDED) or Failed
+when the Job is. `suspend` moves an Initializing or Running RayJob to Suspending, which deletes
+its cluster and Job, then to Suspended, which clears what named them (`rayClusterName`,
+`jobId`, `dashboardURL`, `rayClusterStatus`, `reason`, `message`) and `jobStatus`; cleared, the
+RayJob goes back to New and starts anew with a new cluster and a new `startTime`. The status is
+written whole, as KubeRay's status update writes it: a field left empty is omitted, and the
+times the RayJob `succeeded` and `failed` are written with every status from the first (0, and
+one more each time it completes or fails: a suspension counts as neither). KubeRay refuses
+`suspend` on a RayJob with `shutdownAfterJobFinishes: false`: it fails validation for good
+(ValidationFailed). With `shutdownAfterJobFinishes` the cluster is deleted once the RayJob
+finished (`ttlSecondsAfterFinished` is not waited for). The Ray job itself is the submitter
+pod's run; retries (`backoffLimit`) are not emulated.
 """
 
 import copy
@@ -39,6 +45,8 @@ KUBERAY_OPERATOR = service_account("ray-system", "kuberay-operator")
 CREATED_BY = {"app.kubernetes.io/created-by": "kuberay-operator"}
 SUBMITTER_CONTAINER = "ray-job-submitter"
 DASHBOARD_PORT = 8265
+# What a suspended RayJob's status no longer says: its cluster and Ray job are gone.
+CLEARED_ON_SUSPENSION = ("rayClusterName", "rayClusterStatus", "dashboardURL", "jobId", "message", "reason")
 _SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # k8s.io/apimachinery rand.String's
 
 
@@ -202,30 +210,59 @@ def validation_error(rayjob: dict) -> str | None:
 
 
 def reconcile_rayjob(rayjob: dict, children: dict[str, dict], now: float) -> Plan:
-    """One step of the RayJob's deployment status, as the RayJob controller's switch takes it."""
+    """One step of the RayJob's deployment status, as the RayJob controller's switch takes it; its
+    status written whole (`status_write`)."""
+    plan = deployment_step(rayjob, children, now)
+    if plan.status is not None:
+        plan.status = status_write(rayjob, plan.status)
+    return plan
+
+
+def deployment_step(rayjob: dict, children: dict[str, dict], now: float) -> Plan:
+    """What the RayJob controller does from the deployment status it finds, and the status it then has."""
     status = copy.deepcopy(rayjob.get("status") or {})
     deployment = status.get("jobDeploymentStatus", "")
     cluster, job = children_of(rayjob, children)
+    suspend = rayjob["spec"].get("suspend") is True
     if deployment in ("Complete", "Failed", "ValidationFailed"):
         finished = cluster is not None and rayjob["spec"].get("shutdownAfterJobFinishes") is True
         return Plan(delete=[cluster] if finished else [])
     if (error := validation_error(rayjob)) is not None:
         status.update(jobDeploymentStatus="ValidationFailed", reason="ValidationFailed", message=error)
         return Plan(status=status)
-    if rayjob["spec"].get("suspend") is True and deployment in ("", "Initializing", "Running", "Suspending"):
-        return suspending(status, cluster, job)
-    if deployment in ("", "Suspended"):  # new, or resumed: a new start
-        return initializing(rayjob, status, now) if rayjob["spec"].get("suspend") is not True else Plan()
+    if deployment == "Suspending" or suspend and deployment in ("", "Initializing", "Running"):
+        return suspending(status, cluster, job)  # once begun, a suspension is carried through
+    if deployment == "Suspended":  # resumed: back to New, for a new start
+        return Plan() if suspend else Plan(status=counted({**status, "jobDeploymentStatus": "", "jobStatus": ""}))
+    if deployment == "":
+        return initializing(rayjob, status, now)
     return running(rayjob, status, cluster, job, now)
 
 
+def counted(status: dict, *, succeeded: bool = False, failed: bool = False) -> dict:
+    """`checkBackoffLimitAndUpdateStatusIfNeeded`: the times the RayJob succeeded and failed, 0
+    until it first does, one more when this status completes or fails it."""
+    return {**status, "succeeded": status.get("succeeded", 0) + succeeded, "failed": status.get("failed", 0) + failed}
+
+
+def status_write(rayjob: dict, status: dict) -> dict | None:
+    """The merge patch that makes the RayJob's status `status`, as KubeRay's whole status update
+    does (its fields are `omitempty`: one left empty is removed); None when nothing changes."""
+    wanted = {key: value for key, value in status.items() if value not in ("", None, {})}
+    current = rayjob.get("status") or {}
+    if wanted == current:
+        return None
+    return {**wanted, **{key: None for key in current if key not in wanted}}
+
+
 def suspending(status: dict, cluster: dict | None, job: dict | None) -> Plan:
-    """Delete its cluster and submitter; Suspended once both are gone."""
+    """Delete its cluster and submitter; Suspended once both are gone, what named them cleared."""
     gone = [child for child in (cluster, job) if child is not None]
     if not gone:
-        return Plan(status={"jobDeploymentStatus": "Suspended", "jobStatus": ""})
+        kept = {key: value for key, value in status.items() if key not in CLEARED_ON_SUSPENSION}
+        return Plan(status=counted({**kept, "jobDeploymentStatus": "Suspended", "jobStatus": ""}))
     moving = status.get("jobDeploymentStatus") != "Suspending"
-    return Plan(delete=gone, status={**status, "jobDeploymentStatus": "Suspending"} if moving else None)
+    return Plan(delete=gone, status=counted({**status, "jobDeploymentStatus": "Suspending"}) if moving else None)
 
 
 def initializing(rayjob: dict, status: dict, now: float) -> Plan:
@@ -236,7 +273,7 @@ def initializing(rayjob: dict, status: dict, now: float) -> Plan:
                   jobId=f"{rayjob['metadata']['name']}-{suffix(rayjob, 'job/' + salt)}",
                   dashboardURL=f"{name}-head-svc.{rayjob['metadata']['namespace']}.svc.cluster.local:{DASHBOARD_PORT}",
                   startTime=rfc3339(now))
-    return Plan(create=[render_cluster(rayjob, name)], status=status)
+    return Plan(create=[render_cluster(rayjob, name)], status=counted(status))
 
 
 def running(rayjob: dict, status: dict, cluster: dict | None, job: dict | None, now: float) -> Plan:
@@ -252,9 +289,9 @@ def running(rayjob: dict, status: dict, cluster: dict | None, job: dict | None, 
     elif job is not None and (is_job_complete(job) or is_job_failed(job)):
         succeeded = is_job_complete(job)
         status.update(jobDeploymentStatus="Complete" if succeeded else "Failed",
-                      jobStatus="SUCCEEDED" if succeeded else "FAILED", endTime=rfc3339(now),
-                      succeeded=int(succeeded), failed=int(not succeeded))
-    return Plan(create=create, status=status_if_changed(rayjob, status))
+                      jobStatus="SUCCEEDED" if succeeded else "FAILED", endTime=rfc3339(now))
+        return Plan(status=counted(status, succeeded=succeeded, failed=not succeeded))
+    return Plan(create=create, status=counted(status))
 
 
 def raycluster_operator(api: ClusterAPI, **options) -> Operator:

@@ -6,8 +6,8 @@ As kubeflow/trainer does it (`pkg/controller/trainjob_controller.go`, `pkg/runti
 
 - The runtime is `spec.runtimeRef`: a ClusterTrainingRuntime (the default kind) or a
   TrainingRuntime in the TrainJob's namespace. The controller reads it when it first renders the
-  TrainJob and keeps a snapshot of it (a ConfigMap `<name>-runtime-snapshot`; here in memory, as
-  the emulation serves no ConfigMaps), so a runtime changed or deleted afterwards changes nothing
+  TrainJob and keeps a snapshot of it (a ConfigMap `<name>-runtime-snapshot`; here in memory, which
+  no one else reads), so a runtime changed or deleted afterwards changes nothing
   for TrainJobs already rendered. Runtimes are not watched.
 - The JobSet has the TrainJob's name and namespace, is controlled by it, carries the labels and
   annotations of the runtime's `spec.template.metadata`, and its spec is the runtime template's

@@ -52,6 +52,21 @@ def test_the_wheel_installs_one_import_root(installed):
     assert not [name for name in files if "bench" in name or "fuzz" in name]
 
 
+def test_the_wheel_carries_every_module_of_the_product(installed):
+    """Each product folder's modules under the import root, its subpackages too: a package missing
+    from setup.cfg's `packages` would leave its modules out of the wheel, and the command broken."""
+    under_root = {"gangkeeper": "", "webhook": "webhook/", "controller": "controller/", "certs": "certs/"}
+    modules = set()
+    for path in installed.context:
+        folder, _, rest = path.partition("/")
+        if folder in under_root and path.endswith(".py"):
+            modules.add(f"{PRODUCT_ROOT}/{under_root[folder]}{rest}")
+    with zipfile.ZipFile(installed.wheel) as archive:
+        files = set(archive.namelist())
+    assert f"{PRODUCT_ROOT}/controller/checks/dra/allocator.py" in modules
+    assert sorted(modules - files) == []
+
+
 def test_no_harness_module_is_importable_beside_the_product(installed):
     probe = ("import importlib.util, json, sys; "
              "print(json.dumps({name: importlib.util.find_spec(name) is not None for name in sys.argv[1:]}))")

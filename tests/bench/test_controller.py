@@ -1,8 +1,11 @@
 """The controller benchmark runs end to end on a tiny cluster (its figures are `gangkeeper bench`'s, never a test's)."""
 
+import pytest
+
 from bench import controller as bench_controller
 
 
+@pytest.mark.slow
 def test_the_benchmark_measures_every_figure_and_formats_them():
     figures = bench_controller.run(nodes=(16, 32), bound_pods=320, waiting_groups=12, latency_groups=6)
     assert list(figures) == ["nodes=16", "nodes=32"]
@@ -15,6 +18,7 @@ def test_the_benchmark_measures_every_figure_and_formats_them():
     assert table.count("\n| ") == 3 and "| 32 | 320 |" in table
 
 
+@pytest.mark.slow
 def test_waiting_groups_may_follow_the_node_count():
     figures = bench_controller.run(nodes=(16, 32), bound_pods=320, waiting_groups={16: 3, 32: 6}, latency_groups=2)
     assert [row["waiting_groups"] for row in figures.values()] == [3, 6]

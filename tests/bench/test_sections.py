@@ -1,5 +1,7 @@
 """The store, planner, priorities and binding sections at toy sizes: they run, and their tables carry the figures."""
 
+import pytest
+
 from bench import planner as bench_planner
 from bench import store as bench_store
 from bench.cli import SECTIONS, measured_section, merge
@@ -27,6 +29,7 @@ def test_the_planner_section_has_one_row_per_cluster_size_in_each_table():
         assert [row.split(" | ")[0] for row in rows[1:]] == ["| 32", "| 64"]
 
 
+@pytest.mark.slow
 def test_the_priorities_section_renders_one_row_per_policy_between_its_markers():
     results = priorities.run(jobs=12, seed=5, cluster=Cluster(nodes=4), horizon=4 * 3600)
     body = priority_report.markdown(results)

@@ -1,9 +1,12 @@
 """Raw API objects for controller tests, turned into the model the way the cache will."""
 
 from gangkeeper import names
-from gangkeeper.controller.capacity import Ledger
-from gangkeeper.controller.eligibility import NodePool
-from gangkeeper.controller.model import Group, Member, Node, group_of, member_from_api, node_from_api
+from gangkeeper.controller.cache.capacity import Ledger
+from gangkeeper.controller.checks.eligibility import NodePool
+from gangkeeper.controller.model.members import Group, Member, group_of
+from gangkeeper.controller.model.nodes import Node
+from gangkeeper.controller.reading.nodes import node_from_api
+from gangkeeper.controller.reading.pods import member_from_api
 
 GPU = "nvidia.com/gpu"
 

@@ -1,9 +1,9 @@
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gangkeeper.controller.model import group_of
-from gangkeeper.controller.preemption import holders
-from gangkeeper.controller.queue import Order, QueuePolicy, plan_pass, queued
+from gangkeeper.controller.cache.holders import holders
+from gangkeeper.controller.model.members import group_of
+from gangkeeper.controller.planning.queue import Order, QueuePolicy, plan_pass, queued
 from tests.controller.builders import cluster, gang, member, node
 
 STRICT = QueuePolicy(order=Order.STRICT_FIFO)
@@ -130,7 +130,7 @@ def test_a_group_that_no_preemption_can_seat_does_not_keep_the_next_one_from_pre
 
 def _counting(monkeypatch):
     """Count the planner's calls from the queue."""
-    from gangkeeper.controller import queue
+    from gangkeeper.controller.planning import queue
 
     calls = []
     real = queue.plan_group
@@ -224,7 +224,7 @@ def test_a_group_that_starts_starving_holds_capacity_and_the_groups_behind_it_ar
 
 
 def test_another_topology_plans_every_group_again(monkeypatch):
-    from gangkeeper.controller.planner import Topology
+    from gangkeeper.controller.planning.plans import Topology
 
     pool, ledger = cluster([node("n1")])
     groups = [gang("a", 1)]

@@ -2,7 +2,8 @@
 
 from dataclasses import replace
 
-from gangkeeper.controller.budgets import Budgets, budget_from_api
+from gangkeeper.controller.cache.budgets import Budgets
+from gangkeeper.controller.reading.budgets import budget_from_api
 from tests.controller.builders import member
 
 

@@ -2,7 +2,7 @@ from fractions import Fraction
 
 import pytest
 
-from gangkeeper.controller.capacity import Ledger, members_fitting, usage
+from gangkeeper.controller.cache.capacity import Ledger, members_fitting, usage
 from tests.controller.builders import GPU, member, node
 
 REQUESTS = {"cpu": Fraction(4), GPU: Fraction(2)}

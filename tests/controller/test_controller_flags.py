@@ -5,7 +5,7 @@ import pytest
 
 from gangkeeper.cli import build_parser
 from gangkeeper.controller.cli import settings_from
-from gangkeeper.controller.reconciler import Ownerless, Preempting
+from gangkeeper.controller.deciding.settings import Ownerless, Preempting
 
 
 def settings(*flags: str):

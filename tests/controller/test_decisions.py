@@ -1,8 +1,8 @@
-"""The typed decisions (controller/decisions.py) speak the words the CRD and the audit log define."""
+"""The typed decisions (controller/deciding/decisions.py) speak the words the CRD and the audit log define."""
 
 import yaml
 
-from gangkeeper.controller.decisions import GangEvent, Phase
+from gangkeeper.controller.deciding.decisions import GangEvent, Phase
 from sim.deployed import DEPLOY_BASE
 
 

@@ -6,20 +6,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gangkeeper.controller import dra
-from gangkeeper.controller.capacity import Ledger, members_fitting, usage
-from gangkeeper.controller.dra import (
-    CANNOT_ALLOCATE,
-    EXTENDED_RESOURCE_CLAIM_ANNOTATION,
-    IN_USE,
-    NOT_AVAILABLE,
-    Claim,
-    DeviceRequest,
-    Inventory,
-    Unresolved,
-    device_demand,
-)
-from gangkeeper.controller.model import node_from_api, pinned_node, required_affinity_terms
+from gangkeeper.controller.cache.capacity import Ledger, members_fitting, usage
+from gangkeeper.controller.checks.dra import allocator
+from gangkeeper.controller.checks.dra.allocator import CANNOT_ALLOCATE, NOT_AVAILABLE
+from gangkeeper.controller.checks.dra.demand import EXTENDED_CLAIM_NAME, IN_USE, MAX_RESERVED_FOR, device_demand
+from gangkeeper.controller.checks.dra.inventory import Inventory
+from gangkeeper.controller.model.claims import ALL, Claim, DeviceRequest, MatchAttribute, Unresolved
+from gangkeeper.controller.model.nodes import Toleration
+from gangkeeper.controller.reading.nodes import node_from_api
+from gangkeeper.controller.reading.pods import pinned_node, required_affinity_terms
+from gangkeeper.names import EXTENDED_RESOURCE_CLAIM_ANNOTATION
 from gangkeeper.resources import pod_requests
 from tests.controller.builders import node_object
 from tests.recorded import SCHEDULER
@@ -198,7 +194,7 @@ def test_first_available_and_constraints_are_read():
     shared = claim_object("c", [first_available], constraints=[{"matchAttribute": f"{DRIVER}/numa"}])
     (claim,) = demand(pod_object("p", shared=["c"]), shared)
     assert [(s.name, s.count) for s in claim.requests[0].first_available] == [("big", 4), ("small", 1)]
-    assert claim.constraints == (dra.MatchAttribute(f"{DRIVER}/numa"),)
+    assert claim.constraints == (MatchAttribute(f"{DRIVER}/numa"),)
 
 
 def test_a_constraint_the_allocator_does_not_know_is_a_reason():
@@ -209,10 +205,10 @@ def test_a_constraint_the_allocator_does_not_know_is_a_reason():
 
 def test_a_claim_reserved_for_as_many_other_pods_as_allowed_is_in_use():
     full = claim_object("c", [request()], results=[("gpu", (DRIVER, "n1", "gpu-0"))], node="n1",
-                        reserved_for=[f"other-{i}" for i in range(dra.MAX_RESERVED_FOR)])
+                        reserved_for=[f"other-{i}" for i in range(MAX_RESERVED_FOR)])
     assert demand(pod_object("p", shared=["c"]), full) == Unresolved(IN_USE)
     mine = claim_object("c", [request()], results=[("gpu", (DRIVER, "n1", "gpu-0"))], node="n1",
-                        reserved_for=["uid-p"] + [f"other-{i}" for i in range(dra.MAX_RESERVED_FOR - 1)])
+                        reserved_for=["uid-p"] + [f"other-{i}" for i in range(MAX_RESERVED_FOR - 1)])
     assert not isinstance(demand(pod_object("p", shared=["c"]), mine), Unresolved)
 
 
@@ -241,7 +237,7 @@ def test_a_pod_backtracks_until_every_request_of_every_claim_has_a_device():
 def test_all_mode_takes_every_matching_device_or_none():
     inv = inventory(device_class(), resource_slice("s", [gpu("gpu-0", "h100"), gpu("gpu-1", "a100"),
                                                          gpu("gpu-2", "h100")]))
-    every_h100 = one_claim(DeviceRequest("all", GPU_CLASS, (H100,), mode=dra.ALL))
+    every_h100 = one_claim(DeviceRequest("all", GPU_CLASS, (H100,), mode=ALL))
     assert devices_of(inv.allocate(node(), every_h100)) == ["gpu-0", "gpu-2"]
     inv.hold("other", node(), one_claim(h100()))
     assert inv.refusal(node(), every_h100) == CANNOT_ALLOCATE
@@ -275,7 +271,7 @@ def test_cel_sees_the_device_as_the_dra_environment_does(selector, chosen):
                                    "model": {"string": "H100"}},
               capacity={"hbm": {"value": "80Gi"}})
     inv = inventory(device_class(), resource_slice("s", [small, big]))
-    wanted = one_claim(DeviceRequest("gpu", GPU_CLASS, (selector,), mode=dra.ALL))
+    wanted = one_claim(DeviceRequest("gpu", GPU_CLASS, (selector,), mode=ALL))
     assert devices_of(inv.allocate(node(), wanted)) == chosen
 
 
@@ -309,7 +305,7 @@ def test_untolerated_taints_keep_a_device_out():
     preferred = gpu("gpu-1", taints=[{"key": "old", "effect": "None"}])
     inv = inventory(device_class(), resource_slice("s", [tainted, preferred]))
     assert inv.fits(node(), one_claim(any_gpu()), 5) == 1
-    tolerant = any_gpu(2, tolerations=(dra.Toleration("broken", "Equal", "ecc", "NoSchedule"),))
+    tolerant = any_gpu(2, tolerations=(Toleration("broken", "Equal", "ecc", "NoSchedule"),))
     assert devices_of(inv.allocate(node(), one_claim(tolerant))) == ["gpu-0", "gpu-1"]
 
 
@@ -333,7 +329,7 @@ def test_a_pool_spread_over_slices_is_used_whole_and_skipped_while_incomplete():
     first = resource_slice("s-1", [gpu("gpu-0"), gpu("gpu-1")], pool="p", slices_in_pool=2)
     inv = inventory(device_class(), first)
     assert inv.fits(node(), one_claim(any_gpu()), 10) == 0
-    every = one_claim(DeviceRequest("gpu", GPU_CLASS, mode=dra.ALL))
+    every = one_claim(DeviceRequest("gpu", GPU_CLASS, mode=ALL))
     assert "asks for all devices, but resource pool gpu.example.com/p is currently being updated" in inv.refusal(
         node(), every)
     inv.put_slice(resource_slice("s-0", [gpu("gpu-2")], pool="p", slices_in_pool=2))
@@ -368,10 +364,10 @@ def test_per_device_node_selection():
 def test_match_attribute_keeps_a_claims_devices_together():
     numa = [gpu(f"gpu-{i}", attributes={"numa": {"int": i % 2}}) for i in range(4)]
     inv = inventory(device_class(), resource_slice("s", numa))
-    together = one_claim(any_gpu(2), constraints=[dra.MatchAttribute(f"{DRIVER}/numa")])
+    together = one_claim(any_gpu(2), constraints=[MatchAttribute(f"{DRIVER}/numa")])
     assert devices_of(inv.allocate(node(), together)) == ["gpu-0", "gpu-2"]
     assert devices_of(inv.allocate(node(), together, taken={(DRIVER, "n1", "gpu-0")})) == ["gpu-1", "gpu-3"]
-    unrelated = one_claim(any_gpu(2), constraints=[dra.MatchAttribute(f"{DRIVER}/numa", ("other",))])
+    unrelated = one_claim(any_gpu(2), constraints=[MatchAttribute(f"{DRIVER}/numa", ("other",))])
     assert devices_of(inv.allocate(node(), unrelated)) == ["gpu-0", "gpu-1"]
 
 
@@ -399,7 +395,7 @@ def test_a_claim_gets_at_most_32_devices():
 
 
 def test_a_search_too_large_to_predict_is_refused(monkeypatch):
-    monkeypatch.setattr(dra, "MAX_STEPS", 3)
+    monkeypatch.setattr(allocator, "MAX_STEPS", 3)
     inv = inventory(device_class(), resource_slice("s", gpus(8)))
     assert inv.refusal(node(), one_claim(any_gpu(8))).startswith("more than 3 devices to try")
 
@@ -417,7 +413,7 @@ def test_the_first_free_devices_are_the_searchs_answer_for_a_plain_request(monke
         asked = one_claim(h100(count) if picky else any_gpu(count))
         shortcut = (inv.allocate(node(), asked, taken), inv.refusal(node(), asked, taken))
         with monkeypatch.context() as patched:
-            patched.setattr(dra, "_first_free", lambda *args: None)
+            patched.setattr(allocator, "first_free", lambda *args: None)
             assert (inv.allocate(node(), asked, taken), inv.refusal(node(), asked, taken)) == shortcut
 
     agree()
@@ -574,9 +570,9 @@ def test_too_many_orders_are_refused_rather_than_guessed(monkeypatch):
     inv = inventory(device_class(), resource_slice("s", alternating))
     demands = [one_claim(any_gpu())] * 2 + [one_claim(h100())] * 2
     assert inv.colocatable(node(), demands) is None
-    monkeypatch.setattr(dra, "MAX_STATES", 2)
+    monkeypatch.setattr(allocator, "MAX_STATES", 2)
     assert inv.colocatable(node(), demands) == "more than 2 binding orders to check on n1"
-    monkeypatch.setattr(dra, "MAX_DEVICE_ORDERS", 1)
+    monkeypatch.setattr(allocator, "MAX_DEVICE_ORDERS", 1)
     split = inventory(device_class(), resource_slice("s-a", [gpu("gpu-0", "a100")], pool="p", slices_in_pool=2),
                       resource_slice("s-b", [gpu("gpu-1", "h100")], pool="p", slices_in_pool=2))
     assert "too many orders" in split.colocatable(node(), demands)
@@ -782,7 +778,7 @@ def test_the_devices_chosen_are_those_the_scheduler_chose(path):
         extended = recorded["name"].startswith(f"{consumer}-extended-resources-")
         mine = next(result for key, result in replay.allocated.items()
                     if key == (case["namespace"], recorded["name"]) or key[0] == consumer
-                    and (key[1] == dra.EXTENDED_CLAIM_NAME) == extended)
+                    and (key[1] == EXTENDED_CLAIM_NAME) == extended)
         expected = [(r["driver"], r["pool"], r["device"]) for r in recorded["allocation"]]
         assert [r.device for r in mine] == expected, recorded["name"]
         if not extended:

@@ -2,15 +2,9 @@ from fractions import Fraction
 
 import pytest
 
-from gangkeeper.controller.eligibility import (
-    NodePool,
-    affinity_matches,
-    placement_refusal,
-    refusal,
-    requirement_matches,
-    tolerates,
-)
-from gangkeeper.controller.model import Requirement, Taint, Term, Toleration
+from gangkeeper.controller.checks.eligibility import NodePool, affinity_matches, placement_refusal, refusal, tolerates
+from gangkeeper.controller.model.nodes import Taint, Toleration
+from gangkeeper.controller.model.selectors import Requirement, Term, requirement_matches
 from tests.controller.builders import GPU, member, node
 
 TAINT = Taint("gpu", "a100", "NoSchedule")

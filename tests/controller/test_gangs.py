@@ -1,4 +1,4 @@
-"""Which Gang is a group's, what it is called, and when its status is written (controller/gangs.py)."""
+"""Which Gang is a group's, what it is called, and when its status is written (controller/deciding/gangs.py)."""
 
 import hashlib
 import re
@@ -7,11 +7,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gangkeeper import names
-from gangkeeper.controller.decisions import DeleteGang, Report, ReserveGroup, SaveGang
-from gangkeeper.controller.gangs import NAME_MAX, STATUS_DETAILS_REFRESH_SECONDS, name_candidates, status_due
-from gangkeeper.controller.groups import GANGS, JOBS, JOBSETS, Owner, workload_from_api
-from gangkeeper.controller.memory import Memory
-from gangkeeper.controller.reconciler import reconcile
+from gangkeeper.controller.cache.groups import GANGS, JOBS, JOBSETS
+from gangkeeper.controller.deciding.decisions import DeleteGang, Report, ReserveGroup, SaveGang
+from gangkeeper.controller.deciding.gangs import NAME_MAX, STATUS_DETAILS_REFRESH_SECONDS, name_candidates, status_due
+from gangkeeper.controller.deciding.memory import Memory
+from gangkeeper.controller.deciding.reconciler import reconcile
+from gangkeeper.controller.model.objects import Owner
+from gangkeeper.controller.reading.workloads import workload_from_api
 from tests.controller.builders import node_object, pod_object
 from tests.controller.world import NS, World, member_object
 

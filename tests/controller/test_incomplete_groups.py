@@ -1,11 +1,11 @@
-"""Groups that never complete (controller/incomplete.py), decided by `reconcile()` pass after pass
+"""Groups that never complete (controller/deciding/incomplete.py), decided by `reconcile()` pass after pass
 on a stand-in API: when a gated group short of members counts as stuck, what it is told, and that
 it is told once."""
 
 from gangkeeper import names
-from gangkeeper.controller.decisions import Report
-from gangkeeper.controller.groups import PYTORCHJOBS
-from gangkeeper.controller.reconciler import Settings
+from gangkeeper.controller.cache.groups import PYTORCHJOBS
+from gangkeeper.controller.deciding.decisions import Report
+from gangkeeper.controller.deciding.settings import Settings
 from tests.controller.test_reconciler import CREATED, Run, nodes, of
 from tests.controller.world import NS, World, booked, member_object
 

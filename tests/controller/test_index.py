@@ -7,12 +7,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gangkeeper import names
-from gangkeeper.controller.groups import GANGS, PYTORCHJOBS, Workloads, pod_facts, workload_from_api
-from gangkeeper.controller.index import PODS, ClusterIndex
-from gangkeeper.controller.model import node_from_api
-from gangkeeper.controller.occupancy import RESOURCE_SLICES
-from gangkeeper.controller.patches import release_patch
-from gangkeeper.controller.reconciler import Memory, Settings, reconcile
+from gangkeeper.controller.cache.groups import GANGS, PYTORCHJOBS, Workloads
+from gangkeeper.controller.cache.index import PODS, ClusterIndex
+from gangkeeper.controller.cache.occupancy import RESOURCE_SLICES
+from gangkeeper.controller.deciding.memory import Memory
+from gangkeeper.controller.deciding.patches import release_patch
+from gangkeeper.controller.deciding.reconciler import reconcile
+from gangkeeper.controller.deciding.settings import Settings
+from gangkeeper.controller.reading.nodes import node_from_api
+from gangkeeper.controller.reading.pods import pod_facts
+from gangkeeper.controller.reading.workloads import workload_from_api
 from tests.controller.builders import node_object
 from tests.controller.world import NS, World, booked, member_object
 
@@ -162,7 +166,7 @@ def test_a_pass_plans_again_what_a_change_since_the_last_one_may_let_in():
 def test_applying_changes_holds_the_garbage_collector_off_and_leaves_it_as_it_found_it():
     import gc
 
-    from gangkeeper.controller.informer import uncollected
+    from gangkeeper.controller.reading.informer import uncollected
 
     assert gc.isenabled()
     with uncollected():

@@ -4,33 +4,25 @@ import random
 
 import pytest
 
-from gangkeeper.controller.interpod import (
+from gangkeeper.controller.checks.interpod.placements import Placements
+from gangkeeper.controller.checks.interpod.refusal import (
     AFFINITY_REFUSAL,
     ANTI_AFFINITY_REFUSAL,
     BINDING_ORDER_REFUSAL,
-    EVERYTHING,
     EXISTING_ANTI_AFFINITY_REFUSAL,
-    NO_RULES,
-    NOTHING,
     SPREAD_LABEL_REFUSAL,
     SPREAD_REFUSAL,
-    LabelSelector,
-    Placements,
     SpreadScope,
     refusal,
-    rules_of,
-    selector_from_api,
     spread_penalty,
-    term_from_api,
 )
-from gangkeeper.controller.model import (
-    Requirement,
-    member_from_api,
-    node_from_api,
-    pinned_node,
-    required_affinity_terms,
-)
-from gangkeeper.controller.ports import REFUSAL as PORTS_REFUSAL
+from gangkeeper.controller.checks.ports import REFUSAL as PORTS_REFUSAL
+from gangkeeper.controller.model.rules import NO_RULES
+from gangkeeper.controller.model.selectors import EVERYTHING, NOTHING, LabelSelector, Requirement
+from gangkeeper.controller.reading.nodes import node_from_api
+from gangkeeper.controller.reading.pods import member_from_api, pinned_node, required_affinity_terms
+from gangkeeper.controller.reading.rules import rules_of, term_from_api
+from gangkeeper.controller.reading.selectors import selector_from_api
 from gangkeeper.names import PIN_FIELD
 from tests.controller.builders import node
 from tests.recorded import SCHEDULER

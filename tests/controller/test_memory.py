@@ -1,10 +1,10 @@
-"""What the controller remembers after a pass (controller/memory.py)."""
+"""What the controller remembers after a pass (controller/deciding/memory.py)."""
 
 from collections import Counter
 
-from gangkeeper.controller.decisions import Reason
-from gangkeeper.controller.index import Pending
-from gangkeeper.controller.memory import Channel, Memory, News, after_pass
+from gangkeeper.controller.cache.index import Pending
+from gangkeeper.controller.deciding.decisions import Reason
+from gangkeeper.controller.deciding.memory import Channel, Memory, News, after_pass
 
 UNDECIDED, GONE = ("team", "settled"), ("team", "gone")
 BEFORE = Memory(first_seen={UNDECIDED: 1.0, GONE: 2.0}, rollbacks={UNDECIDED: (1, 9.0), GONE: (2, 9.0)},

@@ -3,8 +3,13 @@ from fractions import Fraction
 import pytest
 
 from gangkeeper import names
-from gangkeeper.controller.groups import JOBS, PYTORCHJOBS, workload_from_api
-from gangkeeper.controller.model import Requirement, Taint, Term, Toleration, group_of, member_from_api, node_from_api
+from gangkeeper.controller.cache.groups import JOBS, PYTORCHJOBS
+from gangkeeper.controller.model.members import group_of
+from gangkeeper.controller.model.nodes import Taint, Toleration
+from gangkeeper.controller.model.selectors import Requirement, Term
+from gangkeeper.controller.reading.nodes import node_from_api
+from gangkeeper.controller.reading.pods import member_from_api
+from gangkeeper.controller.reading.workloads import workload_from_api
 from tests.controller.builders import GPU, member, node_object, pod_object
 
 

@@ -3,11 +3,11 @@
 import pytest
 
 from gangkeeper import names
-from gangkeeper.controller import kube
-from gangkeeper.controller.groups import pod_facts
-from gangkeeper.controller.index import NODES, PODS, ClusterIndex
-from gangkeeper.controller.model import member_from_api
-from gangkeeper.controller.occupancy import RESOURCE_CLAIMS, RESOURCES, Occupancy, cached_object
+from gangkeeper.controller.cache.index import NODES, PODS, ClusterIndex
+from gangkeeper.controller.cache.occupancy import RESOURCE_CLAIMS, RESOURCES, Occupancy
+from gangkeeper.controller.reading import kube
+from gangkeeper.controller.reading.objects import cached_object
+from gangkeeper.controller.reading.pods import member_from_api, pod_facts
 from tests.controller.builders import node, pod_object
 from tests.controller.test_planner_occupancy import (
     claiming,

@@ -1,11 +1,11 @@
-"""The pod writes' bodies (controller/patches.py), applied to pods as the API server applies them."""
+"""The pod writes' bodies (controller/deciding/patches.py), applied to pods as the API server applies them."""
 
 import jsonpatch
 import pytest
 
 from gangkeeper import names
-from gangkeeper.controller.groups import pod_facts
-from gangkeeper.controller.patches import release_patch, reserve_patch
+from gangkeeper.controller.deciding.patches import release_patch, reserve_patch
+from gangkeeper.controller.reading.pods import pod_facts
 from tests.controller.world import member_object
 
 NOW = 1_800_000_000.0  # 2027-01-15T08:00:00Z

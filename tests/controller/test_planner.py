@@ -1,7 +1,8 @@
 from collections import Counter
 
-from gangkeeper.controller.model import group_of
-from gangkeeper.controller.planner import NoFit, Plan, Topology, apply, plan_group
+from gangkeeper.controller.model.members import group_of
+from gangkeeper.controller.planning.planner import apply, plan_group
+from gangkeeper.controller.planning.plans import NoFit, Plan, Topology
 from tests.controller.builders import GPU, busy, cluster, gang, member, node
 
 TAINT = {"key": GPU, "value": "present", "effect": "NoSchedule"}

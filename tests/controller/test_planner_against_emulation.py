@@ -14,8 +14,11 @@ from itertools import product
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gangkeeper.controller.model import group_of, member_from_api, node_from_api
-from gangkeeper.controller.planner import NoFit, plan_group
+from gangkeeper.controller.model.members import group_of
+from gangkeeper.controller.planning.planner import plan_group
+from gangkeeper.controller.planning.plans import NoFit
+from gangkeeper.controller.reading.nodes import node_from_api
+from gangkeeper.controller.reading.pods import member_from_api
 from sim.placement import NO_CHECKS, NodeUsage, exact_resources, filter_node, node_facts, static_reasons, usage_with
 from sim.placement import PodUse as SimPodUse
 from sim.resources import scheduled_requests

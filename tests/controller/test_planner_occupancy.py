@@ -4,18 +4,19 @@
 from collections import Counter
 
 from gangkeeper import names
-from gangkeeper.controller.groups import pod_facts
-from gangkeeper.controller.index import NODES, PODS, ClusterIndex
-from gangkeeper.controller.model import group_of, member_from_api
-from gangkeeper.controller.occupancy import (
+from gangkeeper.controller.cache.index import NODES, PODS, ClusterIndex
+from gangkeeper.controller.cache.occupancy import (
     DEVICE_CLASSES,
     PERSISTENT_VOLUME_CLAIMS,
     PERSISTENT_VOLUMES,
     RESOURCE_CLAIM_TEMPLATES,
     RESOURCE_SLICES,
 )
-from gangkeeper.controller.planner import NoFit, Plan, Topology, apply, plan_group
-from gangkeeper.controller.queue import plan_pass
+from gangkeeper.controller.model.members import group_of
+from gangkeeper.controller.planning.planner import apply, plan_group
+from gangkeeper.controller.planning.plans import NoFit, Plan, Topology
+from gangkeeper.controller.planning.queue import plan_pass
+from gangkeeper.controller.reading.pods import member_from_api, pod_facts
 from tests.controller.builders import node, pod_object
 
 ZONE = "topology.kubernetes.io/zone"

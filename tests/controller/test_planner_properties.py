@@ -2,13 +2,15 @@
 
 from collections import Counter
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gangkeeper.controller.capacity import usage
-from gangkeeper.controller.eligibility import refusal
-from gangkeeper.controller.model import group_of
-from gangkeeper.controller.planner import NoFit, Plan, Topology, apply, plan_group
+from gangkeeper.controller.cache.capacity import usage
+from gangkeeper.controller.checks.eligibility import refusal
+from gangkeeper.controller.model.members import group_of
+from gangkeeper.controller.planning.planner import apply, plan_group
+from gangkeeper.controller.planning.plans import NoFit, Plan, Topology
 from tests.controller.builders import GPU, cluster, member, node
 
 LABELS = st.dictionaries(st.sampled_from(["pool", "topology.kubernetes.io/zone", "rack"]),
@@ -44,6 +46,7 @@ def build(node_specs, busy_specs, group_specs):
     return pool, ledger, group_of(("team", "g"), members, len(members), 0.0)
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None)
 @given(NODES, BUSY, GROUP, st.booleans())
 def test_plans_never_over_commit_are_all_or_nothing_and_use_only_eligible_nodes(node_specs, busy_specs,

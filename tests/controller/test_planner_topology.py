@@ -3,15 +3,19 @@
 from collections import Counter
 from dataclasses import replace
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gangkeeper.controller.capacity import usage
-from gangkeeper.controller.eligibility import refusal
-from gangkeeper.controller.model import TopologyRule, group_of, member_from_api
-from gangkeeper.controller.planner import NoFit, Plan, apply, plan_group
-from gangkeeper.controller.preemption import holders, preempt
-from gangkeeper.controller.queue import plan_pass
+from gangkeeper.controller.cache.capacity import usage
+from gangkeeper.controller.cache.holders import holders
+from gangkeeper.controller.checks.eligibility import refusal
+from gangkeeper.controller.model.members import TopologyRule, group_of
+from gangkeeper.controller.planning.planner import apply, plan_group
+from gangkeeper.controller.planning.plans import NoFit, Plan
+from gangkeeper.controller.planning.preemption import preempt
+from gangkeeper.controller.planning.queue import plan_pass
+from gangkeeper.controller.reading.pods import member_from_api
 from tests.controller.builders import busy, cluster, member, node
 from tests.controller.test_planner_occupancy import (
     HOSTNAME,
@@ -336,6 +340,7 @@ PLAIN_GROUP = st.lists(st.tuples(st.builds(lambda gpus: dict(gpus=gpus, cpu="1")
                                  st.integers(1, 6)), min_size=1, max_size=2)
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(NODES | PLAIN_NODES, BUSY, GROUP | PLAIN_GROUP, RULES, DOMAINS, DROPPED)
 def test_plans_keep_the_rule(node_specs, busy_specs, group_specs, rule, domains, dropped):

@@ -1,6 +1,8 @@
 import pytest
 
-from gangkeeper.controller.ports import HostPort, UsedPorts, conflicts, host_ports, members_per_node
+from gangkeeper.controller.checks.ports import UsedPorts, conflicts, members_per_node
+from gangkeeper.controller.model.rules import HostPort
+from gangkeeper.controller.reading.rules import host_ports
 
 
 def pod(containers=(), init_containers=()):

@@ -2,11 +2,14 @@
 
 from dataclasses import replace
 
-from gangkeeper.controller.budgets import Budgets, budget_from_api
-from gangkeeper.controller.groups import pod_facts
-from gangkeeper.controller.index import ClusterIndex
-from gangkeeper.controller.model import group_of, node_from_api
-from gangkeeper.controller.preemption import candidate, holders, preempt
+from gangkeeper.controller.cache.budgets import Budgets
+from gangkeeper.controller.cache.holders import candidate, holders
+from gangkeeper.controller.cache.index import ClusterIndex
+from gangkeeper.controller.model.members import group_of
+from gangkeeper.controller.planning.preemption import preempt
+from gangkeeper.controller.reading.budgets import budget_from_api
+from gangkeeper.controller.reading.nodes import node_from_api
+from gangkeeper.controller.reading.pods import pod_facts
 from tests.controller.builders import cluster, member, node, node_object, pod_object
 
 NODES = [node("n1"), node("n2")]

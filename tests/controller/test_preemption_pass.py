@@ -1,7 +1,8 @@
 """Preemption in the reconcile pass, on the stand-in API of tests/controller/test_rollback.py: a
 group that does not fit takes the place of lower-priority work, whole, and without harm."""
 
-from gangkeeper.controller.decisions import (
+from gangkeeper.controller.cache.groups import JOBS
+from gangkeeper.controller.deciding.decisions import (
     DeleteGang,
     DeletePod,
     EvictPod,
@@ -10,9 +11,9 @@ from gangkeeper.controller.decisions import (
     SaveGang,
     SuspendOwner,
 )
-from gangkeeper.controller.gangs import STATUS_DETAILS_REFRESH_SECONDS
-from gangkeeper.controller.groups import JOBS
-from gangkeeper.controller.reconciler import RETAKE_SECONDS, Preempting, Settings
+from gangkeeper.controller.deciding.gangs import STATUS_DETAILS_REFRESH_SECONDS
+from gangkeeper.controller.deciding.preempting import RETAKE_SECONDS
+from gangkeeper.controller.deciding.settings import Preempting, Settings
 from tests.controller.builders import pod_object
 from tests.controller.test_rollback import BACKOFF, CREATED, JobController, Owners, Run, nodes, of, reports
 from tests.controller.world import NS, booked, member_object

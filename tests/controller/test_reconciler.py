@@ -3,8 +3,9 @@
 import pytest
 
 from gangkeeper import names
-from gangkeeper.controller import gangs
-from gangkeeper.controller.decisions import (
+from gangkeeper.controller.cache.groups import GANGS, PYTORCHJOBS
+from gangkeeper.controller.deciding import gangs
+from gangkeeper.controller.deciding.decisions import (
     DeleteGang,
     DeletePod,
     Release,
@@ -13,10 +14,10 @@ from gangkeeper.controller.decisions import (
     ReserveGroup,
     SaveGang,
 )
-from gangkeeper.controller.groups import GANGS, PYTORCHJOBS
-from gangkeeper.controller.memory import Memory
-from gangkeeper.controller.queue import Order, QueuePolicy
-from gangkeeper.controller.reconciler import Ownerless, Settings, reconcile
+from gangkeeper.controller.deciding.memory import Memory
+from gangkeeper.controller.deciding.reconciler import reconcile
+from gangkeeper.controller.deciding.settings import Ownerless, Settings
+from gangkeeper.controller.planning.queue import Order, QueuePolicy
 from tests.controller.builders import node_object, pod_object
 from tests.controller.world import NS, World, booked, member_object
 

@@ -6,7 +6,7 @@ every pod is planned as a gated group of one on an index built from the same obj
 earlier pods bound as recorded (with the claims the scheduler allocated for them): the planner
 must admit exactly the pods the scheduler bound, on their node, and say why of the others.
 
-The five `preemption-*` recordings hold the preemption of `controller.preemption` to the
+The five `preemption-*` recordings hold the preemption of `controller.planning.preemption` to the
 scheduler's: the earlier pods bound as recorded are lone pods, and the last one, planned as a
 group of one, must take exactly the pods the scheduler took (none for `preemptionPolicy: Never`
 or against higher priority) and be placed on the node it was pinned to.
@@ -18,17 +18,19 @@ import json
 import pytest
 
 from gangkeeper import names
-from gangkeeper.controller.groups import pod_facts
-from gangkeeper.controller.index import NODES, PODS, ClusterIndex
-from gangkeeper.controller.model import group_of, member_from_api, node_from_api
-from gangkeeper.controller.occupancy import (
+from gangkeeper.controller.cache.index import NODES, PODS, ClusterIndex
+from gangkeeper.controller.cache.occupancy import (
     DEVICE_CLASSES,
     RESOURCE_CLAIM_TEMPLATES,
     RESOURCE_CLAIMS,
     RESOURCE_SLICES,
 )
-from gangkeeper.controller.planner import NoFit, Plan, Topology, plan_group
-from gangkeeper.controller.preemption import preempt
+from gangkeeper.controller.model.members import group_of
+from gangkeeper.controller.planning.planner import plan_group
+from gangkeeper.controller.planning.plans import NoFit, Plan, Topology
+from gangkeeper.controller.planning.preemption import preempt
+from gangkeeper.controller.reading.nodes import node_from_api
+from gangkeeper.controller.reading.pods import member_from_api, pod_facts
 from tests.recorded import SCHEDULER
 
 CASES = sorted(path for path in SCHEDULER.glob("*.json") if not path.name.startswith("preemption-"))

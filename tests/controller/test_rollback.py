@@ -1,4 +1,4 @@
-"""Rollback that harms nothing (controller/reconciler.py, "rollback"), pass after pass on a stand-in API.
+"""Rollback that harms nothing (controller/deciding/rollback.py), pass after pass on a stand-in API.
 
 A group whose release fails to bind is taken back whole: an owner with a suspend switch is
 suspended, marked as gangkeeper's until its backoff ends, then resumed; members without an owner
@@ -12,12 +12,13 @@ import copy
 from datetime import datetime, timezone
 
 from gangkeeper import names
-from gangkeeper.controller.decisions import DeleteGang, DeletePod, Report, ResumeOwner, SaveGang, SuspendOwner
-from gangkeeper.controller.groups import JOBS, JOBSETS, PYTORCHJOBS
-from gangkeeper.controller.memory import Memory
-from gangkeeper.controller.reconciler import Ownerless, Settings, reconcile
+from gangkeeper.controller.cache.groups import JOBS, JOBSETS, PYTORCHJOBS
+from gangkeeper.controller.deciding.decisions import DeleteGang, DeletePod, Report, ResumeOwner, SaveGang, SuspendOwner
+from gangkeeper.controller.deciding.memory import Memory
+from gangkeeper.controller.deciding.reconciler import reconcile
+from gangkeeper.controller.deciding.settings import Ownerless, Settings
 from gangkeeper.identity import to_label_value
-from gangkeeper.integrations import trainjob
+from gangkeeper.integrations import mpijob, trainjob
 from gangkeeper.integrations.lws import RESOURCE as LWS_RESOURCE
 from tests.controller.builders import node_object
 from tests.controller.world import NS, World, booked, member_object
@@ -27,6 +28,7 @@ CREATED = "2027-01-15T08:00:00Z"
 BACKOFF = 30.0
 JOB = ("batch/v1", "Job", "train")
 LEADERWORKERSETS = LWS_RESOURCE.name
+MPIJOBS = mpijob.RESOURCE.name
 
 
 def stamp(moment: float) -> str:
@@ -504,3 +506,63 @@ def test_an_lws_group_that_fails_to_bind_loses_its_pods_loudly_and_comes_back_wh
     assert all(booked(outcome) == [] for outcome in recreated), "backing off"
     assert {p["metadata"]["uid"] for p in world.pods.values()} == {"uid-ws-0-1", "uid-ws-0-1-1"}
     assert {b.pod for b in booked(run.step())} == {"ws-0", "ws-0-1"}
+
+
+# --- an MPIJob: its launcher is a Job's pod, its switch the MPIJob's runPolicy.suspend ------------
+
+class MPIOperator:
+    """What the MPI operator does as far as a rollback goes: MPIJob `pi`'s launcher Job (which
+    makes the launcher pod) and its two workers, gated while it runs; none while it is suspended
+    (the workers deleted, the launcher Job suspended, whose pod the Job controller deletes)."""
+
+    def __init__(self, world: Owners):
+        self.world, self.created = world, 0
+        world.put_workload(MPIJOBS, {"metadata": {"name": "pi"}, "spec": {
+            "runPolicy": {"suspend": False},
+            "mpiReplicaSpecs": {"Launcher": {"replicas": 1}, "Worker": {"replicas": 2}}}})
+        world.put_workload(JOBS, {"metadata": {"name": "pi-launcher", "ownerReferences": [
+            {"apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob", "name": "pi", "uid": "uid-pi",
+             "controller": True}]}, "spec": {}})
+
+    def sync(self) -> None:
+        pods = {pod["metadata"]["name"]: key for key, pod in self.world.pods.items()}
+        if self.world.owner(MPIJOBS, "pi")["spec"]["runPolicy"]["suspend"]:
+            for key in pods.values():
+                self.world.delete(key)
+            return
+        for name, role, owner in (("pi-launcher-0", names.MPI_LAUNCHER, ("Job", "pi-launcher")),
+                                  ("pi-worker-0", names.MPI_WORKER, ("MPIJob", "pi")),
+                                  ("pi-worker-1", names.MPI_WORKER, ("MPIJob", "pi"))):
+            if name not in pods:
+                pod = member_object(name, group="pi-mpijob", source=names.SOURCE_MPIJOB, owner=owner, gpus=8,
+                                    created=CREATED, uid=f"uid-{name}-{self.created}")
+                pod["metadata"]["labels"].update({names.KUBEFLOW_JOB_NAME_LABEL: "pi",
+                                                  names.KUBEFLOW_JOB_ROLE_LABEL: role})
+                self.world.add(pod)
+        self.created += 1
+
+
+def test_an_mpijob_that_fails_to_bind_is_suspended_by_its_run_policy_and_resumed_whole():
+    world = Owners(nodes(3))
+    run = Run(world, Settings(rollback_backoff_seconds=BACKOFF), MPIOperator(world))
+    released_and_refused(run, "pi-worker-1")
+    rolled_back = run.step()
+    (suspend,) = of(rolled_back, SuspendOwner)
+    assert (suspend.resource.name, suspend.name, suspend.patch["spec"]) == (MPIJOBS, "pi",
+                                                                          {"runPolicy": {"suspend": True}})
+    assert of(rolled_back, DeletePod) == [], "its operator takes the pods back, the launcher's without a failure"
+    run.now = NOW + 3 + BACKOFF
+    (resume,) = of(run.step(), ResumeOwner)
+    assert (resume.name, resume.patch["spec"]) == ("pi", {"runPolicy": {"suspend": False}})
+    assert {b.pod for b in booked(run.step())} == {"pi-launcher-0", "pi-worker-0", "pi-worker-1"}
+
+
+def test_an_mpijob_kueue_suspended_is_neither_planned_nor_resumed():
+    world = Owners(nodes(3))
+    MPIOperator(world).sync()  # its pods exist, gated, when Kueue suspends it
+    world.put_workload(MPIJOBS, merged(world.owner(MPIJOBS, "pi"), {"spec": {"runPolicy": {"suspend": True}}}))
+    run = Run(world, Settings())
+    outcomes = [run.step(seconds=600) for _ in range(3)]
+    assert not any(of(o, ResumeOwner) or booked(o) or of(o, SuspendOwner) for o in outcomes)
+    assert of(outcomes[0], SaveGang)[0].status["conditions"][0]["message"].startswith(
+        "MPIJob pi is suspended, not by gangkeeper")

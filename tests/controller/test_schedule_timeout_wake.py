@@ -2,8 +2,8 @@
 
 import pytest
 
-from gangkeeper.controller.decisions import Report
-from gangkeeper.controller.reconciler import Settings
+from gangkeeper.controller.deciding.decisions import Report
+from gangkeeper.controller.deciding.settings import Settings
 from tests.controller.test_reconciler import NOW, Run, add_group, nodes
 from tests.controller.world import World
 

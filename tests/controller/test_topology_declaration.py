@@ -5,8 +5,10 @@ the declarations disagree or cannot be followed."""
 import pytest
 
 from gangkeeper import names
-from gangkeeper.controller.groups import GANGS, build_groups, pod_facts, workload_from_api
-from gangkeeper.controller.model import NO_TOPOLOGY, UNRANKED, TopologyRule, member_from_api, rank_order
+from gangkeeper.controller.cache.groups import GANGS, build_groups
+from gangkeeper.controller.model.members import NO_TOPOLOGY, UNRANKED, TopologyRule, rank_order
+from gangkeeper.controller.reading.pods import member_from_api, pod_facts
+from gangkeeper.controller.reading.workloads import workload_from_api
 
 ZONE, BLOCK, RACK, CLIQUE = ("topology.kubernetes.io/zone", "cloud.google.com/gce-topology-block", "rack",
                              "nvidia.com/gpu.clique")

@@ -3,7 +3,7 @@ members planned after their group's admission (elastic ones beyond min count, re
 held to the domain their group sits in."""
 
 from gangkeeper import names
-from gangkeeper.controller.reconciler import Settings
+from gangkeeper.controller.deciding.settings import Settings
 from tests.controller.builders import node_object
 from tests.controller.test_rollback import CREATED, Owners, Run
 from tests.controller.world import booked, member_object

@@ -1,4 +1,4 @@
-from gangkeeper.controller.volumes import NO_LIMIT, Volumes
+from gangkeeper.controller.checks.volumes import NO_LIMIT, Volumes
 from tests.controller.builders import node
 
 

@@ -14,10 +14,12 @@ from typing import NamedTuple
 import jsonpatch
 
 from gangkeeper import names
-from gangkeeper.controller.groups import GANGS, pod_facts, workload_from_api
-from gangkeeper.controller.index import NODES, PODS, Change
-from gangkeeper.controller.model import node_from_api
-from gangkeeper.controller.reconciler import DeleteGang, DeletePod, Release, Reserve, ReserveGroup, SaveGang
+from gangkeeper.controller.cache.groups import GANGS
+from gangkeeper.controller.cache.index import NODES, PODS, Change
+from gangkeeper.controller.deciding.decisions import DeleteGang, DeletePod, Release, Reserve, ReserveGroup, SaveGang
+from gangkeeper.controller.reading.nodes import node_from_api
+from gangkeeper.controller.reading.pods import pod_facts
+from gangkeeper.controller.reading.workloads import workload_from_api
 from tests.controller.builders import node_object, pod_object
 
 NS = "team"

@@ -19,9 +19,9 @@ from pathlib import Path
 from demo.stack import WebhookApp, check_granted, serve
 from gangkeeper import names
 from gangkeeper.audit import AuditLog
-from gangkeeper.controller.kube import load
+from gangkeeper.controller.deciding.settings import Settings
 from gangkeeper.controller.metrics import Metrics
-from gangkeeper.controller.reconciler import Settings
+from gangkeeper.controller.reading.kube import load
 from gangkeeper.controller.runner import Controller
 from gangkeeper.identity import to_label_value
 from sim.apiserver import APIServer

@@ -7,7 +7,7 @@ import copy
 import pytest
 
 from gangkeeper import names
-from gangkeeper.controller.groups import PODGROUPS_NATIVE
+from gangkeeper.controller.cache.groups import PODGROUPS_NATIVE
 from sim.clock import RealClock
 from sim.cluster import ThreadRunner, emulated_cluster
 from sim.spec import load, node_manifests, submissions

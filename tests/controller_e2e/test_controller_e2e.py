@@ -6,9 +6,10 @@ import time
 import pytest
 
 from gangkeeper import names
-from gangkeeper.controller.groups import pod_facts
-from gangkeeper.controller.kube import METADATA_LIST, PODS, load
-from gangkeeper.controller.reconciler import Settings, release_patch
+from gangkeeper.controller.deciding.patches import release_patch
+from gangkeeper.controller.deciding.settings import Settings
+from gangkeeper.controller.reading.kube import METADATA_LIST, PODS, load
+from gangkeeper.controller.reading.pods import pod_facts
 from sim.api import CONTROLLER
 from tests.controller_e2e.emulation import NS, Emulation, eventually, member, node, pinned_node, pytorchjob, released
 

@@ -18,10 +18,10 @@ import pytest
 
 from gangkeeper import names
 from gangkeeper.audit import AuditLog
-from gangkeeper.controller.kube import load
+from gangkeeper.controller.deciding.settings import Settings
 from gangkeeper.controller.leader import LeaderElector
 from gangkeeper.controller.metrics import Metrics
-from gangkeeper.controller.reconciler import Settings
+from gangkeeper.controller.reading.kube import load
 from gangkeeper.controller.runner import Controller
 from tests.controller_e2e.emulation import NS, Emulation, Lines, eventually, member, node, pytorchjob, released
 

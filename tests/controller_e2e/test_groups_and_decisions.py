@@ -5,18 +5,20 @@ from dataclasses import replace
 import pytest
 
 from gangkeeper import names
-from gangkeeper.controller.groups import (
+from gangkeeper.controller.cache.groups import (
     GANGS,
     JOBS,
     JOBSETS,
     PODGROUPS_NATIVE,
     PYTORCHJOBS,
     build_groups,
-    pod_facts,
-    workload_from_api,
+    dependencies,
+    settled_phase,
 )
-from gangkeeper.controller.reconciler import release_patch
-from gangkeeper.integrations import lws
+from gangkeeper.controller.deciding.patches import release_patch
+from gangkeeper.controller.reading.pods import pod_facts
+from gangkeeper.controller.reading.workloads import workload_from_api
+from gangkeeper.integrations import lws, mpijob
 
 
 def pod(name, group, source, labels=None, annotations=None, owner=None, affinity=None):
@@ -46,6 +48,28 @@ def lws_member(worker_index, owner_uid="sts"):
 def index(resource, obj):
     workload = workload_from_api(resource, {"metadata": {"namespace": "ns", "uid": "w1", **obj.pop("metadata")}, **obj})
     return {(resource, "ns", workload.name): workload}
+
+
+MPIJOBS = mpijob.RESOURCE.name
+
+
+def mpi_members(workers=2, phase="Pending"):
+    """MPIJob `pi`'s launcher (a pod of its Job `pi-launcher`, uid j1) and workers (owned by it, uid w1)."""
+    launcher = pod("pi-launcher-x7k2p", "g", names.SOURCE_MPIJOB, owner=("Job", "pi-launcher", "j1"), labels={
+        names.KUBEFLOW_JOB_NAME_LABEL: "pi", names.KUBEFLOW_JOB_ROLE_LABEL: names.MPI_LAUNCHER})
+    members = [launcher] + [pod(f"pi-worker-{i}", "g", names.SOURCE_MPIJOB, owner=("MPIJob", "pi", "w1"), labels={
+        names.KUBEFLOW_JOB_NAME_LABEL: "pi", names.KUBEFLOW_JOB_ROLE_LABEL: names.MPI_WORKER}) for i in range(workers)]
+    return [replace(m, member=replace(m.member, phase=phase)) for m in members]
+
+
+def mpijob_workloads(job_controller="w1", status=None, **spec):
+    """MPIJob `pi` (uid w1, 2 workers) and its launcher Job (uid j1), which `job_controller` controls."""
+    workloads = index(MPIJOBS, {"metadata": {"name": "pi"}, "status": status or {}, "spec": {
+        "mpiReplicaSpecs": {"Launcher": {"replicas": 1}, "Worker": {"replicas": 2}}, **spec}})
+    job = workload_from_api(JOBS, {"metadata": {"name": "pi-launcher", "namespace": "ns", "uid": "j1", "ownerReferences": [
+        {"apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob", "name": "pi", "uid": job_controller,
+         "controller": True}]}, "spec": {}})
+    return {**workloads, (JOBS, "ns", "pi-launcher"): job}
 
 
 CASES = [
@@ -98,6 +122,10 @@ CASES = [
      index(LEADERWORKERSETS, {"metadata": {"name": "ws"}, "spec": {"startupPolicy": "LeaderReady",
                                                                    "leaderWorkerTemplate": {"size": 4}}}),
      {("ns", "g/leader"): 1, ("ns", "g/workers"): 3}),
+    ("mpijob", mpi_members(), mpijob_workloads(), {("ns", "g"): 3}),
+    ("mpijob waiting for its workers", mpi_members(),
+     mpijob_workloads(launcherCreationPolicy=names.MPI_WAIT_FOR_WORKERS_READY),
+     {("ns", "g/worker"): 2, ("ns", "g/launcher"): 1}),
 ]
 
 
@@ -182,3 +210,28 @@ def test_a_group_is_first_seen_when_its_oldest_member_was_created_unless_remembe
     assert build_groups(pods, {}, {}, 100.0)[0].group.first_seen == 40.0
     assert build_groups(pods[1:2], {}, {}, 100.0)[0].group.first_seen == 100.0  # none known: now
     assert build_groups(pods, {}, {("ns", "g"): 7.0}, 100.0)[0].group.first_seen == 7.0
+
+
+def test_an_mpijobs_launcher_is_a_member_only_through_a_launcher_job_the_mpijob_controls():
+    (view,) = build_groups(mpi_members(), mpijob_workloads(job_controller="someone-else"), {}, 0.0)
+    assert view.problem == ("UnknownSize", "MPIJob pi controlling jobs.batch pi-launcher, the pod's owner, "
+                                           "not in the cache (yet)")
+    (view,) = build_groups(mpi_members(), {key: w for key, w in mpijob_workloads().items() if key[0] == MPIJOBS}, {},
+                           0.0)
+    assert view.problem[0] == "UnknownSize", "its Job not seen yet"
+
+
+def test_an_mpijobs_launcher_depends_on_its_job_and_the_mpijob():
+    launcher, worker = mpi_members(workers=1)
+    assert set(dependencies(launcher)) == {(GANGS, "ns", "g"), (MPIJOBS, "ns", "pi"), (JOBS, "ns", "pi-launcher")}
+    assert set(dependencies(worker)) == {(GANGS, "ns", "g"), (MPIJOBS, "ns", "pi")}
+
+
+def test_a_group_whose_mpijob_succeeded_has_succeeded_once_its_workers_were_cleaned_up():
+    """cleanPodPolicy deletes the workers still running once the MPIJob ended: only its launcher remains."""
+    launcher = mpi_members(workers=0, phase="Succeeded")
+    ended = {"conditions": [{"type": "Succeeded", "status": "True"}], "completionTime": "2027-01-15T08:00:00Z"}
+    (view,) = build_groups(launcher, mpijob_workloads(status=ended), {}, 0.0)
+    assert view.finished == "Succeeded" and settled_phase(view) == "Succeeded"
+    (unknown_end,) = build_groups(launcher, mpijob_workloads(), {}, 0.0)
+    assert settled_phase(unknown_end) == "Failed", "by its pods alone: 1 of 3 succeeded"

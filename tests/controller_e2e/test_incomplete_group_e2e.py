@@ -6,7 +6,7 @@ next, and the controller wakes when the set time falls due."""
 import pytest
 
 from gangkeeper import names
-from gangkeeper.controller.reconciler import Settings
+from gangkeeper.controller.deciding.settings import Settings
 from sim.clock import VirtualClock
 from sim.cluster import emulated_cluster
 from sim.spec import load

@@ -9,7 +9,7 @@ from collections import Counter
 import pytest
 
 from gangkeeper import names
-from gangkeeper.controller.reconciler import Settings
+from gangkeeper.controller.deciding.settings import Settings
 from sim.names import ZONE_LABEL
 from sim.spec import submissions
 from tests.controller_e2e.emulation import NS, eventually

@@ -5,7 +5,7 @@ kube-controller-manager v1.36 does) and Eviction API are those of a real control
 
 import pytest
 
-from gangkeeper.controller.reconciler import Preempting, Settings
+from gangkeeper.controller.deciding.settings import Preempting, Settings
 from tests.controller_e2e.emulation import NS, eventually
 
 pytestmark = pytest.mark.e2e

@@ -11,7 +11,7 @@ member (`Unschedulable`), the rest of its group binds, and the controller rolls 
 import pytest
 
 from gangkeeper import names
-from gangkeeper.controller.reconciler import Settings
+from gangkeeper.controller.deciding.settings import Settings
 from sim.api import ADMIN, WatchEvent
 from sim.names import NODES, PODS
 from tests.controller_e2e.emulation import NS, Emulation, eventually, pinned_node, released

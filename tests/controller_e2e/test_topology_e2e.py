@@ -8,7 +8,7 @@ from collections import Counter
 import pytest
 
 from gangkeeper import names
-from gangkeeper.controller.reconciler import Settings
+from gangkeeper.controller.deciding.settings import Settings
 from sim.api import APIError
 from tests.controller_e2e.emulation import NS, eventually
 

@@ -2,7 +2,7 @@ import time
 
 import pytest
 
-from gangkeeper.controller.kube import load
+from gangkeeper.controller.reading.kube import load
 
 from .fakeapi import FakeAPI
 

@@ -9,9 +9,9 @@ import pytest
 
 from gangkeeper import names
 from gangkeeper.audit import AuditLog
-from gangkeeper.controller import actions
-from gangkeeper.controller.actions import Executor
-from gangkeeper.controller.decisions import (
+from gangkeeper.controller.acting import executor as actions
+from gangkeeper.controller.acting.executor import Executor
+from gangkeeper.controller.deciding.decisions import (
     DeletePod,
     EvictPod,
     GangEvent,
@@ -23,7 +23,16 @@ from gangkeeper.controller.decisions import (
     ReserveGroup,
     SaveGang,
 )
-from gangkeeper.controller.kube import EVENTS, GANGS, JSON_PATCH, PODS, AlreadyExists, Conflict, Forbidden, NotFound
+from gangkeeper.controller.reading.kube import (
+    EVENTS,
+    GANGS,
+    JSON_PATCH,
+    PODS,
+    AlreadyExists,
+    Conflict,
+    Forbidden,
+    NotFound,
+)
 
 GROUP = ("team", "g")
 GANG = Involved("gangkeeper.io/v1alpha1", "Gang", "g", "uid-g")

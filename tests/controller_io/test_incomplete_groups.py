@@ -3,9 +3,9 @@ Warning Event written to the API, the Gang's `Stuck` condition, `gangkeeper_stuc
 and the audit line, each once, and all of them gone when the group completes."""
 
 from gangkeeper.audit import AuditLog
-from gangkeeper.controller import kube
+from gangkeeper.controller.deciding.settings import Settings
 from gangkeeper.controller.metrics import Metrics
-from gangkeeper.controller.reconciler import Settings
+from gangkeeper.controller.reading import kube
 from gangkeeper.controller.runner import Controller
 from tests.controller_io.test_metrics_groups import delete, leading, pod, sample
 from tests.controller_io.test_runner import DEBOUNCE, WALL, FakeClock, FakeInformer, FakeKube, _Discard, node, reserved

@@ -5,8 +5,8 @@ import time
 import pytest
 
 from gangkeeper import names
-from gangkeeper.controller.informer import Hooks, Informer, object_key
-from gangkeeper.controller.kube import GANGS, NODES, PODS, PYTORCHJOBS, Backoff
+from gangkeeper.controller.reading.informer import Hooks, Informer, object_key
+from gangkeeper.controller.reading.kube import GANGS, NODES, PODS, PYTORCHJOBS, Backoff
 
 from .conftest import eventually
 

@@ -3,7 +3,7 @@ import json
 import pytest
 
 from gangkeeper import integrations, names
-from gangkeeper.controller.kube import (
+from gangkeeper.controller.reading.kube import (
     GANGS,
     JSON_PATCH,
     NODES,

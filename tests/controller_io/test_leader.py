@@ -2,7 +2,6 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from gangkeeper.controller.kube import LEASES
 from gangkeeper.controller.leader import (
     Action,
     LeaderElector,
@@ -17,6 +16,7 @@ from gangkeeper.controller.leader import (
     observe,
     release,
 )
+from gangkeeper.controller.reading.kube import LEASES
 
 from .conftest import eventually
 

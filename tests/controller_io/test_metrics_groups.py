@@ -4,8 +4,8 @@ waiting groups request, the longest wait, and a namespace's series gone with its
 
 from datetime import datetime, timezone
 
-from gangkeeper.controller.informer import object_key
 from gangkeeper.controller.metrics import PHASES, GroupPhases
+from gangkeeper.controller.reading.informer import object_key
 from tests.controller_io.test_runner import WALL, FakeClock, FakeKube, controller, member, node, released, submit
 
 

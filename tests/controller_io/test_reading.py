@@ -10,11 +10,11 @@ import orjson
 import pytest
 
 from gangkeeper import names
-from gangkeeper.controller import reading
-from gangkeeper.controller.groups import pod_facts
-from gangkeeper.controller.informer import object_key
-from gangkeeper.controller.kube import NODES, PODS, Gone, parse_watch_line
-from gangkeeper.controller.model import node_from_api
+from gangkeeper.controller.reading import shapes
+from gangkeeper.controller.reading.informer import object_key
+from gangkeeper.controller.reading.kube import NODES, PODS, Gone, parse_watch_line
+from gangkeeper.controller.reading.nodes import node_from_api
+from gangkeeper.controller.reading.pods import pod_facts
 from tests.controller.builders import node_object, pod_object
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
@@ -142,7 +142,7 @@ def test_the_recordings_give_each_transform_objects_to_read():
 
 
 @pytest.mark.parametrize("transform, shape, cases", [
-    (pod_facts, reading.Pod, POD_CASES), (node_from_api, reading.Node, NODE_CASES)], ids=["pod_facts", "node_from_api"])
+    (pod_facts, shapes.Pod, POD_CASES), (node_from_api, shapes.Node, NODE_CASES)], ids=["pod_facts", "node_from_api"])
 def test_every_key_a_transform_reads_is_in_its_shape(transform, shape, cases):
     """What `Reading` drops, the transform never reads: a key read that the shape does not name
     (or all the keys of a level) would make the controller decide on a field it never received."""
@@ -151,11 +151,11 @@ def test_every_key_a_transform_reads_is_in_its_shape(transform, shape, cases):
         transform(Recorded(obj, shape, "", reads))
         object_key(Recorded(obj, shape, "", reads))
         (Recorded(obj, shape, "", reads).get("metadata") or {}).get("resourceVersion")  # what the informer reads
-    assert reads == set(), "read but not in the shape (controller/reading.py)"
+    assert reads == set(), "read but not in the shape (controller/reading/shapes.py)"
 
 
 @pytest.mark.parametrize("reader, transform, cases", [
-    (reading.PODS, pod_facts, POD_CASES), (reading.NODES, node_from_api, NODE_CASES)], ids=["pods", "nodes"])
+    (shapes.PODS, pod_facts, POD_CASES), (shapes.NODES, node_from_api, NODE_CASES)], ids=["pods", "nodes"])
 def test_an_object_read_through_its_shape_makes_the_same_cache_value(reader, transform, cases):
     page = orjson.dumps({"metadata": {"resourceVersion": "7", "continue": "next"}, "items": cases})
     read = reader.page(page)
@@ -167,7 +167,7 @@ def test_an_object_read_through_its_shape_makes_the_same_cache_value(reader, tra
 
 
 def test_what_no_transform_reads_is_left_out():
-    (read,) = reading.PODS.page(orjson.dumps({"items": [listed_pod()]}))["items"]
+    (read,) = shapes.PODS.page(orjson.dumps({"items": [listed_pod()]}))["items"]
     assert "managedFields" not in read["metadata"] and "containerStatuses" not in read["status"]
     assert read["spec"]["containers"] == [{"name": "main", "ports": [{"containerPort": 80, "hostPort": 8080}],
                                            "resources": {"requests": {"cpu": "4", "memory": "64Gi",
@@ -178,18 +178,18 @@ def test_what_no_transform_reads_is_left_out():
 
 def test_an_object_off_the_shape_is_read_whole():
     pod = listed_pod(containers=None)  # null where the shape expects a list
-    assert reading.PODS.page(orjson.dumps({"items": [pod]})) == {"items": [pod]}
+    assert shapes.PODS.page(orjson.dumps({"items": [pod]})) == {"items": [pod]}
 
 
 def test_a_watch_line_that_is_no_event_is_refused_as_the_client_refuses_it():
     for line in (b"[1]", b"null", b"1", b'"x"', b'{"type": "ADDED", "object": [1]}'):
         with pytest.raises(ValueError, match="not a watch event"):
-            parse_watch_line(line, reading.PODS.event)
+            parse_watch_line(line, shapes.PODS.event)
 
 
 def test_json_nested_deeper_than_the_shapes_decode_is_read_whole():
     deep = b'{"items": [{"metadata": {"labels": {"a": ' + b"[" * 1000 + b"]" * 1000 + b"}}}]}"
-    value, depth = reading.PODS.page(deep)["items"][0]["metadata"]["labels"]["a"], 1
+    value, depth = shapes.PODS.page(deep)["items"][0]["metadata"]["labels"]["a"], 1
     while value:  # walked, not compared: comparing lists this deep exceeds Python's own recursion limit
         (value,), depth = value, depth + 1
     assert depth == 1000
@@ -198,10 +198,10 @@ def test_json_nested_deeper_than_the_shapes_decode_is_read_whole():
 def test_an_error_event_is_read_whole_and_malformed_json_is_refused():
     status = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 410, "reason": "Expired",
               "metadata": {}, "message": "too old resource version"}
-    assert reading.PODS.event(orjson.dumps({"type": "ERROR", "object": status})) == \
+    assert shapes.PODS.event(orjson.dumps({"type": "ERROR", "object": status})) == \
         {"type": "ERROR", "object": status}
     with pytest.raises(ValueError):
-        reading.PODS.page(b'{"items": [')
+        shapes.PODS.page(b'{"items": [')
 
 
 # --- over HTTP with the real client ---------------------------------------------------------
@@ -209,13 +209,13 @@ def test_an_error_event_is_read_whole_and_malformed_json_is_refused():
 def test_list_and_watch_read_through_the_shape(fake, kube):
     fake.put(PODS, listed_pod())
     start = str(fake.rv)
-    items, _ = kube.list(PODS, reading=reading.PODS)
+    items, _ = kube.list(PODS, reading=shapes.PODS)
     assert items and all("managedFields" not in item["metadata"] for item in items)
     fake.put(PODS, listed_pod(priority=5))
     fake.put(NODES, node_object("n1"))
     fake.expire(PODS)
     seen = []
     with pytest.raises(Gone):  # the ERROR event, read whole, is still the typed error of its Status
-        for kind, obj in kube.watch(PODS, start, 30, reading=reading.PODS):
+        for kind, obj in kube.watch(PODS, start, 30, reading=shapes.PODS):
             seen.append((kind, obj["spec"]["priority"], "managedFields" in obj["metadata"]))
     assert seen == [("MODIFIED", 5, False)]

@@ -2,7 +2,7 @@
 audit line per member deleted or pod evicted, a refused suspension dropped, dry-run silent."""
 
 from gangkeeper import names
-from gangkeeper.controller.decisions import (
+from gangkeeper.controller.deciding.decisions import (
     DeletePod,
     EvictPod,
     GangEvent,
@@ -12,7 +12,7 @@ from gangkeeper.controller.decisions import (
     SaveGang,
     SuspendOwner,
 )
-from gangkeeper.controller.kube import GANGS, MERGE_PATCH, PODS, Conflict, Throttled
+from gangkeeper.controller.reading.kube import GANGS, MERGE_PATCH, PODS, Conflict, Throttled
 from gangkeeper.integrations import job
 from tests.controller_io.test_actions import GANG, GROUP, RecordingKube, executor
 

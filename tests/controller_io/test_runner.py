@@ -9,10 +9,11 @@ import jsonpatch
 
 from gangkeeper import names
 from gangkeeper.audit import AuditLog
-from gangkeeper.controller import kube
-from gangkeeper.controller.informer import Cache, object_key
+from gangkeeper.controller.deciding.decisions import Release, Reserve
+from gangkeeper.controller.deciding.settings import Settings
 from gangkeeper.controller.metrics import Metrics
-from gangkeeper.controller.reconciler import Release, Reserve, Settings
+from gangkeeper.controller.reading import kube
+from gangkeeper.controller.reading.informer import Cache, object_key
 from gangkeeper.controller.runner import HELD_RELEASE_RETRY_SECONDS, Clock, Controller
 from sim.patching import apply_merge_patch
 from tests.controller.world import booked

@@ -2,7 +2,7 @@ import argparse
 
 import pytest
 
-from gangkeeper.config import add_bool_flag, add_flag, env_name, port, positive_int
+from gangkeeper.config import add_bool_flag, add_flag, env_name, port, positive_int, positive_number
 
 
 def parser_with_port():
@@ -48,6 +48,13 @@ def test_bad_flag_value_says_what_is_accepted(capsys):
 def test_positive_int_refuses_zero():
     with pytest.raises(argparse.ArgumentTypeError, match="positive"):
         positive_int("0")
+
+
+def test_positive_number_takes_fractions_and_refuses_zero_words_and_infinity():
+    assert positive_number("2.5") == 2.5
+    for text in ("0", "-1", "soon", "inf", "nan"):
+        with pytest.raises(argparse.ArgumentTypeError, match=f"'{text}' is not a positive number"):
+            positive_number(text)
 
 
 def test_bool_flag_from_environment(monkeypatch):

@@ -28,7 +28,7 @@ from typing import TypeVar
 from demo.processes import ControllerProcess, WebhookProcess, issue_loopback_certs
 from demo.stack import api_with_webhook, check_granted, rendered_webhook_configurations, serve
 from gangkeeper import names
-from gangkeeper.controller.reconciler import Settings
+from gangkeeper.controller.deciding.settings import Settings
 from sim.api import WatchEvent
 from sim.apiserver import APIServer
 from sim.clock import RealClock

@@ -30,6 +30,7 @@ def quiet_logs():
     logging.disable(logging.NOTSET)
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                                    HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(case=fuzz.cases())

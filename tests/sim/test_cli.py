@@ -88,3 +88,22 @@ def test_a_bad_spec_is_refused_with_every_problem(tmp_path, capsys):
     spec.write_text("nodes: [{count: -1, gpusPerNode: 8}]\nworkloads: [{kind: TFJob, name: x}]\n")
     assert main(["sim", "serve", "--spec", str(spec), "--port", str(free_port()),
                  "--kubeconfig-out", str(tmp_path / "k")]) == 2
+
+
+def serve_arguments(*argv: str):
+    from gangkeeper.cli import build_parser
+
+    return build_parser(["sim"]).parse_args(["sim", "serve", *argv])
+
+
+def test_run_seconds_are_unset_unless_given_by_flag_or_environment(monkeypatch):
+    assert serve_arguments().run_seconds is None, "pods run until stopped, as before the flag"
+    assert serve_arguments("--run-seconds", "2.5").run_seconds == 2.5
+    monkeypatch.setenv("GANGKEEPER_SIM_RUN_SECONDS", "30")
+    assert serve_arguments().run_seconds == 30.0
+
+
+def test_run_seconds_that_are_not_a_positive_number_are_refused_naming_the_flag(capsys):
+    with pytest.raises(SystemExit):
+        serve_arguments("--run-seconds", "0")
+    assert "argument --run-seconds: '0' is not a positive number (e.g. 30 or 2.5)" in capsys.readouterr().err

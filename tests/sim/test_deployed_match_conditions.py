@@ -11,8 +11,8 @@ import yaml
 
 from demo.stack import WebhookApp
 from gangkeeper import names
-from gangkeeper.controller.groups import pod_facts
-from gangkeeper.controller.patches import release_patch, reserve_patch
+from gangkeeper.controller.deciding.patches import release_patch, reserve_patch
+from gangkeeper.controller.reading.pods import pod_facts
 from sim.api import ADMIN, APIError, service_account
 from sim.apiserver import APIServer
 from sim.deployed import WEBHOOK_CONFIGURATIONS, install_webhook_configurations

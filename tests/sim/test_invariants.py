@@ -4,6 +4,7 @@ stays quiet otherwise; and `Watch` feeds a checker from an API server."""
 from gangkeeper import names
 from sim.apiserver import APIServer
 from sim.invariants import Checker, Watch
+from sim.reservations import GANGS
 
 GATE = [{"name": names.SCHEDULING_GATE}]
 
@@ -14,7 +15,8 @@ def node(name: str, gpus: int = 8) -> dict:
 
 
 def pod(name: str, group: str = "g", size: int = 2, gpus: int = 4, node_name: str = "", reserved: str = "",
-        phase: str = "Pending", gated: bool = False, namespace: str = "ns") -> dict:
+        phase: str = "Pending", gated: bool = False, namespace: str = "ns", pinned: str = "") -> dict:
+    """A member; `pinned` is the node gangkeeper's release pins it to."""
     annotations = {names.MIN_COUNT_ANNOTATION: str(size)}
     if reserved:
         annotations[names.RESERVED_NODE_ANNOTATION] = reserved
@@ -24,9 +26,21 @@ def pod(name: str, group: str = "g", size: int = 2, gpus: int = 4, node_name: st
         spec["nodeName"] = node_name
     if gated:
         spec["schedulingGates"] = GATE
+    if pinned:
+        pin = {"key": names.PIN_FIELD, "operator": "In", "values": [pinned]}
+        spec["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [{"matchFields": [pin]}]}}}
     labels = {names.GROUP_LABEL: group} if group else {}
-    return {"metadata": {"name": name, "namespace": namespace, "labels": labels, "annotations": annotations},
+    return {"metadata": {"name": name, "namespace": namespace, "uid": f"uid-{name}", "labels": labels,
+                         "annotations": annotations},
             "spec": spec, "status": {"phase": phase}}
+
+
+def gang(reservations: dict[str, str], name: str = "g", namespace: str = "ns") -> dict:
+    """A Gang whose `status.reservations` book each named pod (of `pod`'s uid) on its node."""
+    return {"metadata": {"name": name, "namespace": namespace},
+            "status": {"reservations": {pod_name: {"uid": f"uid-{pod_name}", "node": node_name}
+                                        for pod_name, node_name in reservations.items()}}}
 
 
 def checker(*nodes) -> Checker:
@@ -243,14 +257,60 @@ def test_the_reaction_allowance_extends_the_bind_timeout_and_no_more():
     assert kinds(c) == ["incomplete-holding"]
 
 
-def test_bound_off_its_reserved_node_or_reserved_twice_is_a_double_reservation():
+def test_bound_off_its_reserved_node_is_a_double_reservation():
     c = checker(node("n1"), node("n2"))
     c.observe("pods", "ADDED", pod("p0", size=1, gpus=1, reserved="n1", node_name="n2", phase="Running"), 1)
     assert kinds(c) == ["double-reservation"]
+
+
+def test_a_write_that_books_more_members_than_the_groups_size_is_a_double_reservation():
     c = checker()
-    for i in range(3):
-        c.observe("pods", "ADDED", pod(f"q{i}", group="h", size=2, gpus=1, reserved="n1", gated=True), 1)
+    for name in ("q0", "q1", "q2"):
+        c.observe("pods", "ADDED", pod(name, gpus=1, gated=True), 1)
+    c.observe(GANGS, "MODIFIED", gang({"q0": "n1", "q1": "n1", "q2": "n1"}), 2)
     assert kinds(c) == ["double-reservation"]
+    assert "3 live members hold a reservation, more than its size 2, before 2 of them were placed" in \
+        c.violations[0].message
+
+
+def test_an_elastic_member_reserved_once_its_group_was_placed_is_no_double_reservation():
+    """The gang is admitted with its size; the member beyond it is booked by a later write."""
+    c = checker()
+    for name in ("p0", "p1", "extra"):
+        c.observe("pods", "ADDED", pod(name, gpus=1, gated=True), 1)
+    c.observe(GANGS, "MODIFIED", gang({"p0": "n1", "p1": "n1"}), 2)
+    c.observe(GANGS, "MODIFIED", gang({"p0": "n1", "p1": "n1", "extra": "n1"}), 3)
+    for name in ("p0", "p1", "extra"):
+        c.observe("pods", "MODIFIED", pod(name, gpus=1, pinned="n1"), 3)
+        c.observe("pods", "MODIFIED", pod(name, gpus=1, pinned="n1", node_name="n1", phase="Running"), 4)
+    assert c.violations == []
+
+
+def test_a_gang_deleted_while_its_members_are_released_takes_no_reservation_back():
+    """A RayJob suspended: its cluster is deleted, and the garbage collector deletes the cluster's
+    Gang before its pods, released and not yet bound. Their pins still book them, as the
+    controller counts them: no member is released short of a reservation."""
+    c = checker()
+    for name in ("p0", "p1"):
+        c.observe("pods", "ADDED", pod(name, gated=True), 1)
+    c.observe(GANGS, "MODIFIED", gang({"p0": "n1", "p1": "n1"}), 2)
+    for name in ("p0", "p1"):
+        c.observe("pods", "MODIFIED", pod(name, pinned="n1"), 3)
+    c.observe(GANGS, "DELETED", gang({"p0": "n1", "p1": "n1"}), 4)
+    assert c.pods["ns/p0"].reserved == "n1", "still booked on n1 by its pin"
+    for name in ("p0", "p1"):
+        c.observe("pods", "DELETED", pod(name, pinned="n1"), 4)
+    assert c.violations == []
+
+
+def test_a_pin_books_nothing_for_a_member_released_without_a_reservation():
+    c = checker()
+    c.observe("pods", "ADDED", pod("p0", gated=True), 1)
+    c.observe("pods", "ADDED", pod("p1", gated=True), 1)
+    c.observe("pods", "MODIFIED", pod("p0", pinned="n1"), 2)
+    c.observe("pods", "MODIFIED", pod("p1", pinned="n1"), 2)
+    assert kinds(c) == ["partial-release"]
+    assert "released with only 0 of its 2 members reserved" in c.violations[0].message
 
 
 def test_time_the_controller_was_down_does_not_count_toward_holding():

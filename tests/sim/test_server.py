@@ -1,8 +1,11 @@
 """The HTTP front end, through the official kubernetes client and kubectl."""
 
 import json as jsonlib
+import socket
+import ssl
 import subprocess
-from http.client import HTTPConnection
+import threading
+from http.client import HTTPConnection, HTTPSConnection
 from pathlib import Path
 
 import kubernetes
@@ -168,3 +171,25 @@ def test_a_refused_request_with_a_body_leaves_the_kept_alive_connection_usable(s
     connection.request("GET", "/api/v1/namespaces/ml", headers=headers)
     answer = connection.getresponse()
     assert answer.status == 200 and jsonlib.loads(answer.read())["metadata"]["name"] == "ml"
+
+
+def test_a_tls_client_that_leaves_a_watch_is_no_internal_error(api, tmp_path, caplog, capfd, monkeypatch):
+    """`kubectl get -w` stopped with Ctrl-C drops its TLS connection without a goodbye: the next
+    event the server writes fails with an SSL EOF, which is the client gone, not a fault to log."""
+    certs = throwaway_certs(tmp_path)
+    ended, stop_watch = threading.Event(), api.store.stop_watch
+    monkeypatch.setattr(api.store, "stop_watch", lambda watcher: (stop_watch(watcher), ended.set()))
+    with RunningServer(api, tokens=TOKENS, certfile=str(certs["cert"]), keyfile=str(certs["key"])) as running:
+        context = ssl.create_default_context(cafile=str(certs["ca"]))
+        host, port = running.url.removeprefix("https://").split(":")
+        connection = HTTPSConnection(host, int(port), context=context, timeout=5)
+        connection.request("GET", "/api/v1/namespaces/ml/pods?watch=true",
+                           headers={"Authorization": "Bearer admin-token"})
+        assert connection.getresponse().status == 200
+        connection.sock.shutdown(socket.SHUT_RDWR)  # gone, without TLS's close_notify
+        connection.sock.close()
+        for name in ("after-1", "after-2", "after-3"):
+            api.create("pods", pod(name), namespace="ml")
+        assert ended.wait(10), "the server noticed the client had gone"
+    assert "internal error" not in caplog.text
+    assert "Traceback" not in capfd.readouterr().err

@@ -17,6 +17,7 @@ workloads:
     for i, (kind, size) in enumerate([("PyTorchJob", 8), ("JobSet", 4), ("Job", 16), ("Pod", 2), ("Pod", 1)] * 40))
 
 
+@pytest.mark.slow
 def test_a_virtual_replay_of_many_jobs_completes_them_all(make_cluster, clock, api):
     cluster = make_cluster(MIXED)
     assert cluster.run_until_idle(clock.now() + 10**6)

@@ -121,3 +121,18 @@ def test_a_pod_that_starts_as_its_run_finishes_is_the_next_stage_for_the_account
     assert phase(api, "worker") == "Succeeded"
     [row] = accounting.jobs(clock.now())
     assert (row["started"] - start, row["finished"] - start) == (2, 12 + 5)
+
+
+def test_with_run_seconds_a_pod_that_runs_to_completion_succeeds_after_them_and_a_server_runs_on(api, clock):
+    cluster = Cluster(api, clock, [Kubelet(api, start_delay=2.0, run_seconds=30)])
+    start = clock.now()
+    for name, policy in (("job", "Never"), ("server", "Always")):
+        pod = member(name, world=name, size=1, duration=None)
+        pod["spec"]["restartPolicy"] = policy
+        api.create("pods", pod)
+    cluster.run_until(start + 2 + 29)
+    assert (phase(api, "job"), phase(api, "server")) == ("Running", "Running")
+    cluster.run_until(start + 2 + 30)
+    assert (phase(api, "job"), phase(api, "server")) == ("Succeeded", "Running")
+    cluster.run_until(start + 3600)
+    assert phase(api, "server") == "Running"

@@ -15,16 +15,17 @@ import pytest
 import yaml
 
 from gangkeeper import names
-from gangkeeper.controller.reconciler import Settings
-from sim.api import ADMIN, WatchEvent
+from gangkeeper.controller.deciding.settings import Settings
+from sim.api import WatchEvent
 from sim.clock import VirtualClock
 from sim.cluster import emulated_cluster
 from sim.invariants import Checker, Watch
-from sim.names import NODES, PODS
+from sim.names import PODS
 from sim.operators import lws as emulated_lws
 from sim.reservations import GANGS
 from sim.spec import load
 from study.policies import WEBHOOK_SERVICE, GangkeeperController, gangkeeper_api
+from tests.sim_cluster.disturbances import Spoiler
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "fixtures" / "ecosystem" / "examples" / "leaderworkerset.yaml"
 NS = "ml"
@@ -79,33 +80,6 @@ class Recorder:
             self.created.setdefault(name, self.seen)
         elif emulated_lws.pod_ready(event.object):
             self.ready.setdefault(name, self.seen)
-
-    def step(self, now: float) -> bool:
-        return False
-
-    def next_due(self) -> float | None:
-        return None
-
-
-class Spoiler:
-    """Taints, once, the node of the first member released: a change the planner could not
-    foresee, before the scheduler tries the member, which it then refuses."""
-
-    resources = (PODS,)
-
-    def __init__(self, api):
-        self.api, self.tainted = api, ""
-
-    def observe(self, event: WatchEvent, now: float) -> None:
-        spec = event.object["spec"]
-        if self.tainted or spec.get("nodeName") or spec.get("schedulingGates") or event.type == "DELETED":
-            return
-        terms = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
-            "requiredDuringSchedulingIgnoredDuringExecution")
-        if terms:
-            self.tainted = terms["nodeSelectorTerms"][0]["matchFields"][0]["values"][0]
-            self.api.patch(NODES, self.tainted, {"spec": {"taints": [{"key": "example.com/spoilt",
-                                                                        "effect": "NoSchedule"}]}}, user=ADMIN)
 
     def step(self, now: float) -> bool:
         return False

@@ -212,6 +212,18 @@ def test_jobset_pods_carry_the_labels_and_annotations_of_the_recorded_pod(api, c
     assert job["metadata"]["ownerReferences"][0]["kind"] == "JobSet"
 
 
+def test_jobset_pods_restart_on_failure_unless_their_template_says_as_the_jobset_webhook_defaults(api, clock):
+    cluster = operators_only(api, clock)
+    unsaid = jobset(name="unsaid")
+    del unsaid["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["restartPolicy"]
+    api.create("jobsets", unsaid)
+    api.create("jobsets", jobset(name="never"))
+    cluster.settle()
+    policies = {p["metadata"]["labels"]["jobset.sigs.k8s.io/jobset-name"]: p["spec"]["restartPolicy"]
+                for p in api.list("pods")}
+    assert policies == {"unsaid": "OnFailure", "never": "Never"}
+
+
 def test_in_order_startup_waits_for_each_replicated_job_to_be_ready(api, clock):
     cluster = full_cluster(api, clock)
     api.create("jobsets", jobset(replicas=1, order="InOrder", replicated=("driver", "workers")))

@@ -4,6 +4,7 @@ and counts them, and a RayJob's way from its cluster to its submitter to its end
 from gangkeeper import names
 from gangkeeper.integrations import raycluster, rayjob
 from sim.operators import ray
+from sim.patching import apply_merge_patch
 
 RUNNING = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
 
@@ -80,27 +81,60 @@ def test_a_rayjob_creates_its_cluster_then_its_submitter_once_the_cluster_is_rea
     assert rayjob.group_of(pod) is not None, "gangkeeper leaves the submitter's pod alone"
 
 
-def test_a_rayjob_completes_when_its_submitter_does():
-    status = {"jobDeploymentStatus": "Running", "rayClusterName": "rj-abcde"}
+def written(job: dict, plan) -> dict:
+    """The RayJob once the API server merged the status the plan writes."""
+    if plan.status is None:
+        return job
+    return {**job, "status": apply_merge_patch(job.get("status") or {}, plan.status)}
+
+
+RUNNING_JOB = {"jobDeploymentStatus": "Running", "jobStatus": "RUNNING", "rayClusterName": "rj-abcde",
+               "jobId": "rj-xyz12", "dashboardURL": "rj-abcde-head-svc.ml.svc.cluster.local:8265",
+               "rayClusterStatus": {"state": "ready"}, "startTime": "2026-01-01T00:00:00Z", "succeeded": 0, "failed": 0}
+CHILDREN = {"rj-abcde": {"kind": "RayCluster", "metadata": {"name": "rj-abcde"}, "status": {"state": "ready"}},
+            "rj": {"kind": "Job", "metadata": {"name": "rj"}}}
+
+
+def test_a_rayjob_counts_its_runs_from_its_first_status_and_completes_when_its_submitter_does():
+    first = ray.reconcile_rayjob(rayjob_object(), {}, 0.0).status
+    assert (first["succeeded"], first["failed"]) == (0, 0), "counted from the first status"
     done = {"type": "Complete", "status": "True"}
-    children = {"rj-abcde": {"kind": "RayCluster", "metadata": {"name": "rj-abcde"}, "status": {"state": "ready"}},
-                "rj": {"kind": "Job", "metadata": {"name": "rj"}, "status": {"conditions": [done]}}}
-    plan = ray.reconcile_rayjob(rayjob_object(status), children, 5.0)
-    assert (plan.status["jobDeploymentStatus"], plan.status["jobStatus"]) == ("Complete", "SUCCEEDED")
+    children = {**CHILDREN, "rj": {**CHILDREN["rj"], "status": {"conditions": [done]}}}
+    complete = written(rayjob_object(RUNNING_JOB), ray.reconcile_rayjob(rayjob_object(RUNNING_JOB), children, 5.0))
+    assert (complete["status"]["jobDeploymentStatus"], complete["status"]["jobStatus"]) == ("Complete", "SUCCEEDED")
+    assert (complete["status"]["succeeded"], complete["status"]["failed"]) == (1, 0)
 
 
 def test_a_suspended_rayjob_deletes_its_cluster_and_submitter_and_starts_anew_when_resumed():
-    status = {"jobDeploymentStatus": "Running", "rayClusterName": "rj-abcde"}
-    children = {"rj-abcde": {"kind": "RayCluster", "metadata": {"name": "rj-abcde"}},
-                "rj": {"kind": "Job", "metadata": {"name": "rj"}}}
-    suspending = ray.reconcile_rayjob(rayjob_object(status, suspend=True, shutdownAfterJobFinishes=True), children, 1.0)
+    """As KubeRay writes it: Suspending, then Suspended with what named the cluster and the Ray job
+    cleared; resumed, New (no deployment status), then Initializing on a new cluster from a new
+    start time. The suspension counts as no failure."""
+    job = rayjob_object(RUNNING_JOB, suspend=True, shutdownAfterJobFinishes=True)
+    suspending = ray.reconcile_rayjob(job, CHILDREN, 1.0)
     assert {child["kind"] for child in suspending.delete} == {"RayCluster", "Job"}
-    assert suspending.status["jobDeploymentStatus"] == "Suspending"
-    gone = ray.reconcile_rayjob(rayjob_object(suspending.status, suspend=True, shutdownAfterJobFinishes=True), {}, 2.0)
-    assert gone.status["jobDeploymentStatus"] == "Suspended"
-    resumed = ray.reconcile_rayjob(rayjob_object({**status, **gone.status}, shutdownAfterJobFinishes=True), {}, 3.0)
-    assert resumed.status["jobDeploymentStatus"] == "Initializing"
-    assert resumed.status["rayClusterName"] != "rj-abcde" and resumed.create[0]["kind"] == "RayCluster"
+    job = written(job, suspending)
+    assert job["status"]["jobDeploymentStatus"] == "Suspending"
+    job = written(job, ray.reconcile_rayjob(job, {}, 2.0))
+    assert job["status"] == {"jobDeploymentStatus": "Suspended", "startTime": "2026-01-01T00:00:00Z",
+                             "succeeded": 0, "failed": 0}
+    job = {**job, "spec": {**job["spec"], "suspend": False}}
+    job = written(job, ray.reconcile_rayjob(job, {}, 3.0))
+    assert job["status"] == {"startTime": "2026-01-01T00:00:00Z", "succeeded": 0, "failed": 0}, "New"
+    started = ray.reconcile_rayjob(job, {}, 4.0)
+    job = written(job, started)
+    assert job["status"]["jobDeploymentStatus"] == "Initializing" and job["status"]["startTime"] == "1970-01-01T00:00:04Z"
+    assert job["status"]["rayClusterName"] != "rj-abcde" and started.create[0]["kind"] == "RayCluster"
+    assert (job["status"]["succeeded"], job["status"]["failed"]) == (0, 0)
+
+
+def test_a_suspension_begun_is_carried_through_when_the_switch_is_cleared_meanwhile():
+    job = written(rayjob_object(RUNNING_JOB, suspend=True, shutdownAfterJobFinishes=True),
+                  ray.reconcile_rayjob(rayjob_object(RUNNING_JOB, suspend=True, shutdownAfterJobFinishes=True),
+                                       CHILDREN, 1.0))
+    cleared = {**job, "spec": {**job["spec"], "suspend": False}}
+    still = ray.reconcile_rayjob(cleared, CHILDREN, 2.0)
+    assert {child["kind"] for child in still.delete} == {"RayCluster", "Job"} and not still.create
+    assert written(cleared, ray.reconcile_rayjob(cleared, {}, 3.0))["status"]["jobDeploymentStatus"] == "Suspended"
 
 
 def test_kuberay_refuses_to_suspend_a_rayjob_that_keeps_its_cluster():

@@ -9,7 +9,9 @@ in a namespace gangkeeper leaves alone: a server pod still running, a pod whose 
 removes, one left gated, one too big for any node, one being deleted; PodGroups of both APIs; and
 the controller's leader-election Lease, written over HTTP by `controller.leader.LeaderElector`.
 A TrainJob runs to completion in a namespace of its own, on a TrainingRuntime copied from the torch
-runtime kubeflow/trainer ships, beside the two ClusterTrainingRuntimes it ships. In another
+runtime kubeflow/trainer ships, beside the two ClusterTrainingRuntimes it ships. The MPI
+operator's pi example runs to completion in an enforced namespace of its own, its Gang ending
+Succeeded once its operator has deleted the workers its launcher no longer needs. In another
 namespace, pods use devices (`resource.k8s.io/v1`): a DeviceClass that also serves
 `example.com/gpu`, a ResourceSlice per node, a ResourceClaimTemplate and a shared ResourceClaim;
 the resourceclaim controller makes claims from the template, the scheduler allocates and reserves
@@ -21,10 +23,10 @@ Then every kind the emulated API serves is listed over HTTP, and:
   (`kubernetes` 37: `ApiClient().deserialize(text, "V1PodList", ...)`, which refuses a missing
   required field or a wrong type) and validated against the Kubernetes 1.37 OpenAPI schema with
   `kubernetes-validate` (strict: no field the API does not define);
-- Gangs are validated against the openAPIV3Schema of deploy/base/crd-gangs.yaml, and TrainJobs and
-  (Cluster)TrainingRuntimes against the real CRDs of tests/fixtures/ecosystem/crds (their metadata
-  against the 1.37 ObjectMeta schema), with unknown fields refused as the API server prunes them
-  (tests/crds.py) and timestamps checked as RFC 3339;
+- Gangs are validated against the openAPIV3Schema of deploy/base/crd-gangs.yaml, and TrainJobs,
+  (Cluster)TrainingRuntimes, RayClusters, RayJobs and MPIJobs against the real CRDs of
+  tests/fixtures/ecosystem/crds (their metadata against the 1.37 ObjectMeta schema), with unknown
+  fields refused as the API server prunes them (tests/crds.py) and timestamps checked as RFC 3339;
 - LeaderWorkerSets (one started LeaderCreated, one LeaderReady, run by the emulated LWS and
   StatefulSet controllers with LWS's webhooks) are validated against the openAPIV3Schema of LWS's
   own CRD (tests/fixtures/ecosystem/crds/), as LWS's example manifest is, pruned as for Gangs;
@@ -58,8 +60,8 @@ from kubernetes_validate import utils as schema_files
 from referencing import Registry, Resource
 
 from gangkeeper import names
-from gangkeeper.controller.kube import Kube
 from gangkeeper.controller.leader import LeaderElector
+from gangkeeper.controller.reading.kube import Kube
 from sim.api import ADMIN
 from sim.apiserver import APIServer
 from sim.clock import VirtualClock
@@ -75,7 +77,7 @@ from tests.recorded import FIXTURES
 
 KUBERNETES = "1.37"  # the newest schemas kubernetes-validate ships; the API of the official client 37
 TOKEN = "admin-token"
-ENFORCED, PLAIN, DEVICES, TRAINING, RAY = "ml", "apps", "dra", "research", "ray"
+ENFORCED, PLAIN, DEVICES, TRAINING, RAY, HPC = "ml", "apps", "dra", "research", "ray", "hpc"
 WORKLOADS = f"""
 nodes: [{{count: 3, gpusPerNode: 8}}]
 workloads:
@@ -109,11 +111,12 @@ TYPED_LISTS = {
     "persistentvolumes": "V1PersistentVolumeList",
     "persistentvolumeclaims": "V1PersistentVolumeClaimList",
     "secrets": "V1SecretList",
+    "configmaps": "V1ConfigMapList",
 }
 CUSTOM = ("pytorchjobs", "jobsets", "leaderworkersets", "gangs", "podgroups", "trainjobs", "trainingruntimes",
-          "clustertrainingruntimes", "rayclusters", "rayjobs")
+          "clustertrainingruntimes", "rayclusters", "rayjobs", "mpijobs")
 WITHOUT_GENERATION = ("namespaces", "nodes", "events", "leases", "resourceclaims",
-                      "resourceclaimtemplates", "secrets")  # their registry strategies set none
+                      "resourceclaimtemplates", "secrets", "configmaps")  # their registry strategies set none
 CONTAINER_STATUS_FIELDS = {"name", "image", "imageID", "containerID", "ready", "started", "restartCount", "state",
                            "lastState"}
 
@@ -203,7 +206,8 @@ CUSTOM_SCHEMAS = {"pytorchjobs": PYTORCHJOB, "jobsets": JOBSET, "podgroups": PLU
 ECOSYSTEM_SCHEMAS = {"trainjobs": ("trainer.kubeflow.org_trainjobs", "v1alpha1"),
                      "trainingruntimes": ("trainer.kubeflow.org_trainingruntimes", "v1alpha1"),
                      "clustertrainingruntimes": ("trainer.kubeflow.org_clustertrainingruntimes", "v1alpha1"),
-                     "rayclusters": ("ray.io_rayclusters", "v1"), "rayjobs": ("ray.io_rayjobs", "v1")}
+                     "rayclusters": ("ray.io_rayclusters", "v1"), "rayjobs": ("ray.io_rayjobs", "v1"),
+                     "mpijobs": ("kubeflow.org_mpijobs", "v2beta1")}
 
 # --- the cluster, run and read back -----------------------------------------------------------
 
@@ -302,14 +306,27 @@ def run_trainjob(api: APIServer) -> None:
 
 
 def run_rayjob(api: APIServer) -> None:
-    """KubeRay's RayJob example, whose submitter runs the job for 30 seconds, and its RayCluster example."""
+    """KubeRay's RayJob example (with the ConfigMap of its code), whose submitter runs the job for 30
+    seconds, and its RayCluster example."""
     api.create("namespaces", {"metadata": {"name": RAY}})
-    rayjob = next(yaml.safe_load_all((FIXTURES / "ecosystem" / "examples" / "rayjob.yaml").read_text()))
+    rayjob, code = yaml.safe_load_all((FIXTURES / "ecosystem" / "examples" / "rayjob.yaml").read_text())
+    api.create("configmaps", code, namespace=RAY)
     rayjob["spec"]["submitterPodTemplate"] = {"metadata": {"annotations": {DURATION_ANNOTATION: "30"}}, "spec": {
         "restartPolicy": "Never", "containers": [{"name": "submitter", "image": "rayproject/ray:2.52.0"}]}}
     api.create("rayjobs", rayjob, namespace=RAY)
     api.create("rayclusters", yaml.safe_load((FIXTURES / "ecosystem" / "examples" / "raycluster.yaml").read_text()),
                namespace=RAY)
+
+
+def run_mpijob(api: APIServer) -> None:
+    """The MPI operator's pi example in an enforced namespace, its workers asking for a GPU each, its
+    launcher running `mpirun` for 30 seconds."""
+    api.create("namespaces", {"metadata": {"name": HPC, "labels": {names.ENFORCE_LABEL: names.ENFORCE_VALUE}}})
+    mpijob = yaml.safe_load((FIXTURES / "ecosystem" / "examples" / "mpijob-pi.yaml").read_text())
+    specs = mpijob["spec"]["mpiReplicaSpecs"]
+    specs["Worker"]["template"]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = 1
+    specs["Launcher"]["template"]["metadata"] = {"annotations": {DURATION_ANNOTATION: "30"}}
+    api.create("mpijobs", mpijob, namespace=HPC)
 
 
 def run_workloads(api: APIServer, clock: VirtualClock) -> None:
@@ -330,6 +347,7 @@ def run_workloads(api: APIServer, clock: VirtualClock) -> None:
     run_devices(api)
     run_trainjob(api)
     run_rayjob(api)
+    run_mpijob(api)
     for submission in submissions(spec):
         api.create(submission.resource, declared_elsewhere(submission.manifest), namespace=ENFORCED)
     for manifest in (pod("server"), pod("leaving"), pod("parked", gates=("example.com/hold",)),
@@ -427,6 +445,7 @@ def test_every_kind_served_is_read_back_after_its_workloads_ran_to_completion(se
     assert all(condition(job, "Complete")["status"] == "True" for job in items(served, "trainjobs"))
     assert {job["status"]["jobDeploymentStatus"] for job in items(served, "rayjobs")} == {"Complete"}
     assert {cluster["status"]["state"] for cluster in items(served, "rayclusters")} == {"ready"}
+    assert all(condition(job, "Succeeded")["status"] == "True" for job in items(served, "mpijobs"))
     assert {g["metadata"]["name"] for g in items(served, "gangs")} >= {"gx", "pg", "plain"}
     phases = {((g["metadata"].get("ownerReferences") or [{}])[0].get("kind"), g["status"]["phase"])
               for g in items(served, "gangs")}

@@ -16,7 +16,7 @@ from pathlib import Path
 import yaml
 
 from gangkeeper import names
-from gangkeeper.controller.reconciler import Settings
+from gangkeeper.controller.deciding.settings import Settings
 from sim.api import WatchEvent
 from sim.clock import VirtualClock
 from sim.cluster import emulated_cluster

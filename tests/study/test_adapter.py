@@ -2,7 +2,7 @@
 
 import pytest
 
-from gangkeeper.controller.kube import EVENTS, JSON_PATCH, PODS, AlreadyExists, Conflict, NotFound
+from gangkeeper.controller.reading.kube import EVENTS, JSON_PATCH, PODS, AlreadyExists, Conflict, NotFound
 from sim.apiserver import APIServer
 from study.adapter import CONTROLLER, InProcessKube
 

@@ -22,6 +22,7 @@ def deadlock_runs():
             for policy in ("stock", "stock-binpack", "quota", "gangkeeper")}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("policy", ["stock", "stock-binpack"])
 def test_the_stock_scheduler_deadlocks_two_jobs_that_each_hold_part_of_the_cluster(deadlock_runs, policy):
     figures = deadlock_runs[policy]["figures"]
@@ -30,6 +31,7 @@ def test_the_stock_scheduler_deadlocks_two_jobs_that_each_hold_part_of_the_clust
     assert figures["partial_gpu_hours"] == pytest.approx(48 * 1.0), "all 48 GPUs held for the hour, uselessly"
 
 
+@pytest.mark.slow
 def test_gangkeeper_runs_both_jobs_one_after_the_other_holding_nothing_partially(deadlock_runs):
     figures = deadlock_runs["gangkeeper"]["figures"]
     assert figures["not_completed"] == 0 and figures["partial_gpu_hours"] == 0
@@ -38,6 +40,7 @@ def test_gangkeeper_runs_both_jobs_one_after_the_other_holding_nothing_partially
     assert deadlock_runs["gangkeeper"]["counters"]["passes"] > 0
 
 
+@pytest.mark.slow
 def test_the_quota_gate_admits_only_what_the_quota_covers(deadlock_runs):
     figures = deadlock_runs["quota"]["figures"]
     assert figures["not_completed"] == 0 and figures["partial_gpu_hours"] == 0
@@ -49,6 +52,7 @@ def small_study():
     return run(loads=(1.1,), jobs=40, seed=11, cluster=Cluster(nodes=8))
 
 
+@pytest.mark.slow
 def test_gangkeeper_completes_every_job_and_never_holds_gpus_in_an_incomplete_group(small_study):
     [gangkeeper] = [r for r in small_study["runs"] if r["policy"] == "gangkeeper"]
     figures = gangkeeper["figures"]
@@ -59,6 +63,7 @@ def test_gangkeeper_completes_every_job_and_never_holds_gpus_in_an_incomplete_gr
     assert gangkeeper["counters"]["index_inconsistencies"] == 0
 
 
+@pytest.mark.slow
 def test_every_policy_replays_the_same_jobs_and_measures_them_alike(small_study):
     runs = {r["policy"]: r for r in small_study["runs"]}
     assert set(runs) == {"stock", "stock-binpack", "quota", "gangkeeper"}

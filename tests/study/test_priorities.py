@@ -35,6 +35,7 @@ class HoldingsAt(Holdings):
         return False
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("policy", ["stock", "gangkeeper"])
 def test_a_job_preempted_after_training_counts_what_it_had_trained_and_trains_it_once(policy):
     jobs = [VICTIM, PREEMPTOR]

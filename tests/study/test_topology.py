@@ -27,6 +27,7 @@ def replay(policy, sample):
     return topology.replay_once(policy, PAIR, FOUR_NODES, Layout(), sample, drain=3000.0, nodes=UNEVEN_BLOCKS)
 
 
+@pytest.mark.slow
 def test_a_job_that_requires_one_block_waits_for_it_and_one_that_does_not_spans_two():
     outcome = replay("gangkeeper-required", {"job-a"})
     t = outcome["topology"]
@@ -38,6 +39,7 @@ def test_a_job_that_requires_one_block_waits_for_it_and_one_that_does_not_spans_
     assert t["all"]["completed"] == 2 and outcome["figures"]["not_completed"] == 0
 
 
+@pytest.mark.slow
 def test_when_both_require_one_block_the_second_waits_for_the_first_to_finish():
     t = replay("gangkeeper-required", {"job-a", "job-b"})["topology"]
     assert (t["multi_node"]["in_one_block"], t["multi_node"]["placed"]) == (2, 2)
@@ -47,12 +49,14 @@ def test_when_both_require_one_block_the_second_waits_for_the_first_to_finish():
     assert t["all"]["completed"] == 2 and t["multi_node"]["placed_again"] == 0
 
 
+@pytest.mark.slow
 def test_preferring_one_block_takes_it_when_it_fits_and_spans_two_rather_than_wait():
     t = replay("gangkeeper-preferred", {"job-a", "job-b"})["topology"]
     assert (t["multi_node"]["in_one_block"], t["multi_node"]["placed"]) == (1, 2)
     assert t["declaring"]["p95_delay_s"] < 30
 
 
+@pytest.mark.slow
 def test_without_a_rule_nobody_waits():
     for policy in ("gangkeeper", "stock"):
         t = replay(policy, {"job-a", "job-b"})["topology"]
@@ -140,6 +144,7 @@ def test_job_rows_and_figures_over_subsets():
     assert empty["within_one_block"] is None and empty["mean_delay_s"] is None and empty["jobs"] == 0
 
 
+@pytest.mark.slow
 def test_a_quick_run_and_its_markdown():
     cluster, layout = Cluster(nodes=8), Layout(zone_nodes=8, block_nodes=4)
     results = topology.run(jobs=30, seed=20190710, horizon=3600.0, cluster=cluster, layout=layout,

@@ -268,6 +268,7 @@ def touched_fields(draw):
     return obj
 
 
+@pytest.mark.slow
 @settings(max_examples=1000, deadline=None)
 @given(touched_fields(), st.sampled_from(["g", names.GROUP_LABEL]), _source)
 def test_the_direct_ops_are_the_diffs_ops_wherever_they_answer(obj, name, source):

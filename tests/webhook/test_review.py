@@ -83,6 +83,7 @@ def test_answers_echo_the_uid():
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@pytest.mark.slow
 @given(document=st.one_of(fuzz.reviews(), fuzz.reviews().flatmap(
     lambda review: st.sampled_from(fuzz.paths_in(review)).flatmap(
         lambda path: fuzz.wrong_value().map(lambda value: fuzz.put(review, path, value))))))
@@ -111,6 +112,7 @@ def _with_initial_containers(obj: dict) -> dict:
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@pytest.mark.slow
 @given(obj=fuzz.pods().map(_with_initial_containers).flatmap(
     lambda obj: st.lists(st.sampled_from(fuzz.paths_in(obj)), max_size=3).flatmap(
         lambda paths: st.lists(fuzz.wrong_value(), min_size=len(paths), max_size=len(paths)).map(

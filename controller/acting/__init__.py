@@ -1,0 +1,2 @@
+"""Acting on a pass: its actions written through the API (`executor`), in parallel where they are
+independent, Events in the background."""

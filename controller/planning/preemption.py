@@ -1,0 +1,160 @@
+"""Which lower-priority work a group that does not fit takes the place of (docs/design.md, "Preemption").
+
+The kube-scheduler preempts pod by pod, so it can take one member of a running group and leave
+the rest holding accelerators. gangkeeper chooses its victims as the scheduler chooses pods, but
+by whole groups:
+
+  - a candidate is a running group of strictly lower priority, taken whole (every live member
+    that holds capacity: bound or reserved) or not at all, or a pod outside any group (a lone
+    pod, a pod of a namespace gangkeeper does not enforce) of strictly lower priority, bound;
+  - every candidate is taken away at once; when the group does not fit even then, nothing is
+    taken. Otherwise candidates are given back, the most important first, and each one stays
+    given back when the group still fits without it: the scheduler's reprieve. Importance is
+    priority, then accelerators held, then pods, then age (the oldest has done the most work).
+    The reprieve is run twice, within a priority once the largest and once the smallest given
+    back first (one large group on one node against several small pods on another, as the
+    scheduler weighs node against node), and the cheaper set is taken: the lowest highest
+    priority, then the fewest accelerators, then the fewest pods, then the youngest (the least
+    work lost);
+  - at most `MAX_CANDIDATES` candidates are weighed, the least important ones, and only those
+    holding what the group asks for (its accelerators, when it asks for any) on nodes some
+    waiting member may use;
+  - PodDisruptionBudgets (`cache.budgets`): a lone pod more than one budget selects is no
+    candidate (the Eviction API refuses it always); the pods whose eviction a budget would refuse
+    (the least important beyond what it allows, as the scheduler counts them) are given back
+    before any other, and when the victims left still need more than a budget allows, nothing is
+    preempted: the Eviction API would refuse them, and the room would never come free.
+
+Pure: the ledger and occupancy given are copied, never changed.
+"""
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from gangkeeper.controller.cache.capacity import Ledger
+from gangkeeper.controller.cache.holders import Candidate
+from gangkeeper.controller.cache.occupancy import Occupancy
+from gangkeeper.controller.checks.eligibility import NodePool
+from gangkeeper.controller.model.members import Group
+from gangkeeper.controller.planning.planner import plan_group
+from gangkeeper.controller.planning.plans import Plan, Topology
+
+MAX_CANDIDATES = 64
+
+
+@dataclass(frozen=True, slots=True)
+class Preemption:
+    """The plan that fits once the victims are gone, and the victims, least important first."""
+
+    plan: Plan
+    victims: tuple[Candidate, ...]
+
+
+def preempt(group: Group, candidates: Iterable[Candidate], pool: NodePool, ledger: Ledger,
+            topology: Topology = Topology(), occupancy: Occupancy | None = None) -> Preemption | None:
+    """The victims whose going makes room for `group`, and its plan then; None when the group
+    may not preempt, or when taking every candidate of lower priority is not enough."""
+    if not group.preempts:
+        return None
+    weighed = _weighed(group, candidates, pool, ledger)
+    if not weighed:
+        return None
+    working, around = _without(weighed, ledger, occupancy)
+    if not isinstance(plan_group(group, pool, working, topology, around), Plan):
+        return None
+    violating = _violating(weighed)
+    found = [_reprieved(group, weighed, sorted(weighed, key=lambda c: (c.name in violating, *order(c)), reverse=True),
+                        pool, ledger, topology, occupancy) for order in (_importance, _smallest_spared)]
+    victims = min((taken for taken in found if not _violating(taken)), key=_cost, default=None)
+    if victims is None:
+        return None
+    working, around = _without(victims, ledger, occupancy)
+    plan = plan_group(group, pool, working, topology, around)
+    assert isinstance(plan, Plan)  # the set taken is one just found to fit
+    return Preemption(plan, tuple(sorted(victims, key=_importance)))
+
+
+def _without(victims: Iterable[Candidate], ledger: Ledger, occupancy: Occupancy | None) -> tuple:
+    """Copies of the ledger and occupancy with the victims taken away."""
+    working, around = ledger.copy(), occupancy.copy() if occupancy is not None else None
+    for victim in victims:
+        _take(victim, working, around)
+    return working, around
+
+
+def _reprieved(group: Group, weighed: list[Candidate], order: list[Candidate], pool: NodePool, ledger: Ledger,
+               topology: Topology, occupancy: Occupancy | None) -> list[Candidate]:
+    """The victims left once candidates are given back in `order`, each staying given back when
+    the group still fits without it (every candidate taken fits, as the caller checked)."""
+    working, around = _without(weighed, ledger, occupancy)
+    victims = []
+    for victim in order:
+        _give_back(victim, working, around, pool)
+        if not isinstance(plan_group(group, pool, working, topology, around), Plan):
+            _take(victim, working, around)
+            victims.append(victim)
+    return victims
+
+
+def _weighed(group: Group, candidates: Iterable[Candidate], pool: NodePool, ledger: Ledger) -> list[Candidate]:
+    """The least important candidates of lower priority that hold what the group asks for (its
+    accelerators when it asks for any: a node agent with none frees nothing it needs) where it may go."""
+    usable: set[str] = set()
+    wanted: set[str] = set()
+    for member in group.waiting_members:
+        usable |= pool.eligible(member)
+        wanted |= {name for name, value in member.requests.items() if value > 0 and name != "pods"}
+    needs = {name for name in wanted if ledger.is_accelerator(name)} or wanted
+    lower = [c for c in candidates if c.priority < group.priority and c.group != group.key and len(c.budgets) <= 1
+             and any((m.node or m.reserved_node) in usable for m in c.members)
+             and any(m.requests.get(name, 0) > 0 for m in c.members for name in needs)]
+    return sorted(lower, key=_importance)[:MAX_CANDIDATES]
+
+
+def _violating(victims: Iterable[Candidate]) -> set[str]:
+    """The names of the victims whose eviction a budget would refuse: the budget's allowance goes
+    to the most important of the pods it selects first (the scheduler's count), the rest violate it."""
+    left: dict[str, int] = {}
+    violating = set()
+    for victim in sorted(victims, key=_importance, reverse=True):
+        for budget in victim.budgets:
+            left[budget.key] = left.get(budget.key, budget.allowed) - 1
+            if left[budget.key] < 0:
+                violating.add(victim.name)
+    return violating
+
+
+def _smallest_spared(victim: Candidate) -> tuple:
+    """Ascending, like `_importance`, but within a priority the smallest last: given back first,
+    so that one large victim is weighed against several small ones."""
+    return victim.priority, -victim.accelerators, -len(victim.members), -victim.started, victim.name
+
+
+def _cost(victims: Sequence[Candidate]) -> tuple:
+    """What taking `victims` costs, the cheapest least: the highest priority taken, then the
+    accelerators and pods taken, then the work lost (the youngest set loses the least)."""
+    return (max(v.priority for v in victims), sum(v.accelerators for v in victims),
+            sum(len(v.members) for v in victims), -min(v.started for v in victims))
+
+
+def _importance(victim: Candidate) -> tuple:
+    """Ascending: the first is the cheapest to preempt (lowest priority, fewest accelerators and
+    pods, youngest)."""
+    return victim.priority, victim.accelerators, len(victim.members), -victim.started, victim.name
+
+
+def _take(victim: Candidate, ledger: Ledger, occupancy: Occupancy | None) -> None:
+    for member in victim.members:
+        ledger.forget(member.uid)
+        if occupancy is not None:
+            occupancy.uncount(member.uid)
+
+
+def _give_back(victim: Candidate, ledger: Ledger, occupancy: Occupancy | None, pool: NodePool) -> None:
+    for member in victim.members:
+        if member.node:
+            ledger.bind(member.uid, member.node, member.requests)
+        else:
+            ledger.reserve(member.uid, member.reserved_node, member.requests)
+        if occupancy is not None:
+            occupancy.count(member, pool.nodes.get(member.node or member.reserved_node))
