@@ -116,8 +116,8 @@ def _planning(node_objects: list[dict], bound: list[dict], waiting: list[dict]) 
     rebuilt, index = _timed(lambda: ClusterIndex.build(facts, {}, nodes))
     Controller.settle_memory()  # as the controller does after a rebuild
     now, settings = 2_000_000_000.0, Settings()
-    restart, first = _timed(lambda: reconcile((), {}, (), Memory(), now, settings, index=index))
-    passes = [_timed(lambda: reconcile((), {}, (), first.memory, now + 1, settings, index=index)) for _ in range(3)]
+    restart, first = _timed(lambda: reconcile(index, Memory(), now, settings))
+    passes = [_timed(lambda: reconcile(index, first.memory, now + 1, settings)) for _ in range(3)]
     steady, outcome = sorted(passes, key=lambda p: p[0])[1]
     admitted = sum(1 for a in outcome.actions if isinstance(a, Report) and a.event == "gang.reserved")
     return {"index_rebuild_ms": _ms(rebuilt), "restart_pass_ms": _ms(restart), "planning_pass_ms": _ms(steady),
@@ -259,7 +259,7 @@ def _restart(node_count: int, bound_pods: int, waiting_groups: int) -> dict:
     index = ClusterIndex()
     relisted, api = _relisted(node_count, bound_pods, waiting_groups, index, (shapes.NODES, shapes.PODS))
     settled, _ = _timed(Controller.settle_memory)
-    first, outcome = _timed(lambda: reconcile((), {}, (), Memory(), 2_000_000_000.0, Settings(), index=index))
+    first, outcome = _timed(lambda: reconcile(index, Memory(), 2_000_000_000.0, Settings()))
     after = _rss_mib()
     whole, _ = _relisted(node_count, bound_pods, waiting_groups, ClusterIndex(), (None, None))
     return {"relist_ms": _ms(relisted), "settle_ms": _ms(settled), "first_pass_ms": _ms(first),

@@ -43,8 +43,9 @@ from gangkeeper import integrations, names
 from gangkeeper.audit import AuditLog
 from gangkeeper.controller.acting.executor import CONCURRENT_WRITES, Executor
 from gangkeeper.controller.cache.index import PODS, Change, ClusterIndex, supersedes
-from gangkeeper.controller.deciding.memory import Memory, unreported
-from gangkeeper.controller.deciding.outcome import Outcome
+from gangkeeper.controller.deciding.capabilities import ApiCapabilities
+from gangkeeper.controller.deciding.memory import Memory
+from gangkeeper.controller.deciding.outcome import Outcome, carried_out
 from gangkeeper.controller.deciding.reconciler import reconcile
 from gangkeeper.controller.deciding.settings import Settings
 from gangkeeper.controller.metrics import Metrics
@@ -63,9 +64,6 @@ log = logging.getLogger("gangkeeper.controller")
 # One informer per workload kind that has an object to watch (gangkeeper.integrations).
 WORKLOADS = integrations.RESOURCES
 STOP_POLL_SECONDS = 0.25  # how often a loop waiting for a change looks whether it was told to stop
-# A group whose releases were held back (a member changed behind the cache) is tried again this
-# soon, whether or not the cache has caught up by then: its watch usually has, within milliseconds.
-HELD_RELEASE_RETRY_SECONDS = 1.0
 
 
 @dataclass(frozen=True)
@@ -94,6 +92,7 @@ class Controller:
         self.resync_seconds, self.debounce_seconds = resync_seconds, debounce_seconds
         self.consistency_seconds = consistency_seconds
         self.memory = Memory()
+        self.capabilities = ApiCapabilities()  # what the executor found the API server able to do
         self.index = ClusterIndex(settings.accelerator_patterns, namespace=namespace)
         self.heartbeat = clock.monotonic()
         self.failed_actions = 0  # actions that failed or were left since the start (the study reports them)
@@ -239,26 +238,22 @@ class Controller:
         return self.reconcile_once(is_leader)
 
     def reconcile_once(self, still_leading: Callable[[], bool] = lambda: True) -> Outcome:
-        """One pass on the index and its writes, which stop as soon as `still_leading()` says no."""
+        """One pass on the index and its writes, which stop as soon as `still_leading()` says no;
+        its outcome as carried out (`deciding.outcome.carried_out`). What the executor learned of
+        the API server goes into the next pass, with whether the Gangs' informer finds them served."""
         self.apply_changes()
-        self.index.serves_gangs = self.gangs.served is not False
+        capabilities = replace(self.capabilities, serves_gangs=self.gangs.served is not False)
         started = time.perf_counter()
-        outcome = reconcile((), {}, (), self.memory, self._clock.wall(), self.settings, index=self.index)
+        outcome = reconcile(self.index, self.memory, self._clock.wall(), self.settings, capabilities)
         seconds = time.perf_counter() - started
-        self.memory = outcome.memory
-        self._next_due = outcome.next_due
+        self.memory, self._next_due = outcome.memory, outcome.next_due  # kept should carrying it out break
         writes = self._assumed
-        self.failed_actions += self.executor.execute(outcome.actions, proceed=still_leading)
+        executed = self.executor.execute(outcome.actions, capabilities, proceed=still_leading)
         self._wrote = self._assumed > writes
-        if self.executor.reservations_pruned:  # a CRD of an older version: reserve on the members instead
-            self.index.keeps_gang_reservations = False
-        held = self.executor.held
-        if held:  # releases held back until the cache has caught up: reported, counted and tried again then
-            self.memory = unreported(self.memory, held)
-            outcome = replace(outcome, released_after=tuple(p for p in outcome.released_after if p[0] not in held),
-                              waited=tuple(w for w in outcome.waited if w[0] not in held))
-            again = self._clock.wall() + HELD_RELEASE_RETRY_SECONDS
-            self._next_due = again if self._next_due is None else min(self._next_due, again)
+        self.failed_actions += executed.failed
+        self.capabilities = executed.capabilities
+        outcome = carried_out(outcome, executed.held, self._clock.wall())
+        self.memory, self._next_due = outcome.memory, outcome.next_due
         self.metrics.observe_pass(outcome, seconds)
         return outcome
 

@@ -29,6 +29,12 @@ alone) for their resourceVersions: a group any of whose members changed since th
 is not released by this pass, so that a member the cache had not yet seen deleted and created
 again cannot leave the rest released without it (`_without_stale_releases`).
 
+`execute` hands back what it did not do and what it learned (`Executed`): how many actions failed
+or were left, the groups whose releases it held back (`deciding.outcome.carried_out` takes them
+into the pass's outcome and the memory), and what the API server can do, as the pass was decided
+with it (`deciding.capabilities`) and as the answers showed it: a Gang that comes back without
+the reservations written on it has a CRD of an older version, which prunes them.
+
 A Conflict (409, or a failed JSON Patch `test`) means the cache was behind: the action is
 dropped and the next pass, on fresher data, decides again; it is never retried blindly. Any other
 failure is logged and the remaining actions still run: one bad object never stops the loop.
@@ -56,12 +62,13 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from itertools import groupby
 
 from gangkeeper import names
 from gangkeeper.audit import AuditLog
+from gangkeeper.controller.deciding.capabilities import ApiCapabilities
 from gangkeeper.controller.deciding.decisions import (
     Action,
     DeleteGang,
@@ -79,6 +86,7 @@ from gangkeeper.controller.deciding.decisions import (
     SuspendOwner,
 )
 from gangkeeper.controller.deciding.patches import reserve_patch
+from gangkeeper.controller.model.members import GroupKey
 from gangkeeper.controller.reading.kube import (
     EVENTS,
     GANGS,
@@ -114,6 +122,15 @@ class _Write:
     send: Callable[[], dict | None]
 
 
+@dataclass(frozen=True)
+class Executed:
+    """What carrying out a pass did not do, and what the API server was found able to do."""
+
+    capabilities: ApiCapabilities  # for the next pass
+    failed: int = 0  # actions that failed or were left (no longer allowed to write)
+    held: frozenset[GroupKey] = frozenset()  # groups whose releases were held back: a member changed
+
+
 class _Left(Exception):
     """`proceed()` said no before the write was sent."""
 
@@ -139,8 +156,6 @@ class Executor:
             self._pool = ThreadPoolExecutor(concurrency, thread_name_prefix="gangkeeper-write")
             self._events = ThreadPoolExecutor(EVENT_WRITERS, thread_name_prefix="gangkeeper-event")
         self._pending = threading.BoundedSemaphore(PENDING_EVENTS)  # a place for each Event write waiting
-        self.held: frozenset[tuple[str, str]] = frozenset()  # groups whose releases the last execute() held back
-        self.reservations_pruned = False  # a Gang's answer came back without the reservations written on it
         self._queued: set[Future] = set()  # Event writes handed to the writers and not done
 
     def drain(self) -> None:
@@ -154,41 +169,46 @@ class Executor:
             self._pool.shutdown()
             self._events.shutdown(cancel_futures=True)
 
-    def execute(self, actions: Iterable[Action], proceed: Callable[[], bool] = lambda: True) -> int:
-        """Run every action while `proceed()` (still the leader, say); return how many failed or were left.
+    def execute(self, actions: Iterable[Action], capabilities: ApiCapabilities = ApiCapabilities(),
+                proceed: Callable[[], bool] = lambda: True) -> Executed:
+        """Run every action while `proceed()` (still the leader, say); say what was not done and
+        what the API server can do, `capabilities` being what the pass was decided with.
 
         The pass's decisions go on record first, while `proceed()` holds, before any of their
         writes is sent (an eviction once the Eviction API said yes): a leader that steps down
         part-way has put on record every decision it began to carry out, and nothing after its
         term. A pass begun when writing is no longer allowed records and sends nothing."""
-        self._gang_uids, self.held = {}, frozenset()
+        self._gang_uids = {}
         ordered = sorted(actions, key=_urgency)
         if ordered and not proceed():
-            return _stopped(len(ordered), len(ordered))
+            return Executed(capabilities, _stopped(len(ordered), len(ordered)))
+        held: frozenset[GroupKey] = frozenset()
         if not self._dry_run:
-            ordered = self._without_stale_releases(ordered)
+            ordered, held = self._without_stale_releases(ordered)
             if ordered and not proceed():  # the check took time: ask again before anything goes on record
-                return _stopped(len(ordered), len(ordered))
+                return Executed(capabilities, _stopped(len(ordered), len(ordered)), held)
         for action in ordered:
             if isinstance(action, Report):
                 self._record(action)
             elif isinstance(action, DeletePod) and action.why:
                 self._record_deletion(action)
         failed, left = 0, 0
+        pruned: list[ReserveGroup] = []  # reservations whose Gang came back without them
         for _, wave in groupby(enumerate(ordered), key=lambda numbered: _urgency(numbered[1])):
             wave = list(wave)
             if left:
                 left += len(wave)
                 continue
-            wave_failed, wave_left = self._run_wave(wave, proceed)
+            wave_failed, wave_left = self._run_wave(wave, proceed, pruned)
             failed, left = failed + wave_failed, left + wave_left
         if left:
             _stopped(left, len(ordered))
-        return failed + left
+        return Executed(_learned(capabilities, pruned), failed + left, held)
 
-    def _without_stale_releases(self, ordered: list[Action]) -> list[Action]:
+    def _without_stale_releases(self, ordered: list[Action]) -> tuple[list[Action], frozenset[GroupKey]]:
         """The actions without the releases, and the report of them, of a group any of whose
-        members changed since the pass read it; one request a group to the API server, not its cache.
+        members changed since the pass read it, and those groups; one request a group to the API
+        server, not its cache.
 
         A member deleted and created again just before the reservation (its cache a little behind)
         would be reserved as the pod it was, on its Gang, and its release would fail while the
@@ -199,13 +219,12 @@ class Executor:
             if isinstance(action, Release):
                 releases.setdefault(action.group, []).append(action)
         if not releases:
-            return ordered
+            return ordered, frozenset()
         checked = (map if self._pool is None or len(releases) == 1 else self._pool.map)(
             lambda item: (item[0], self._unchanged(*item)), releases.items())
-        stale = {group for group, unchanged in checked if not unchanged}
-        self.held = frozenset(stale)
+        stale = frozenset(group for group, unchanged in checked if not unchanged)
         return [action for action in ordered if action.group not in stale or not (
-            isinstance(action, Release) or (isinstance(action, Report) and action.event is GangEvent.RELEASED))]
+            isinstance(action, Release) or (isinstance(action, Report) and action.event is GangEvent.RELEASED))], stale
 
     def _unchanged(self, group: tuple[str, str], members: list[Release]) -> bool:
         try:
@@ -224,9 +243,11 @@ class Executor:
                      "the group is released until the cache has caught up", "/".join(group), first_of(changed, 5))
         return not changed
 
-    def _run_wave(self, wave: list[tuple[int, Action]], proceed: Callable[[], bool]) -> tuple[int, int]:
+    def _run_wave(self, wave: list[tuple[int, Action]], proceed: Callable[[], bool],
+                  pruned: list[ReserveGroup]) -> tuple[int, int]:
         """Write and account for one wave; (failed, left) actions. Events in the background count
-        in neither: their failures are logged."""
+        in neither: their failures are logged. Reservations whose Gang came back without them go
+        to `pruned`."""
         if self._dry_run:
             for _, action in wave:
                 if isinstance(action, EvictPod):
@@ -243,7 +264,7 @@ class Executor:
                 errors.setdefault(write.action, answer)
             elif isinstance(action := actions[write.action], (Reserve, ReserveGroup, Release)):
                 if isinstance(action, ReserveGroup) and not _stored(action, answer):
-                    self._pruned(action)
+                    pruned.append(action)
                 self._written(answer)
         failed = left = 0
         for position, action in wave:
@@ -339,14 +360,6 @@ class Executor:
                 return None
         raise TypeError(f"no write for {type(action).__name__}")
 
-    def _pruned(self, action: ReserveGroup) -> None:
-        if not self.reservations_pruned:
-            log.error("%s: Gang %s came back without the reservations written on it: its CRD is of an older "
-                      "version, whose schema prunes status.reservations. Groups are reserved on each member "
-                      "until the controller restarts; apply this version's CRD (README, \"Upgrade\") before it "
-                      "does", "/".join(action.group), action.name)
-        self.reservations_pruned = True
-
     def _create_gang(self, namespace: str, body: Mapping | None) -> None:
         """Create the Gang a pass found none of (None: it has one), unless it exists by now."""
         if body is not None:
@@ -429,6 +442,18 @@ def _stopped(left: int, of: int) -> int:
     """Say that `left` of the pass's `of` actions were left unsent, no longer leading; return `left`."""
     log.warning("stopped with %d of %d actions left: no longer allowed to write", left, of)
     return left
+
+
+def _learned(capabilities: ApiCapabilities, pruned: list[ReserveGroup]) -> ApiCapabilities:
+    """`capabilities` with what the answers to reservations showed: a Gang that came back without
+    the reservations written on it has a CRD of an older version (said once, when it is news)."""
+    if not pruned or not capabilities.keeps_gang_reservations:
+        return capabilities
+    log.error("%s: Gang %s came back without the reservations written on it: its CRD is of an older "
+              "version, whose schema prunes status.reservations. Groups are reserved on each member "
+              "until the controller restarts; apply this version's CRD (README, \"Upgrade\") before it "
+              "does", "/".join(pruned[0].group), pruned[0].name)
+    return replace(capabilities, keeps_gang_reservations=False)
 
 
 def _stored(action: ReserveGroup, answer: object) -> bool:

@@ -80,16 +80,11 @@ class ClusterIndex:
     """Pods, nodes and workloads, the ledger and the groups; see the module docstring.
 
     `namespace`, when set, limits the groups managed to that namespace; capacity always counts
-    the pods of every namespace, as the scheduler does. `serves_gangs` says whether the API serves
-    the Gang CRD: without it, groups are reported on their pods and no Gang status is written.
-    `keeps_gang_reservations` says whether it stores a Gang's `status.reservations` (a CRD of an
-    older version prunes them): without it, groups are reserved on each member.
+    the pods of every namespace, as the scheduler does.
     """
 
     def __init__(self, accelerator_patterns: Iterable[str] = DEFAULT_ACCELERATORS, *, namespace: str | None = None):
         self.namespace = namespace
-        self.serves_gangs = True
-        self.keeps_gang_reservations = True
         self.patterns = tuple(accelerator_patterns)
         self.pods: dict[str, PodFacts] = {}
         self.nodes: dict[str, Node] = {}

@@ -15,7 +15,7 @@ from gangkeeper.controller.planning.plans import Plan
 def reserve(state: PassState, view: GangView, plan: Plan) -> None:
     """Book the plan: in one write on the group's Gang when it has one and the plan fits there,
     else on each member (its reservation annotation, guarded by the resourceVersion read)."""
-    place = gang_place(state, view) if state.index.keeps_gang_reservations else None
+    place = gang_place(state, view) if state.capabilities.keeps_gang_reservations else None
     patch = gangs.reservations_patch(view, plan.assignments, place.existing) if place is not None else None
     if patch is not None:
         state.actions.append(ReserveGroup(view.group.key, place.name, patch,

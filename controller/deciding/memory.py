@@ -99,7 +99,7 @@ class Memory:
 
 def unreported(memory: Memory, groups: Iterable[GroupKey]) -> Memory:
     """`memory` as if the groups' state had not been reported: their releases were held back
-    (`controller.acting.executor`), and the pass that releases them must say so."""
+    (`outcome.carried_out`), and the pass that releases them must say so."""
     held = set(groups)
     return replace(memory, reported={key: news for key, news in memory.reported.items()
                                      if not (key[0] in held and key[1] is Channel.STATE)})

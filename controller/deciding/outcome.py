@@ -1,12 +1,21 @@
 """What one pass hands back: its actions for the executor, the memory for the next pass, and the
-figures the metrics read."""
+figures the metrics read; and that outcome as the executor carried it out (`carried_out`).
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+The executor does what the pass decided but for one thing it may hold back: a group's releases,
+when a member changed since the pass read it (`controller.acting.executor`). It says so in what
+it hands back, and `carried_out` is the one way that reaches the memory, the loop and the metrics.
+"""
+
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field, replace
 
 from gangkeeper.controller.deciding.decisions import Action
-from gangkeeper.controller.deciding.memory import Memory
+from gangkeeper.controller.deciding.memory import Memory, unreported
 from gangkeeper.controller.model.members import GroupKey
+
+# A group whose releases were held back is tried again this soon, whether or not the cache has
+# caught up by then: its watch usually has, within milliseconds.
+HELD_RELEASE_RETRY_SECONDS = 1.0
 
 
 @dataclass(frozen=True)
@@ -40,3 +49,20 @@ class Outcome:
     # Groups stuck incomplete (`controller.deciding.incomplete`), by namespace: each such group is under way,
     # so each pass decides all of them and this is whole.
     stuck_incomplete: Mapping[str, int] = field(default_factory=dict)
+
+
+def carried_out(outcome: Outcome, held: Collection[GroupKey], now: float) -> Outcome:
+    """`outcome` as carried out at `now`, `held` the groups whose releases the executor held back.
+
+    Those groups were not released by this pass: the memory forgets having reported their state,
+    so that the pass that releases them reports it (an Event and an audit line, once); their
+    release is not this pass's figure (complete to released, the end of their wait), so that it
+    is counted once, by that pass; and that pass comes within `HELD_RELEASE_RETRY_SECONDS`.
+    """
+    if not held:
+        return outcome
+    again = now + HELD_RELEASE_RETRY_SECONDS
+    return replace(outcome, memory=unreported(outcome.memory, held),
+                   released_after=tuple(entry for entry in outcome.released_after if entry[0] not in held),
+                   waited=tuple(entry for entry in outcome.waited if entry[0] not in held),
+                   next_due=again if outcome.next_due is None else min(outcome.next_due, again))

@@ -67,13 +67,14 @@ lines, the Gang's status); what it returns, `outcome` with `decisions` (verdicts
 import enum
 import logging
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
 
 from gangkeeper.controller.cache.groups import GangView, settled_phase
 from gangkeeper.controller.cache.index import ClusterIndex, Pending
 from gangkeeper.controller.deciding import gangs
 from gangkeeper.controller.deciding.booking import release, reserve
+from gangkeeper.controller.deciding.capabilities import ApiCapabilities
 from gangkeeper.controller.deciding.decisions import DeleteGang, Phase, Reason, Release, Verdict
 from gangkeeper.controller.deciding.memory import Channel, Memory, News, after_pass
 from gangkeeper.controller.deciding.outcome import Outcome
@@ -85,8 +86,6 @@ from gangkeeper.controller.deciding.settings import Preempting, Settings
 from gangkeeper.controller.deciding.state import PassState, Remembered, accelerators_asked
 from gangkeeper.controller.deciding.timeouts import bind_failed, incomplete_too_long, schedule_timed_out
 from gangkeeper.controller.model.members import Group, GroupKey
-from gangkeeper.controller.model.nodes import Node
-from gangkeeper.controller.model.objects import PodFacts, WorkloadIndex
 from gangkeeper.controller.planning.planner import apply, plan_group
 from gangkeeper.controller.planning.plans import Plan
 from gangkeeper.controller.planning.queue import Order, Waiting, plan_pass
@@ -102,19 +101,16 @@ class Planning(enum.Enum):
     EXTRAS = enum.auto()     # admitted: one more of its waiting members, from what the queue leaves
 
 
-def reconcile(pods: Sequence[PodFacts], workloads: WorkloadIndex, nodes: Sequence[Node], memory: Memory,
-              now: float, settings: Settings = Settings(), *, index: ClusterIndex | None = None) -> Outcome:
-    """Decide one pass on whole lists of pods, workloads and nodes, or on an incremental `index`.
+def reconcile(index: ClusterIndex, memory: Memory, now: float, settings: Settings = Settings(),
+              capabilities: ApiCapabilities = ApiCapabilities()) -> Outcome:
+    """Decide one pass on the cluster as `index` holds it, with what the last pass remembered and
+    what the API server can do; move the index on (`ClusterIndex.pending`).
 
-    Given an `index` (fed by informers, see `controller.cache.index`), `pods`, `workloads` and `nodes`
-    are not read (pass them empty) and the pass costs O(groups under way + objects changed since
-    the last one); it moves the index on (`ClusterIndex.pending`). Without one, an index of the
-    lists is built first: O(pods), and every group is decided.
+    An index fed by informers (`controller.cache.index`) costs O(groups under way + objects changed
+    since the last pass); a fresh one (`ClusterIndex.build`, a restart) has every group decided.
     """
-    if index is None:
-        index = ClusterIndex.build(pods, workloads, nodes, settings.accelerator_patterns)
     pending = index.pending(memory.first_seen, now)
-    state = PassState(now, settings, memory, index.workloads, index.serves_gangs, index,
+    state = PassState(now, settings, memory, index.workloads, capabilities, index,
                       remembered=Remembered(rollbacks=dict(memory.rollbacks)))
     state.decided = frozenset(view.group.key for view in pending.views)
     held_owners(state, pending)

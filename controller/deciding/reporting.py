@@ -50,7 +50,7 @@ def gang_place(state: PassState, view: GangView) -> gangs.GangPlace | None:
     found = state.places.get(view.group.key)
     if found is not None and found[0] is view:
         return found[1]
-    place = gangs.find_gang(view, state.workloads) if gangs.keeps_gang(view, state.serves_gangs) else None
+    place = gangs.find_gang(view, state.workloads) if gangs.keeps_gang(view, state.capabilities.serves_gangs) else None
     state.places[view.group.key] = (view, place)
     return place
 

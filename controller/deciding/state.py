@@ -14,6 +14,7 @@ from datetime import datetime, timezone
 from gangkeeper.controller.cache.groups import GangView
 from gangkeeper.controller.cache.index import ClusterIndex
 from gangkeeper.controller.deciding import gangs
+from gangkeeper.controller.deciding.capabilities import ApiCapabilities
 from gangkeeper.controller.deciding.decisions import Action, Verdict
 from gangkeeper.controller.deciding.memory import Arrival, Channel, HeldOwner, Memory, News, Room
 from gangkeeper.controller.deciding.settings import Settings
@@ -57,15 +58,15 @@ class Figures:
 @dataclass
 class PassState:
     """Working state of one pass: what it decides on (the time, the settings, the memory of the
-    last pass, the workloads and the index), what it has decided so far per group (actions,
-    verdicts, what took each victim's place), what it learns for the next pass (`remembered`)
-    and what it counts (`figures`)."""
+    last pass, the workloads, what the API server can do and the index), what it has decided so
+    far per group (actions, verdicts, what took each victim's place), what it learns for the next
+    pass (`remembered`) and what it counts (`figures`)."""
 
     now: float
     settings: Settings
     memory: Memory
     workloads: WorkloadIndex
-    serves_gangs: bool = True
+    capabilities: ApiCapabilities = ApiCapabilities()
     index: ClusterIndex | None = None  # whether a reserved member's node is free yet, its victims gone
     decided: frozenset[GroupKey] = frozenset()  # the groups this pass decides (the pending views)
     actions: list[Action] = field(default_factory=list)

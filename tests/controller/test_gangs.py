@@ -8,7 +8,8 @@ from hypothesis import strategies as st
 
 from gangkeeper import names
 from gangkeeper.controller.cache.groups import GANGS, JOBS, JOBSETS
-from gangkeeper.controller.deciding.decisions import DeleteGang, Report, ReserveGroup, SaveGang
+from gangkeeper.controller.deciding.capabilities import ApiCapabilities
+from gangkeeper.controller.deciding.decisions import DeleteGang, Report, Reserve, ReserveGroup, SaveGang
 from gangkeeper.controller.deciding.gangs import NAME_MAX, STATUS_DETAILS_REFRESH_SECONDS, name_candidates, status_due
 from gangkeeper.controller.deciding.memory import Memory
 from gangkeeper.controller.deciding.reconciler import reconcile
@@ -43,7 +44,7 @@ def other_groups_gang(name: str) -> dict:
 
 
 def step(world: World, memory: Memory = Memory(), now: float = NOW):
-    outcome = reconcile(world.facts(), world.workload_index(), world.node_list(), memory, now)
+    outcome = reconcile(world.index(), memory, now)
     world.apply(outcome.actions)
     return outcome
 
@@ -213,10 +214,34 @@ def test_a_reservation_keeps_the_entries_of_live_members_and_drops_those_of_pods
         "g-0": {"uid": f"uid-{NS}-g-0", "node": "n0"},  # a member reserved before (an elastic group's, say)
         "g-1": {"uid": "uid-of-a-pod-gone", "node": "n0"},  # another pod of the name: this one waits
         "old": {"uid": "uid-old", "node": "n1"}}}})
-    outcome = reconcile(world.facts(), world.workload_index(), world.node_list(), Memory(), NOW)
+    outcome = reconcile(world.index(), Memory(), NOW)
     (write,) = [a for a in outcome.actions if isinstance(a, ReserveGroup)]
     assert write.create is None and write.reservations == {
         "g-1": {"uid": f"uid-{NS}-g-1", "node": "n0"}, "g-2": {"uid": f"uid-{NS}-g-2", "node": "n0"}, "old": None}
+
+
+def pair() -> World:
+    world = World([node_object("n0")])
+    for name in ("g-0", "g-1"):
+        world.add(member_object(name, min_count=2, gpus=1))
+    return world
+
+
+def on_pods(outcome) -> list[tuple[str, str]]:
+    return [(a.pod, a.node) for a in outcome.actions if isinstance(a, Reserve)]
+
+
+def test_without_the_gang_api_a_group_is_reserved_and_reported_on_its_pods():
+    outcome = reconcile(pair().index(), Memory(), NOW, capabilities=ApiCapabilities(serves_gangs=False))
+    assert on_pods(outcome) == [("g-0", "n0"), ("g-1", "n0")]
+    assert saved(outcome) == [] and involved(outcome) == {("Pod", "g-0")}
+
+
+def test_a_gang_crd_that_prunes_reservations_has_them_written_on_the_pods_and_the_gang_status_still_saved():
+    outcome = reconcile(pair().index(), Memory(), NOW, capabilities=ApiCapabilities(keeps_gang_reservations=False))
+    assert on_pods(outcome) == [("g-0", "n0"), ("g-1", "n0")]
+    assert [a for a in outcome.actions if isinstance(a, ReserveGroup)] == []
+    assert [a.name for a in saved(outcome)] == ["g"] and involved(outcome) == {("Gang", "g")}
 
 
 def test_a_gangs_reservations_are_read_as_written_and_malformed_entries_book_nothing():

@@ -154,12 +154,12 @@ def test_a_pass_plans_again_what_a_change_since_the_last_one_may_let_in():
     running["spec"]["nodeName"], running["status"]["phase"] = "n0", "Running"
     waiting = member_object("w0", group="waiting", min_count=1, gpus=8)
     index.apply([(PODS, f"{NS}/running", pod_facts(running)), (PODS, f"{NS}/w0", pod_facts(waiting))])
-    first = reconcile((), {}, (), Memory(), 100.0, Settings(), index=index)
+    first = reconcile(index, Memory(), 100.0)
     assert index.planned is not None and not booked(first)
-    again = reconcile((), {}, (), first.memory, 101.0, Settings(), index=index)
+    again = reconcile(index, first.memory, 101.0)
     assert not booked(again), "nothing changed: still no room"
     index.apply([(PODS, f"{NS}/running", None)])  # n0 is free now
-    freed = reconcile((), {}, (), again.memory, 102.0, Settings(), index=index)
+    freed = reconcile(index, again.memory, 102.0)
     assert [(b.pod, b.node) for b in booked(freed)] == [("w0", "n0")]
 
 
@@ -252,10 +252,9 @@ def test_passes_on_the_index_decide_what_full_passes_decide():
     for seed in range(6):
         index, full_memory, memory, now = ClusterIndex(), Memory(), Memory(), 1_800_000_000.0
         for step, (world, elapsed) in enumerate(scenario(seed)):
-            full = reconcile(world.facts(), world.workload_index(), world.node_list(), full_memory, now,
-                             policy_settings)
+            full = reconcile(world.index(), full_memory, now, policy_settings)
             index.apply(world.take_changes())
-            incremental = reconcile((), {}, (), memory, now, policy_settings, index=index)
+            incremental = reconcile(index, memory, now, policy_settings)
             where = f"seed {seed}, step {step}"
             assert incremental.actions == full.actions, where
             assert incremental.phases == full.phases, where
@@ -292,7 +291,7 @@ def test_groups_that_came_and_went_leave_nothing_in_the_index_or_the_memory():
     def run_pass():
         nonlocal memory, now
         index.apply(world.take_changes())
-        outcome = reconcile((), {}, (), memory, now, Settings(), index=index)
+        outcome = reconcile(index, memory, now)
         memory, now = outcome.memory, now + 1.0
         world.apply(outcome.actions)
         world.bind()

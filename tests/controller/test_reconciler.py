@@ -32,8 +32,8 @@ class Run:
         self.world, self.settings, self.memory, self.now = world, settings, Memory(), NOW
 
     def step(self, seconds: float = 1.0, bind: bool = False):
-        outcome = reconcile(self.world.facts(), self.world.workload_index(), self.world.node_list(), self.memory,
-                            self.now, self.settings)
+        outcome = reconcile(self.world.index(self.settings.accelerator_patterns), self.memory, self.now,
+                            self.settings)
         self.memory = outcome.memory
         self.world.apply(outcome.actions)
         if bind:

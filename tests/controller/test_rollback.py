@@ -129,8 +129,8 @@ class Run:
     def step(self, seconds: float = 1.0):
         if self.jobs is not None:
             self.jobs.sync()
-        outcome = reconcile(self.world.facts(), self.world.workload_index(), self.world.node_list(), self.memory,
-                            self.now, self.settings)
+        outcome = reconcile(self.world.index(self.settings.accelerator_patterns), self.memory, self.now,
+                            self.settings)
         self.memory = outcome.memory
         self.world.apply(outcome.actions)
         self.now += seconds
@@ -205,8 +205,7 @@ def test_a_suspension_that_meets_the_job_changed_since_it_was_read_is_decided_ag
     run = job_run()
     released_and_refused(run, "train-1")
     job = run.world.owner(JOBS, "train")
-    rolled_back = reconcile(run.world.facts(), run.world.workload_index(), run.world.node_list(), run.memory,
-                            run.now, run.settings)
+    rolled_back = reconcile(run.world.index(run.settings.accelerator_patterns), run.memory, run.now, run.settings)
     run.memory, run.now = rolled_back.memory, run.now + 1
     run.world.put_workload(JOBS, {**job, "status": {"active": 2}})  # the Job controller's write comes first
     run.world.apply(rolled_back.actions)
@@ -285,8 +284,7 @@ def test_a_resume_refused_for_a_stale_owner_is_sent_again_on_the_fresh_one_and_r
     run.step()
     run.now = NOW + 2 + BACKOFF
     run.jobs.sync()
-    decided = reconcile(run.world.facts(), run.world.workload_index(), run.world.node_list(), run.memory, run.now,
-                        run.settings)
+    decided = reconcile(run.world.index(run.settings.accelerator_patterns), run.memory, run.now, run.settings)
     run.memory = decided.memory
     run.world.put_workload(JOBS, run.world.owner(JOBS, "train"))  # its controller writes first: a new version
     run.world.apply(decided.actions)
@@ -398,8 +396,7 @@ def test_a_group_without_owner_that_fails_to_bind_loses_every_member_loudly_and_
 def test_a_group_given_up_stays_failed_while_its_members_go_and_is_planned_when_resubmitted():
     run = plain_run()
     released_and_refused(run, "plain-1")
-    rolled_back = reconcile(run.world.facts(), run.world.workload_index(), run.world.node_list(), run.memory,
-                            run.now, run.settings)
+    rolled_back = reconcile(run.world.index(run.settings.accelerator_patterns), run.memory, run.now, run.settings)
     run.memory = rolled_back.memory
     run.world.apply([a for a in rolled_back.actions if not (isinstance(a, DeletePod) and a.pod == "plain-0")])
     terminating = run.step()  # plain-0 is still on its node, terminating: it looks bound and running

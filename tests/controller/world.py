@@ -3,9 +3,10 @@
 Pods are raw objects with resourceVersions; the reconciler's actions are applied the way the API
 applies them (a stale Reserve or a Release whose `test` fails is a conflict and changes nothing;
 a Gang's status is merged, as a merge patch is);
-`bind()` plays the scheduler, binding each released member to the node it is pinned to. Every
-change is also recorded as an informer would report it, so that the same run can feed a
-`ClusterIndex` incrementally and be compared with full rebuilds.
+`bind()` plays the scheduler, binding each released member to the node it is pinned to. A pass
+decides on `index()`, the world as a fresh index holds it (every group decided, as after a
+restart). Every change is also recorded as an informer would report it, so that the same run can
+feed a `ClusterIndex` incrementally and be compared with full rebuilds.
 """
 
 import copy
@@ -15,11 +16,12 @@ import jsonpatch
 
 from gangkeeper import names
 from gangkeeper.controller.cache.groups import GANGS
-from gangkeeper.controller.cache.index import NODES, PODS, Change
+from gangkeeper.controller.cache.index import NODES, PODS, Change, ClusterIndex
 from gangkeeper.controller.deciding.decisions import DeleteGang, DeletePod, Release, Reserve, ReserveGroup, SaveGang
 from gangkeeper.controller.reading.nodes import node_from_api
 from gangkeeper.controller.reading.pods import pod_facts
 from gangkeeper.controller.reading.workloads import workload_from_api
+from gangkeeper.names import DEFAULT_ACCELERATORS
 from tests.controller.builders import node_object, pod_object
 
 NS = "team"
@@ -117,6 +119,9 @@ class World:
 
     def workload_index(self) -> dict:
         return {key: workload_from_api(key[0], obj) for key, obj in self.workloads.items()}
+
+    def index(self, accelerator_patterns=DEFAULT_ACCELERATORS) -> ClusterIndex:
+        return ClusterIndex.build(self.facts(), self.workload_index(), self.node_list(), accelerator_patterns)
 
     def take_changes(self) -> list[Change]:
         changes, self.changes = self.changes, []

@@ -11,6 +11,7 @@ from gangkeeper import names
 from gangkeeper.audit import AuditLog
 from gangkeeper.controller.acting import executor as actions
 from gangkeeper.controller.acting.executor import Executor
+from gangkeeper.controller.deciding.capabilities import ApiCapabilities
 from gangkeeper.controller.deciding.decisions import (
     DeletePod,
     EvictPod,
@@ -121,7 +122,7 @@ ACTIONS = (released(),
 def test_each_action_is_one_narrow_write_pods_first_and_the_api_answers_are_assumed():
     kube = RecordingKube()
     run, audit, written = executor(kube)
-    assert run.execute(ACTIONS) == 0
+    assert run.execute(ACTIONS).failed == 0
     methods = [(method, resource, name) for method, resource, name, _ in kube.calls]
     assert methods[:5] == [("patch", PODS.name, "p0"), ("patch", PODS.name, "p0"), ("delete", PODS.name, "p1"),
                            ("create", GANGS.name, "g"), ("patch/status", GANGS.name, "g")]
@@ -140,7 +141,7 @@ def test_a_group_reservation_is_one_status_write_on_its_gang_before_the_gangs_ot
     body = {"metadata": {"name": "g"}}
     booking = {"p0": {"uid": "uid-p0", "node": "n1"}, "gone": None}
     assert run.execute([SaveGang(GROUP, "g", {"phase": "Admitted"}, body), ReserveGroup(GROUP, "g", booking, body),
-                        release("p1", "n0")]) == 0
+                        release("p1", "n0")]).failed == 0
     assert [(method, name) for method, resource, name, _ in kube.calls if resource == GANGS.name] == [
         ("create", "g"), ("patch/status", "g"), ("create", "g"), ("patch/status", "g")]
     assert kube.calls[0][1] == GANGS.name, "with the pod writes, ahead of the Gang's status"
@@ -181,7 +182,7 @@ def test_a_gang_created_in_the_same_pass_gets_its_event_with_the_uid_the_api_gav
     run, _, _ = executor(kube)
     unborn = GANG._replace(uid="")
     report = Report(GROUP, GangEvent.WAITING, Reason.INCOMPLETE, "1/2 pods", unborn)
-    assert run.execute([report, SaveGang(GROUP, "g", {"phase": "Waiting"}, {"metadata": {"name": "g"}})]) == 0
+    assert run.execute([report, SaveGang(GROUP, "g", {"phase": "Waiting"}, {"metadata": {"name": "g"}})]).failed == 0
     (event,) = kube.events.values()
     assert event["involvedObject"]["uid"] == "uid-g", "written after the Gang, with its uid"
 
@@ -192,7 +193,7 @@ def test_no_event_is_written_about_a_gang_that_does_not_exist():
     kube.refuse[("patch/status", "g")] = NotFound(404, {"reason": "NotFound"})
     run, audit, _ = executor(kube)
     report = Report(GROUP, GangEvent.WAITING, Reason.INCOMPLETE, "1/2 pods", GANG._replace(uid=""))
-    assert run.execute([report, SaveGang(GROUP, "g", {"phase": "Waiting"}, {"metadata": {"name": "g"}})]) == 1
+    assert run.execute([report, SaveGang(GROUP, "g", {"phase": "Waiting"}, {"metadata": {"name": "g"}})]).failed == 1
     assert kube.events == {} and [line["event"] for line in audit.lines] == ["gang.waiting"], \
         "the audit line still says it"
 
@@ -202,7 +203,7 @@ def test_a_conflict_is_dropped_and_the_rest_still_runs():
     kube.refuse[("patch", "p0")] = Conflict(422, {"reason": "Invalid"})
     kube.refuse[("delete", "p1")] = Forbidden(403, {"reason": "Forbidden"})
     run, _, written = executor(kube)
-    assert run.execute(ACTIONS) == 2
+    assert run.execute(ACTIONS).failed == 2
     assert [c[:3] for c in kube.calls if c[2] == "p0"] == [("patch", PODS.name, "p0")] * 2, \
         "the refused reserve is not retried; the release still runs"
     assert len(kube.events) == 3
@@ -211,7 +212,7 @@ def test_a_conflict_is_dropped_and_the_rest_still_runs():
 
 def test_dry_run_audits_every_decision_and_writes_nothing():
     run, audit, written = executor(kube=None, dry_run=True)
-    assert run.execute(ACTIONS) == 0
+    assert run.execute(ACTIONS).failed == 0
     assert written == []
     assert [(line["event"], line["details"]["dry_run"]) for line in audit.lines] == [("gang.released", True)]
 
@@ -254,7 +255,7 @@ def test_independent_pod_writes_are_in_flight_at_once():
     kube = GatedKube(together=4)
     run, _, written = parallel_executor(kube, concurrency=4)
     try:
-        assert run.execute(reserves(4)) == 0, "all four met at the barrier"
+        assert run.execute(reserves(4)).failed == 0, "all four met at the barrier"
     finally:
         run.close()
     assert sorted(obj["metadata"]["name"] for obj in written) == ["p0", "p1", "p2", "p3"]
@@ -264,7 +265,8 @@ def test_one_after_the_other_they_would_not_be():
     kube = GatedKube(together=2)
     kube.barrier = threading.Barrier(2, timeout=0.2)
     run, _, _ = parallel_executor(kube, concurrency=1)
-    assert run.execute(reserves(2)) == 2, "the first waits alone, the barrier breaks, both fail (and the loop goes on)"
+    assert run.execute(reserves(2)).failed == 2, \
+        "the first waits alone, the barrier breaks, both fail (and the loop goes on)"
 
 
 def test_gangs_wait_for_every_pod_write_and_events_for_every_gang():
@@ -272,7 +274,7 @@ def test_gangs_wait_for_every_pod_write_and_events_for_every_gang():
     run, _, _ = parallel_executor(kube, concurrency=8)
     actions = [released(), SaveGang(GROUP, "g", {"phase": "Admitted"}), *reserves(6)]
     try:
-        assert run.execute(actions) == 0
+        assert run.execute(actions).failed == 0
         run.drain()
     finally:
         run.close()
@@ -289,7 +291,7 @@ def test_writes_to_one_object_keep_the_passes_order_and_records_keep_it_too():
     run, audit, written = parallel_executor(kube, concurrency=8)
     preempted = [EvictPod(GROUP, f"p{i}", f"uid-p{i}", why="preempted") for i in range(2, 8)]
     try:
-        assert run.execute([*ACTIONS, *preempted]) == 0
+        assert run.execute([*ACTIONS, *preempted]).failed == 0
     finally:
         run.close()
     assert [c[0] for c in kube.calls if c[2] == "p0" and c[1] == PODS.name] == ["patch", "patch"]
@@ -315,7 +317,7 @@ def test_the_same_news_twice_in_one_pass_is_one_event_counted_twice_in_parallel_
 def test_a_write_no_longer_allowed_is_not_sent_and_counts_as_left():
     kube = RecordingKube()
     run, _, written = parallel_executor(kube, concurrency=1)
-    assert run.execute(reserves(4), proceed=lambda: len(kube.calls) < 2) == 2
+    assert run.execute(reserves(4), proceed=lambda: len(kube.calls) < 2).failed == 2
     assert [c[2] for c in kube.calls] == ["p0", "p1"] and len(written) == 2
 
 
@@ -338,7 +340,7 @@ def test_a_leader_that_steps_down_mid_pass_has_recorded_what_it_began_and_sends_
     release_p0 = release()
     try:
         assert run.execute([released(pods=("p0",)), SaveGang(GROUP, "g", {"phase": "Admitted"}), release_p0],
-                           proceed=lambda: kube.leading) == 2, "the Gang's write and the Events are left"
+                           proceed=lambda: kube.leading).failed == 2, "the Gang's write and the Events are left"
         run.drain()
     finally:
         run.close()
@@ -351,7 +353,7 @@ def test_a_pass_begun_after_the_leader_stepped_down_records_and_sends_nothing():
     kube = RecordingKube()
     run, audit, _ = parallel_executor(kube, concurrency=8)
     try:
-        assert run.execute([released(), *reserves(2)], proceed=lambda: False) == 3
+        assert run.execute([released(), *reserves(2)], proceed=lambda: False).failed == 3
     finally:
         run.close()
     assert kube.calls == [] and audit.lines == []
@@ -374,7 +376,7 @@ def test_events_are_written_in_the_background_and_do_not_hold_up_the_pass():
     kube = HeldEventsKube()
     run, audit, _ = parallel_executor(kube, concurrency=8)
     try:
-        assert run.execute([released(), *reserves(2)]) == 0
+        assert run.execute([released(), *reserves(2)]).failed == 0
         assert kube.events == {}, "the pass is over, its Events are still being written"
         assert [line["event"] for line in audit.lines] == ["gang.released"], "its audit line is not"
         kube.letting_go.set()
@@ -419,12 +421,13 @@ def test_a_group_a_member_of_which_changed_since_the_pass_read_it_is_not_release
     kube.versions = {"p1": "12"}
     run, audit, written = executor(kube)
     saved = SaveGang(GROUP, "g", {"phase": "Admitted"})
-    assert run.execute([released(), release("p0"), release("p1", "n0"), saved]) == 0
+    executed = run.execute([released(), release("p0"), release("p1", "n0"), saved])
+    assert executed.failed == 0 and executed.held == {GROUP}, "held back, which is no failure"
     assert kube.checked == [f"{names.GROUP_LABEL}=g"], "one request for the group"
     assert [c for c in kube.calls if c[1] == PODS.name] == [] and written == [], "no member released"
     assert audit.lines == [], "and no release on record"
     kube.versions = {}
-    assert run.execute([released(), release("p0"), release("p1", "n0")]) == 0
+    assert run.execute([released(), release("p0"), release("p1", "n0")]).failed == 0
     assert sorted(c[2] for c in kube.calls if c[1] == PODS.name) == ["p0", "p1"]
 
 
@@ -447,14 +450,39 @@ def test_a_leader_that_steps_down_during_the_release_check_records_and_sends_not
     leading = [True]
     kube = CheckingKube(lambda: leading.__setitem__(0, False))
     run, audit, _ = executor(kube)
-    assert run.execute([released(pods=("p0",)), release("p0")], proceed=lambda: leading[0]) == 2
+    assert run.execute([released(pods=("p0",)), release("p0")], proceed=lambda: leading[0]).failed == 2
     assert kube.calls == [] and audit.lines == []
 
 
 def test_a_release_check_that_breaks_holds_its_group_back_and_the_pass_goes_on(caplog):
     kube = CheckingKube(AttributeError("'NoneType' object has no attribute 'get'"))
     run, audit, _ = executor(kube)
-    assert run.execute([released(pods=("p0",)), release("p0"), DeletePod(GROUP, "p1", "uid-p1")]) == 0
+    executed = run.execute([released(pods=("p0",)), release("p0"), DeletePod(GROUP, "p1", "uid-p1")])
+    assert executed.failed == 0
     assert [(method, name) for method, _, name, _ in kube.calls] == [("delete", "p1")]
-    assert run.held == {GROUP} and audit.lines == []
+    assert executed.held == {GROUP} and audit.lines == []
     assert "could not be checked before their release" in caplog.text
+
+
+class KeepingKube(RecordingKube):
+    """A Gang's status write answered with the status written, as a CRD that keeps it answers."""
+
+    def patch_status(self, resource, namespace, name, body, patch_type=None):
+        return {**super().patch_status(resource, namespace, name, body, patch_type), "status": body["status"]}
+
+
+RESERVED_ON_GANG = ReserveGroup(GROUP, "g", {"p0": {"uid": "uid-p0", "node": "n1"}, "gone": None})
+
+
+def test_a_gang_answered_with_its_reservations_teaches_nothing(caplog):
+    run, _, _ = executor(KeepingKube())
+    assert run.execute([RESERVED_ON_GANG]).capabilities == ApiCapabilities()
+    assert "prunes" not in caplog.text
+
+
+def test_a_gang_answered_without_its_reservations_has_a_crd_that_prunes_them_said_when_it_is_news(caplog):
+    run, _, _ = executor(RecordingKube())  # answers a status write with no status
+    learned = run.execute([RESERVED_ON_GANG]).capabilities
+    assert learned == ApiCapabilities(keeps_gang_reservations=False)
+    assert run.execute([RESERVED_ON_GANG], learned).capabilities == learned
+    assert caplog.text.count("prunes status.reservations") == 1

@@ -36,7 +36,7 @@ def test_an_owner_is_suspended_and_resumed_by_the_merge_patch_decided_before_gan
     kube = PatchTypes()
     run, audit, written = executor(kube)
     rolled_back = Report(GROUP, GangEvent.ROLLED_BACK, Reason.ROLLED_BACK, "suspended Job train", GANG, warning=True)
-    assert run.execute([rolled_back, SaveGang(GROUP, "g", {"phase": "Waiting"}), SUSPEND, RESUME]) == 0
+    assert run.execute([rolled_back, SaveGang(GROUP, "g", {"phase": "Waiting"}), SUSPEND, RESUME]).failed == 0
     jobs = job.RESOURCE.name
     assert [c[:3] for c in kube.calls[:3]] == [("patch", jobs, "train"), ("patch", jobs, "train"),
                                                ("patch/status", GANGS.name, "g")]
@@ -53,7 +53,7 @@ def test_a_suspension_refused_for_a_stale_owner_is_dropped_and_the_rest_still_ru
     kube = RecordingKube()
     kube.refuse[("patch", "train")] = Conflict(409, {"reason": "Conflict"})
     run, _, _ = executor(kube)
-    assert run.execute([SUSPEND, DeletePod(GROUP, "p1", "uid-p1", "not bound")]) == 1
+    assert run.execute([SUSPEND, DeletePod(GROUP, "p1", "uid-p1", "not bound")]).failed == 1
     assert [c[:3] for c in kube.calls] == [("patch", job.RESOURCE.name, "train"), ("delete", PODS.name, "p1")]
 
 
@@ -70,7 +70,7 @@ def test_every_member_a_rollback_deletes_gets_an_audit_line_naming_it():
 
 def test_dry_run_records_the_deletions_and_writes_nothing():
     run, audit, _ = executor(kube=None, dry_run=True)
-    assert run.execute([SUSPEND, DeletePod(GROUP, "p1", "uid-p1", "not bound")]) == 0
+    assert run.execute([SUSPEND, DeletePod(GROUP, "p1", "uid-p1", "not bound")]).failed == 0
     assert [(line["event"], line["details"]["dry_run"]) for line in audit.lines] == [("gang.member_deleted", True)]
 
 
@@ -79,7 +79,7 @@ def test_preemption_evicts_lone_pods_and_deletes_members_each_on_record_with_its
     run, audit, _ = executor(kube)
     why = "preempted by team/urgent (priority 1000, above its 10)"
     assert run.execute([EvictPod(("team", "lone"), "lone", "uid-lone", why),
-                        DeletePod(GROUP, "low-0", "uid-low-0", why, Reason.PREEMPTED)]) == 0
+                        DeletePod(GROUP, "low-0", "uid-low-0", why, Reason.PREEMPTED)]).failed == 0
     assert sorted(call[:2] + (call[3],) for call in kube.calls) == [("delete", PODS.name, {"uid": "uid-low-0"}),
                                                                      ("evict", PODS.name, {"uid": "uid-lone"})]
     assert sorted((line["pod"], line["decision"], line["reason"]) for line in audit.lines) == [
@@ -92,9 +92,9 @@ def test_an_eviction_a_budget_refuses_is_logged_not_recorded_and_the_rest_still_
                                                         "message": "Cannot evict pod as it would violate the pod's "
                                                                    "disruption budget."})
     run, audit, _ = executor(kube)
-    failed = run.execute([EvictPod(("team", "guarded"), "guarded", "uid-g", "preempted"),
-                          EvictPod(("team", "free"), "free", "uid-f", "preempted"),
-                          SaveGang(GROUP, "g", {"phase": "Waiting"})])
-    assert failed == 1
+    executed = run.execute([EvictPod(("team", "guarded"), "guarded", "uid-g", "preempted"),
+                            EvictPod(("team", "free"), "free", "uid-f", "preempted"),
+                            SaveGang(GROUP, "g", {"phase": "Waiting"})])
+    assert executed.failed == 1
     assert [line["pod"] for line in audit.lines] == ["free"], "only what the Eviction API did is on record"
     assert ("patch/status", GANGS.name, "g") in [call[:3] for call in kube.calls]

@@ -10,11 +10,12 @@ import jsonpatch
 from gangkeeper import names
 from gangkeeper.audit import AuditLog
 from gangkeeper.controller.deciding.decisions import Release, Reserve
+from gangkeeper.controller.deciding.outcome import HELD_RELEASE_RETRY_SECONDS
 from gangkeeper.controller.deciding.settings import Settings
 from gangkeeper.controller.metrics import Metrics
 from gangkeeper.controller.reading import kube
 from gangkeeper.controller.reading.informer import Cache, object_key
-from gangkeeper.controller.runner import HELD_RELEASE_RETRY_SECONDS, Clock, Controller
+from gangkeeper.controller.runner import Clock, Controller
 from sim.patching import apply_merge_patch
 from tests.controller.world import booked
 
@@ -335,3 +336,14 @@ def test_a_gang_crd_that_prunes_reservations_turns_the_controller_to_reserving_o
     on_members = loop.turn(lambda: True)
     assert {action.pod for action in on_members.actions if isinstance(action, Reserve)} == {"pair-0", "pair-1"}
     assert released(loop.turn(lambda: True)) == {"pair-0", "pair-1"}
+
+
+def test_a_crd_found_to_prune_reservations_is_remembered_across_a_rebuild_of_the_index():
+    clock, api = FakeClock(), PruningKube()
+    loop = controller(clock, api)
+    loop.nodes.add(node("n0"))
+    submit(loop, api, member("pair-0"), member("pair-1"))
+    loop.turn(lambda: True)  # reserved on the Gang, which lost them
+    clock.now = START + CONSISTENCY  # the index rebuilt from the caches before the next pass
+    on_members = loop.turn(lambda: True)
+    assert {action.pod for action in on_members.actions if isinstance(action, Reserve)} == {"pair-0", "pair-1"}
