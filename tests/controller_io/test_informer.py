@@ -111,6 +111,8 @@ def test_a_cut_connection_watches_again_from_the_last_version(fake, start):
 def test_a_410_answer_to_the_watch_relists(fake, start):
     informer, recorder = start()
     eventually(lambda: informer.has_synced)
+    # The watch open first: a 410 waiting for it would be its answer, not the next one's.
+    eventually(lambda: any(m == "WATCH" and p == WATCH_PODS for m, p, _ in fake.requests))
     fake.inject("WATCH", WATCH_PODS, 410, {"kind": "Status", "code": 410, "reason": "Expired"})
     fake.put(PODS, pod("z"), event=False)
     fake.cut(PODS)  # ends the open watch; the next one is answered 410
