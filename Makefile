@@ -30,10 +30,11 @@ test: lint ## run every test (unit, HTTP, end-to-end, the built wheel) after the
 test-fast: lint ## the quick tests: no processes started (no end-to-end suites), none marked slow
 	$(BIN)/pytest -m 'not e2e and not slow' $(PYTEST_ARGS)
 
-lint: $(STAMP) ## ruff (unused or undefined names, import order, component folders by folder name), hadolint (Dockerfile), the import contracts (setup.cfg)
+lint: $(STAMP) ## ruff (unused or undefined names, import order, component folders by folder name), hadolint (Dockerfile), the import contracts and the product's types (setup.cfg)
 	$(BIN)/ruff check --no-cache .
 	$(BIN)/hadolint Dockerfile
 	$(BIN)/python harness/lint_imports.py
+	$(BIN)/python harness/typecheck.py
 
 demo: $(STAMP) ## run the main scenario on the built-in cluster emulation
 	$(BIN)/gangkeeper demo

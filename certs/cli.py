@@ -11,6 +11,7 @@ import os
 import re
 import sys
 from pathlib import Path
+from typing import Any
 
 from gangkeeper import names
 from gangkeeper.certs.files import CA_CRT, TLS_CRT, TLS_KEY, write_certs
@@ -150,7 +151,7 @@ def _unwritable(directory: Path, flag: str, error: OSError) -> CommandError:
                         f"can write with {flag} (env {variable})")
 
 
-def _flag(parser: argparse.ArgumentParser, flag: str, text: str, *, required: bool = False, **kwargs) -> None:
+def _flag(parser: argparse.ArgumentParser, flag: str, text: str, *, required: bool = False, **kwargs: Any) -> None:
     """`config.add_flag` under the GANGKEEPER_CERTS_ prefix; a required flag is optional once its variable is set."""
     variable = ENV_PREFIX + flag.lstrip("-").replace("-", "_").upper()
     add_flag(parser, flag, help=text, env=variable, required=required and variable not in os.environ, **kwargs)

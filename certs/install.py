@@ -70,7 +70,8 @@ def install(cluster: Cluster, target: Target, directory: Path, now: datetime.dat
         current.tls_crt if current else None, now, target.renew_before_fraction,
         service_dns_names(target.service, target.namespace),
     )
-    certs = issue(target.service, target.namespace, now, target.days) if decision.renew else current
+    # No certificate is always renewed (renewal_decision).
+    certs = issue(target.service, target.namespace, now, target.days) if decision.renew or current is None else current
     report = [f"certificate: {'issued, because ' if decision.renew else 'kept, '}{decision.reason}"]
     for kind, name in ((MUTATING, target.mutating), (VALIDATING, target.validating)):
         operations = ca_bundle_patch(cluster.read_webhooks(kind, name), certs.ca_crt, now)

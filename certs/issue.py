@@ -73,7 +73,8 @@ def issue(
     )
 
 
-def _ca_certificate(key: ec.EllipticCurvePrivateKey, not_before, not_after) -> x509.Certificate:
+def _ca_certificate(key: ec.EllipticCurvePrivateKey, not_before: datetime.datetime,
+                    not_after: datetime.datetime) -> x509.Certificate:
     """path_length=0: this CA may sign the serving certificate, never another CA."""
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, CA_COMMON_NAME)])
     return (
@@ -91,7 +92,10 @@ def _ca_certificate(key: ec.EllipticCurvePrivateKey, not_before, not_after) -> x
     )
 
 
-def _serving_certificate(key, ca_key, ca_cert, dns_names, ips, not_before, not_after) -> x509.Certificate:
+def _serving_certificate(key: ec.EllipticCurvePrivateKey, ca_key: ec.EllipticCurvePrivateKey,
+                         ca_cert: x509.Certificate, dns_names: tuple[str, ...],
+                         ips: tuple[ipaddress.IPv4Address | ipaddress.IPv6Address, ...],
+                         not_before: datetime.datetime, not_after: datetime.datetime) -> x509.Certificate:
     """Go's crypto/tls ignores the Common Name: only the SANs decide whether the name matches.
 
     keyEncipherment means nothing for an EC key; it is set because the specification of our

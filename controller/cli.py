@@ -4,15 +4,28 @@ import argparse
 import logging
 import os
 import signal
+import socketserver
 import sys
 import threading
+from collections.abc import Callable
+from http.server import ThreadingHTTPServer
+from typing import TYPE_CHECKING, TypeVar
 
 from gangkeeper import names
-from gangkeeper.audit import open_audit_log
+from gangkeeper.audit import AuditLog, open_audit_log
 from gangkeeper.cli import CommandError, check_can_listen, credentials_problem, listen_problem, one_line
 from gangkeeper.config import add_bool_flag, add_flag, env_name, int_in_range, log_config, one_of, port, positive_int
 from gangkeeper.integrations.finding import LABEL_KEY_RULE, is_valid_label_key
 from gangkeeper.names import ZONE_LABEL
+
+if TYPE_CHECKING:  # imported by `run` alone, so that `gangkeeper --help` does not load the Kubernetes client
+    from gangkeeper.controller.deciding.settings import Settings
+    from gangkeeper.controller.leader import LeaderElector
+    from gangkeeper.controller.metrics import Metrics
+    from gangkeeper.controller.reading.kube import Kube
+    from gangkeeper.controller.runner import Controller
+
+Server = TypeVar("Server", bound=socketserver.BaseServer)
 
 log = logging.getLogger("gangkeeper.controller")
 SYNC_TIMEOUT_SECONDS = 120.0
@@ -27,7 +40,7 @@ DESCRIPTION = (
     "other waits to take over.")
 
 
-def add_parser(subparsers) -> None:
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("controller", help="reserve capacity for whole groups and release their gates",
                                    description=DESCRIPTION)
     add_flag(parser, "--kubeconfig", default=None,
@@ -92,7 +105,7 @@ def _label_key(text: str) -> str:
     return text
 
 
-def settings_from(args: argparse.Namespace):
+def settings_from(args: argparse.Namespace) -> "Settings":
     from gangkeeper.controller.deciding.settings import Ownerless, Preempting, Settings
     from gangkeeper.controller.planning.plans import Topology
     from gangkeeper.controller.planning.queue import Order, QueuePolicy
@@ -141,7 +154,7 @@ def run(args: argparse.Namespace, stop: threading.Event | None = None) -> int:
         controller.stop()
 
 
-def _load(load, kubeconfig: str | None):
+def _load(load: Callable[[str | None], "Kube"], kubeconfig: str | None) -> "Kube":
     """The API client, or a one-line CommandError saying which credentials are missing."""
     from kubernetes.config.config_exception import ConfigException
 
@@ -152,7 +165,7 @@ def _load(load, kubeconfig: str | None):
         raise credentials_problem(kubeconfig, "--kubeconfig", env_name("--kubeconfig"), error, in_cluster) from None
 
 
-def _open_audit_log(path: str):
+def _open_audit_log(path: str) -> AuditLog:
     try:
         return open_audit_log("controller", path)
     except OSError as error:
@@ -161,7 +174,7 @@ def _open_audit_log(path: str):
                            f"stdout") from None
 
 
-def _listening(start, port: int, what: str, flag: str):
+def _listening(start: Callable[[int], Server], port: int, what: str, flag: str) -> Server:
     """`start(port)`, the port's trouble (in use, privileged) said in one line."""
     try:
         return start(port)
@@ -177,7 +190,10 @@ def _stopped_by_sigterm() -> threading.Event:
     return stop
 
 
-def _serve(args, controller, metrics, kube, stop, serve_health, elector_class, audit=None) -> int:
+def _serve(args: argparse.Namespace, controller: "Controller", metrics: "Metrics", kube: "Kube",
+           stop: threading.Event, serve_health: Callable[[int, Callable[[], bool], Callable[[], bool]],
+                                                         ThreadingHTTPServer],
+           elector_class: type["LeaderElector"], audit: AuditLog | None = None) -> int:
     health = _listening(lambda port: serve_health(port, lambda: controller.alive(3 * args.resync_seconds + 30),
                                                   controller.synced),
                         args.health_port, "/healthz and /readyz", "--health-port")
@@ -186,7 +202,7 @@ def _serve(args, controller, metrics, kube, stop, serve_health, elector_class, a
     except CommandError:
         health.shutdown()
         raise
-    elector = None
+    elector: "LeaderElector | None" = None
 
     def leadership(event: str) -> None:
         """An audit line when this replica starts or stops leading, naming it: with the decisions'

@@ -25,7 +25,7 @@ def serve_health(port: int, alive: Callable[[], bool], ready: Callable[[], bool]
             self.end_headers()
             self.wfile.write(body)
 
-        def log_message(self, format: str, *args) -> None:  # noqa: A002 - probes every few seconds: quiet
+        def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - probes every few seconds: quiet
             return
 
     server = ThreadingHTTPServer((host, port), Handler)

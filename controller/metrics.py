@@ -8,6 +8,7 @@ reset what Prometheus has summed of it.
 
 import collections
 from collections.abc import Iterable, Mapping
+from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
@@ -22,7 +23,7 @@ WAIT_BUCKETS = (1, 5, 15, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200, 14400, 
 class GroupPhases:
     """The phase of every group, kept from the passes that decide some of them (`Outcome`)."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._phases: dict[GroupKey, str] = {}
         self.counts: collections.Counter = collections.Counter()  # (namespace, phase) -> groups
 
@@ -135,7 +136,7 @@ class Metrics:
             self._published.discard((namespace, resource))
         self._namespaces = set(namespaces)
 
-    def serve(self, port: int, host: str = "0.0.0.0"):
+    def serve(self, port: int, host: str = "0.0.0.0") -> WSGIServer:
         """Serve /metrics on a thread; returns the server, to shut down."""
         server, _ = start_http_server(port, addr=host, registry=self.registry)
         return server

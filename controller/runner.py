@@ -38,6 +38,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from functools import partial
+from typing import Any
 
 from gangkeeper import integrations, names
 from gangkeeper.audit import AuditLog
@@ -114,7 +115,8 @@ class Controller:
         hooks = Hooks(watch_restarted=lambda resource, reason: metrics.watch_restarts.labels(resource, reason).inc())
         make_informer = make_informer or partial(Informer, kube)
 
-        def informer(resource: api.Resource, transform: Transform, scope: str | None = None, **options) -> Informer:
+        def informer(resource: api.Resource, transform: Transform, scope: str | None = None,
+                     **options: Any) -> Informer:
             return make_informer(resource, transform, namespace=scope, hooks=hooks,
                                  on_change=lambda _: self.wake(), on_object=partial(self._queue, resource.name),
                                  **options)
@@ -292,7 +294,7 @@ class Controller:
         gc.collect()
         gc.freeze()
 
-    def _queue(self, resource: str, key: str, value: object) -> None:
+    def _queue(self, resource: str, key: str, value: Any) -> None:
         if resource == api.GANGS.name and key in self._assumed_gangs:
             self._confirm(key, value)
         self._changes.append((resource, key, value))

@@ -61,7 +61,8 @@ def classify(pod: Mapping, *, namespace: str, excluded_namespaces: Iterable[str]
         return Classification(None, reason)
     derived = _derived(pod, accelerator_patterns, fallback_name)
     explicit = plain_pods.explicit_group(pod)
-    if explicit is None or derived.identity is None or derived.identity.name != explicit.identity.name:
+    if (explicit is None or explicit.identity is None or derived.identity is None
+            or derived.identity.name != explicit.identity.name):
         return explicit or derived
     if derived.identity.source != names.SOURCE_ACCELERATOR_POD:
         # The label is the one an owner or PodGroup gives (our own from an earlier admission pass,

@@ -18,6 +18,9 @@ from gangkeeper.names import DEFAULT_ACCELERATORS
 from gangkeeper.quantity import parse_quantity
 
 Resources = dict[str, Fraction]
+# An exact amount where whole ones may be ints, as the controller's ledger keeps them: an int is
+# equal to its Fraction, and compares and adds exactly with Fractions.
+Amount = Fraction | int
 
 PODS = "pods"
 CPU = "cpu"
@@ -114,14 +117,14 @@ def add(a: Mapping[str, Fraction], b: Mapping[str, Fraction]) -> Resources:
     return result
 
 
-def subtract(a: Mapping[str, Fraction], b: Mapping[str, Fraction]) -> Resources:
+def subtract(a: Mapping[str, Amount], b: Mapping[str, Amount]) -> dict[str, Amount]:
     result = dict(a)
     for name, value in b.items():
         result[name] = result.get(name, _NONE) - value
     return result
 
 
-def add_into(target: Resources, other: Mapping[str, Fraction]) -> None:
+def add_into(target: Resources, other: Mapping[str, Amount]) -> None:
     for name, value in other.items():
         held = target.get(name)
         if held is not None:

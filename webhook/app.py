@@ -11,6 +11,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import IO
 
 import orjson
 from flask import Blueprint, Flask, Response, current_app, request
@@ -133,7 +134,7 @@ def read_body(max_bytes: int) -> bytes:
     return body
 
 
-def _read_at_most(stream, limit: int) -> bytes:
+def _read_at_most(stream: IO[bytes], limit: int) -> bytes:
     """Up to `limit` bytes, in chunks: one `read(limit)` would allocate (and zero) the whole
     limit, 3 MiB, for every 6 KB request."""
     chunks, size = [], 0

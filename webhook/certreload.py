@@ -21,6 +21,9 @@ import os
 import ssl
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+from gunicorn.config import Config
 
 log = logging.getLogger("gangkeeper.webhook.certs")
 
@@ -29,52 +32,66 @@ MINIMUM_TLS = ssl.TLSVersion.TLSv1_2
 ContextFactory = Callable[[], ssl.SSLContext]
 
 
+@dataclass(frozen=True)
+class _Serving:
+    """The context served, the digest of the pair it was built from, and the files' stamp when
+    they were last found to hold that pair."""
+
+    context: ssl.SSLContext
+    digest: str
+    stamp: tuple
+
+
 class CertificateStore:
     """The current SSLContext for one certificate/key pair, rebuilt when the files change."""
 
     def __init__(self, certfile: str, keyfile: str):
         self.certfile, self.keyfile = certfile, keyfile
         self._lock = threading.Lock()  # gthread workers accept on several threads
-        self._stamp: tuple | None = None
-        self._digest = ""
-        self._context: ssl.SSLContext | None = None
+        self._serving: _Serving | None = None  # None until the first pair loads
 
     def context(self, build: ContextFactory) -> ssl.SSLContext:
         """The context to serve a new connection with; `build` makes one from the files."""
         stamp = self._files_stamp()
-        if stamp != self._stamp:
+        serving = self._serving
+        if serving is None or stamp != serving.stamp:
             with self._lock:
-                if stamp != self._stamp:
-                    self._reload(stamp, build)
-        return self._context  # type: ignore[return-value]  # the first _reload raises or sets it
+                serving = self._serving
+                if serving is None or stamp != serving.stamp:
+                    serving = self._reload(stamp, build, serving)
+        return serving.context
 
     def _files_stamp(self) -> tuple:
         stats = (os.stat(self.certfile), os.stat(self.keyfile))
         return tuple((stat.st_ino, stat.st_size, stat.st_mtime_ns) for stat in stats)
 
-    def _reload(self, stamp: tuple, build: ContextFactory) -> None:
+    def _reload(self, stamp: tuple, build: ContextFactory, serving: _Serving | None) -> _Serving:
+        """What to serve now the files' stamp changed: the same context when the pair is the same,
+        else one built from it; the previous one while a new pair does not load (the first pair
+        must: it raises)."""
         with open(self.certfile, "rb") as cert, open(self.keyfile, "rb") as key:
             digest = hashlib.sha256(cert.read() + b"\0" + key.read()).hexdigest()
-        if digest == self._digest:
-            self._stamp = stamp
-            return
+        if serving is not None and digest == serving.digest:
+            self._serving = replace(serving, stamp=stamp)
+            return self._serving
         try:
             context = build()
         except (OSError, ssl.SSLError) as error:
-            if self._context is None:
+            if serving is None:
                 raise
             log.warning("certificate in %s did not load (%s); serving the previous one until it does",
                         self.certfile, error)
-            return
+            return serving
         context.minimum_version = MINIMUM_TLS
-        self._context, self._digest, self._stamp = context, digest, stamp
+        self._serving = _Serving(context, digest, stamp)
         log.info("serving certificate %s (sha256 of pair %s)", self.certfile, digest[:16])
+        return self._serving
 
 
 _stores: dict[tuple[str, str], CertificateStore] = {}
 
 
-def ssl_context(conf, default_ssl_context_factory: ContextFactory) -> ssl.SSLContext:
+def ssl_context(conf: Config, default_ssl_context_factory: ContextFactory) -> ssl.SSLContext:
     """gunicorn's `ssl_context` hook: gunicorn's own context (its cert, ciphers and CA settings),
     TLS 1.2 at least, built once per certificate rather than once per connection."""
     key = (conf.certfile, conf.keyfile)

@@ -6,6 +6,7 @@ after every request and spends most of its time in handshakes.
 """
 
 import os
+from typing import Protocol
 
 from gangkeeper.webhook import certreload, metrics
 
@@ -45,5 +46,13 @@ def settings(*, bind: str, port: int, workers: int, cert_dir: str, worker_class:
     }
 
 
-def child_exit(server, worker) -> None:
+class _ExitedWorker(Protocol):
+    """What `child_exit` reads of gunicorn's worker. When the master calls the hook, `pid` is the
+    worker's process id (types-gunicorn declares it str, for the "[booting]" a worker holds
+    before it forks)."""
+
+    pid: int
+
+
+def child_exit(server: object, worker: _ExitedWorker) -> None:
     metrics.mark_worker_dead(worker.pid)

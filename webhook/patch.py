@@ -59,7 +59,7 @@ def _direct_ops(pod: Mapping, identity: GroupIdentity) -> list[dict] | None:
     if not ((labels is None or isinstance(labels, dict)) and (annotations is None or isinstance(annotations, dict))
             and (gates is None or isinstance(gates, list)) and (labels is not None or annotations is None)):
         return None
-    ops = []
+    ops: list[dict] = []
     if labels is None:
         ops.append({"op": "add", "path": "/metadata/labels", "value": {names.GROUP_LABEL: identity.name}})
     elif names.GROUP_LABEL not in labels:

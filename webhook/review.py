@@ -7,8 +7,8 @@ answer whose uid does not match.
 """
 
 import binascii
-from collections.abc import Iterable, Mapping
-from typing import NamedTuple
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any, Literal, NamedTuple
 
 import orjson
 from marshmallow import EXCLUDE, Schema, ValidationError, fields, validate
@@ -35,7 +35,8 @@ class _Object(fields.Raw):
     bench/fuzz.py: a list where labels belong crashed the policy).
     """
 
-    def _deserialize(self, value, attr, data, **kwargs):
+    def _deserialize(self, value: object, attr: str | None, data: Mapping[str, Any] | None,
+                     **kwargs: object) -> dict:
         if not isinstance(value, dict):
             raise ValidationError("must be a JSON object")
         problems = shape_problems(value)
@@ -48,8 +49,10 @@ _CONTAINER_FIELDS = tuple(
     field for kind in ("containers", "initContainers") for field in (
         (("spec", kind), list), (("spec", kind, "[]"), dict), (("spec", kind, "[]", "resources"), dict),
         (("spec", kind, "[]", "resources", "requests"), dict), (("spec", kind, "[]", "resources", "limits"), dict)))
+# What a field must be: a JSON type, or a shape that says more than a type.
+Expected = type | Literal["strings", "reference"]
 # (path, type) of every field of an object that the policy reads; "[]" stands for each item of a list.
-OBJECT_SHAPE: tuple[tuple[tuple[str, ...], type | str], ...] = (
+OBJECT_SHAPE: tuple[tuple[tuple[str, ...], Expected], ...] = (
     (("metadata",), dict),
     (("metadata", "name"), str),
     (("metadata", "generateName"), str),
@@ -99,7 +102,7 @@ def well_typed(obj: object) -> bool:
     return _well_typed(obj, _SHAPE_TREE)
 
 
-def _shape_tree(shape: Iterable[tuple[tuple[str, ...], type | str]]) -> tuple:
+def _shape_tree(shape: Iterable[tuple[tuple[str, ...], Expected]]) -> tuple:
     """OBJECT_SHAPE as a tree of branches (step, type, shape, branches below): the value at the
     step must be an instance of the type and, for the shapes that say more than a type
     ("strings", "reference"), have that shape too. A step that is only on the way to a checked
@@ -136,15 +139,15 @@ def _well_typed(node: object, branches: tuple) -> bool:
     return True
 
 
-def _has_shape(value: object, expected: type | str) -> bool:
+def _has_shape(value: object, expected: Expected) -> bool:
+    if isinstance(expected, type):
+        return isinstance(value, expected)
     if expected == "strings":
         return isinstance(value, dict) and all(isinstance(item, str) for item in value.values())
-    if expected == "reference":
-        return isinstance(value, dict) and isinstance(value.get("name"), str) and isinstance(value.get("uid"), str)
-    return isinstance(value, expected)
+    return isinstance(value, dict) and isinstance(value.get("name"), str) and isinstance(value.get("uid"), str)
 
 
-def _found(node: object, steps: tuple[str, ...], path: str):
+def _found(node: object, steps: tuple[str, ...], path: str) -> Iterator[tuple[str, object]]:
     """(path, value) of every value at `steps` below `node`, through parents of the right type."""
     if not steps:
         yield path, node
@@ -171,11 +174,12 @@ class _Shape(fields.Raw):
     """
 
     def __init__(self, strings: tuple[str, ...], required_keys: tuple[str, ...] = (), lists: tuple[str, ...] = (),
-                 **kwargs):
+                 **kwargs: Any):
         super().__init__(**kwargs)
         self.strings, self.required_keys, self.lists = strings, required_keys, lists
 
-    def _deserialize(self, value, attr, data, **kwargs):
+    def _deserialize(self, value: object, attr: str | None, data: Mapping[str, Any] | None,
+                     **kwargs: object) -> dict:
         if not isinstance(value, dict):
             raise ValidationError("must be a JSON object")
         errors = {key: ["Missing data for required field."] for key in self.required_keys if key not in value}

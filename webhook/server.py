@@ -9,14 +9,18 @@ import os
 import shutil
 import tempfile
 from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from gunicorn.app.base import BaseApplication
+
+if TYPE_CHECKING:
+    from _typeshed.wsgi import WSGIApplication
 
 MULTIPROC_DIR_ENV = "PROMETHEUS_MULTIPROC_DIR"
 
 
 class WebhookServer(BaseApplication):
-    def __init__(self, app_factory: Callable[[], object], options: Mapping):
+    def __init__(self, app_factory: Callable[[], "WSGIApplication"], options: Mapping):
         self._app_factory = app_factory
         self._options = dict(options)
         super().__init__()
@@ -25,11 +29,14 @@ class WebhookServer(BaseApplication):
         for key, value in self._options.items():
             self.cfg.set(key, value)
 
-    def load(self):
+    # types-gunicorn wants an app whose environ is a MutableMapping; typeshed's WSGIApplication,
+    # which Flask is, takes a dict, which is what gunicorn passes.
+    def load(self) -> "WSGIApplication":  # type: ignore[override]
         return self._app_factory()
 
 
-def serve(app_config: Mapping, app_factory: Callable[[Mapping], object] | None = None, **server_settings) -> int:
+def serve(app_config: Mapping, app_factory: Callable[[Mapping], "WSGIApplication"] | None = None,
+          **server_settings: Any) -> int:
     """Serve until gunicorn stops; `server_settings` are those of `gunicorn_conf.settings`.
 
     `app_factory` (default: `create_app`) lets the benchmark serve the same app with its no-op

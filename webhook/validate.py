@@ -189,12 +189,12 @@ def _slice_problems(annotations: Mapping) -> list[str]:
     if size in annotations and label not in annotations:
         return [f"metadata.annotations[{label}]: missing; metadata.annotations[{size}] needs it: write "
                 f"{_SLICE_LABEL_WHAT}, or remove {size}"]
-    checks = _CHECKS[("annotations", size)], _CHECKS[("annotations", names.MIN_COUNT_ANNOTATION)]
-    declared = annotations.get(size), annotations.get(names.MIN_COUNT_ANNOTATION)
-    if any(value is None or check(value) for value, check in zip(declared, checks, strict=True)):
+    slice_size, min_count = annotations.get(size), annotations.get(names.MIN_COUNT_ANNOTATION)
+    if (slice_size is None or min_count is None or _CHECKS[("annotations", size)](slice_size)
+            or _CHECKS[("annotations", names.MIN_COUNT_ANNOTATION)](min_count)):
         return []  # unset, or refused on its own
-    problem = _not_dividing(int(declared[0]), int(declared[1]), f"metadata.annotations[{names.MIN_COUNT_ANNOTATION}]")
-    return [f"metadata.annotations[{size}]: {_shown(declared[0])} is not accepted: {problem}"] if problem else []
+    problem = _not_dividing(int(slice_size), int(min_count), f"metadata.annotations[{names.MIN_COUNT_ANNOTATION}]")
+    return [f"metadata.annotations[{size}]: {_shown(slice_size)} is not accepted: {problem}"] if problem else []
 
 
 def _not_dividing(slice_size: int, group_size: int, where: str) -> str:
@@ -211,8 +211,10 @@ def _not_dividing(slice_size: int, group_size: int, where: str) -> str:
 
 def _whole_number(low: int, high: int, what: str) -> Callable[[object], str]:
     def check(value: object) -> str:
-        digits = isinstance(value, str) and value.isascii() and value.isdigit() and len(value) <= 12
-        return "" if digits and low <= int(value) <= high else f"write {what}, a whole number from {low} to {high}"
+        if (isinstance(value, str) and value.isascii() and value.isdigit() and len(value) <= 12
+                and low <= int(value) <= high):
+            return ""
+        return f"write {what}, a whole number from {low} to {high}"
 
     return check
 
@@ -299,8 +301,8 @@ def gang_topology_problems(spec: Mapping) -> list[str]:
             problems.append(f"spec.topology.{field}: {_shown(topology[field])} is not accepted: write {LABEL_KEY_RULE}")
     low, high = names.SLICE_SIZE_RANGE
     size = topology.get("sliceSize")
-    size_ok = type(size) is int and low <= size <= high
-    if "sliceSize" in topology and not size_ok:
+    valid_size = size if type(size) is int and low <= size <= high else None
+    if "sliceSize" in topology and valid_size is None:
         problems.append(f"spec.topology.sliceSize: {_shown(size)} is not accepted: write {_SLICE_SIZE_WHAT}, "
                         f"a whole number from {low} to {high}")
     if "sliceRequired" in topology and "sliceSize" not in topology:
@@ -309,9 +311,9 @@ def gang_topology_problems(spec: Mapping) -> list[str]:
     elif "sliceSize" in topology and "sliceRequired" not in topology:
         problems.append(f"spec.topology.sliceRequired: missing; spec.topology.sliceSize needs it: write "
                         f"{_SLICE_LABEL_WHAT}, or remove spec.topology.sliceSize")
-    min_count = spec.get("minCount")
-    if size_ok and type(min_count) is int and names.MIN_COUNT_RANGE[0] <= min_count <= names.MIN_COUNT_RANGE[1]:
-        problem = _not_dividing(size, min_count, "spec.minCount")
+    min_count, (fewest, most) = spec.get("minCount"), names.MIN_COUNT_RANGE
+    if valid_size is not None and type(min_count) is int and fewest <= min_count <= most:
+        problem = _not_dividing(valid_size, min_count, "spec.minCount")
         if problem:
             problems.append(f"spec.topology.sliceSize: {size} is not accepted: {problem}")
     return problems

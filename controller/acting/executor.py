@@ -64,6 +64,7 @@ from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
+from functools import partial
 from itertools import groupby
 
 from gangkeeper import names
@@ -143,7 +144,7 @@ class Executor:
     from the calling thread, in the pass's order (what the studies use, for runs that repeat).
     """
 
-    def __init__(self, kube: Kube | None, audit: AuditLog, *, dry_run: bool = False,
+    def __init__(self, kube: Kube, audit: AuditLog, *, dry_run: bool = False,
                  written: Callable[[dict], None] = lambda obj: None,
                  clock: Callable[[], datetime] = lambda: datetime.now(timezone.utc), concurrency: int = 1):
         self._kube, self._audit, self._dry_run = kube, audit, dry_run
@@ -167,6 +168,7 @@ class Executor:
         (an API server that is gone must not hold up the process's exit)."""
         if self._pool is not None:
             self._pool.shutdown()
+        if self._events is not None:
             self._events.shutdown(cancel_futures=True)
 
     def execute(self, actions: Iterable[Action], capabilities: ApiCapabilities = ApiCapabilities(),
@@ -194,8 +196,8 @@ class Executor:
                 self._record_deletion(action)
         failed, left = 0, 0
         pruned: list[ReserveGroup] = []  # reservations whose Gang came back without them
-        for _, wave in groupby(enumerate(ordered), key=lambda numbered: _urgency(numbered[1])):
-            wave = list(wave)
+        for _, numbered in groupby(enumerate(ordered), key=lambda numbered: _urgency(numbered[1])):
+            wave = list(numbered)
             if left:
                 left += len(wave)
                 continue
@@ -255,14 +257,15 @@ class Executor:
             return 0, 0
         writes = self._writes(wave)
         if self._events is not None and all(isinstance(action, Report) for _, action in wave):
-            self._in_background(dict(wave), writes, proceed)
+            self._in_background(self._events, dict(wave), writes, proceed)
             return 0, 0
         actions = dict(wave)
         errors: dict[int, BaseException] = {}
         for write, answer in self._send(writes, proceed):
             if isinstance(answer, BaseException):
                 errors.setdefault(write.action, answer)
-            elif isinstance(action := actions[write.action], (Reserve, ReserveGroup, Release)):
+            elif isinstance(answer, dict) and isinstance(action := actions[write.action], (Reserve, ReserveGroup,
+                                                                                            Release)):
                 if isinstance(action, ReserveGroup) and not _stored(action, answer):
                     pruned.append(action)
                 self._written(answer)
@@ -290,7 +293,8 @@ class Executor:
         answered = {id(write): answer for chain in done for write, answer in chain}
         return [(write, answered[id(write)]) for write in writes]
 
-    def _in_background(self, reports: dict[int, Action], writes: list[_Write], proceed: Callable[[], bool]) -> None:
+    def _in_background(self, events: ThreadPoolExecutor, reports: dict[int, Action], writes: list[_Write],
+                       proceed: Callable[[], bool]) -> None:
         """Hand the Event writes to the Event writers and return; drop those beyond `PENDING_EVENTS`."""
         dropped = 0
         for chain in _chains(writes):
@@ -306,7 +310,7 @@ class Executor:
                 finally:
                     self._pending.release()
 
-            queued = self._events.submit(run)
+            queued = events.submit(run)
             self._queued.add(queued)
             queued.add_done_callback(self._queued.discard)
         if dropped:
@@ -319,14 +323,13 @@ class Executor:
             namespace = action.group[0]
             if isinstance(action, Report):
                 writes.append(_Write(position, _events_of(namespace, action.involved),
-                                     lambda a=action, uids=self._gang_uids: self._report_on_group(a, uids)))
+                                     partial(self._report_on_group, action, self._gang_uids)))
                 if action.on_pods:
-                    group = "/".join(action.group)
-                    writes += [_Write(position, _events_of(namespace, pod),
-                                      lambda a=action, p=pod: self._event(a, p, f"group {group}: {a.message}"))
+                    message = f"group {'/'.join(action.group)}: {action.message}"
+                    writes += [_Write(position, _events_of(namespace, pod), partial(self._event, action, pod, message))
                                for pod in action.pods]
             else:
-                writes.append(_Write(position, _target_of(action), lambda a=action: self._write(a)))
+                writes.append(_Write(position, _target_of(action), partial(self._write, action)))
         return writes
 
     def _write(self, action: Action) -> dict | None:
@@ -400,9 +403,9 @@ class Executor:
 
     def _record_deletion(self, deletion: DeletePod | EvictPod) -> None:
         namespace, group = deletion.group
-        evicted = isinstance(deletion, EvictPod)
-        self._audit.record(GangEvent.MEMBER_DELETED, decision="evicted" if evicted else GangEvent.MEMBER_DELETED.decision,
-                           reason=Reason.PREEMPTED if evicted else deletion.reason, namespace=namespace, group=group,
+        decision, reason = (("evicted", Reason.PREEMPTED) if isinstance(deletion, EvictPod)
+                            else (GangEvent.MEMBER_DELETED.decision, deletion.reason))
+        self._audit.record(GangEvent.MEMBER_DELETED, decision=decision, reason=reason, namespace=namespace, group=group,
                            pod=deletion.pod, details={"pod_uid": deletion.uid, "why": deletion.why,
                                                       "dry_run": self._dry_run})
 
@@ -497,7 +500,9 @@ def _target_of(action: Action) -> str:
         return f"pods/{namespace}/{action.pod}"
     if isinstance(action, (SuspendOwner, ResumeOwner)):
         return f"{action.resource.name}/{namespace}/{action.name}"
-    return f"{GANGS.name}/{namespace}/{action.name}"
+    if isinstance(action, (ReserveGroup, SaveGang, DeleteGang)):
+        return f"{GANGS.name}/{namespace}/{action.name}"
+    raise TypeError(f"{type(action).__name__} writes no object of its own")
 
 
 def _events_of(namespace: str, involved: Involved) -> str:

@@ -37,11 +37,12 @@ from math import floor
 
 from gangkeeper.controller.model.nodes import Node
 from gangkeeper.names import DEFAULT_ACCELERATORS
-from gangkeeper.resources import PODS, Resources, is_accelerator
+from gangkeeper.resources import PODS, Amount, Resources, is_accelerator
 
 ZERO = Fraction(0)
 MAPPINGS_KEPT = 4096  # requests mappings whose usage is known by identity, then forgotten all at once
-_NO_RESOURCES: Mapping[str, Fraction] = {}
+Figures = dict[str, Amount]  # a node's usage or free capacity, by resource
+_NO_RESOURCES: Mapping[str, Amount] = {}
 
 
 def usage(requests: Mapping[str, Fraction]) -> Resources:
@@ -49,7 +50,7 @@ def usage(requests: Mapping[str, Fraction]) -> Resources:
     return {**requests, PODS: requests.get(PODS, ZERO) + 1}
 
 
-def members_fitting(demand: Mapping[str, Fraction], free: Mapping[str, Fraction], limit: int) -> int:
+def members_fitting(demand: Mapping[str, Amount], free: Mapping[str, Amount], limit: int) -> int:
     """How many pods taking `demand` each fit in `free`, at most `limit`.
 
     Only resources the pod asks for are compared, as in the scheduler's NodeResourcesFit: a
@@ -74,10 +75,10 @@ class Ledger:
 
     def __init__(self, nodes: Iterable[Node] = (), accelerator_patterns: Iterable[str] = DEFAULT_ACCELERATORS):
         patterns = tuple(accelerator_patterns)
-        self._allocatable: dict[str, Mapping[str, Fraction]] = {}
-        self._used: dict[str, Resources] = {}
-        self._free: dict[str, Resources] = {}
-        self._pods: dict[str, tuple[str, Mapping[str, Fraction], bool] | None] = {}
+        self._allocatable: dict[str, Mapping[str, Amount]] = {}
+        self._used: dict[str, Figures] = {}
+        self._free: dict[str, Figures] = {}
+        self._pods: dict[str, tuple[str, Mapping[str, Amount], bool] | None] = {}
         self._forgotten = 0
         self._by_free: dict[str, dict[int, set[str]]] = {}
         # (resource, amount) → the names of `_by_free`'s set in name order, for the amounts asked
@@ -86,8 +87,8 @@ class Ledger:
         self._in_order: dict[tuple[str, int], tuple[str, ...]] = {}
         # Resource names are few and pattern matching is not free: remember each answer.
         self._is_accelerator = cache(lambda resource: is_accelerator(resource, patterns))
-        self._usages: dict[tuple, Mapping[str, Fraction]] = {}
-        self._by_mapping: dict[int, tuple[Mapping[str, Fraction], Mapping[str, Fraction]]] = {}
+        self._usages: dict[tuple, Mapping[str, Amount]] = {}
+        self._by_mapping: dict[int, tuple[Mapping[str, Fraction], Mapping[str, Amount]]] = {}
         self._private: set[str] | None = None  # nodes whose figures are ours alone; None: all of them
         for node in nodes:
             self.set_node(node)
@@ -136,7 +137,7 @@ class Ledger:
 
     # --- reading -------------------------------------------------------------------------------
 
-    def free(self, node: str) -> Mapping[str, Fraction]:
+    def free(self, node: str) -> Mapping[str, Amount]:
         """Free capacity of a known node, pod slots included (read only; empty for unknown nodes)."""
         return self._free.get(node, _NO_RESOURCES)
 
@@ -161,7 +162,7 @@ class Ledger:
         """uid → (node, bound) of every pod counted: what a consistency check compares."""
         return {uid: (entry[0], entry[2]) for uid, entry in self._pods.items() if entry is not None}
 
-    def usage_of(self, requests: Mapping[str, Fraction]) -> Mapping[str, Fraction]:
+    def usage_of(self, requests: Mapping[str, Fraction]) -> Mapping[str, Amount]:
         """`usage(requests)` as the ledger counts it: whole amounts as ints, which the planner
         multiplies, adds and divides a tenth as dearly as Fractions; shared by every pod that
         asks for the same (read only)."""
@@ -195,7 +196,7 @@ class Ledger:
         self._pods[uid] = (node, taken, bound)
         self._change(node, taken, operator.add)
 
-    def _usage(self, requests: Mapping[str, Fraction]) -> Mapping[str, Fraction]:
+    def _usage(self, requests: Mapping[str, Fraction]) -> Mapping[str, Amount]:
         """The pod's usage, shared with every pod that asks for the same (most pods do).
 
         Pods asking for the same share one requests mapping (`reading.pods.member_from_api`), so the
@@ -213,8 +214,7 @@ class Ledger:
         self._by_mapping[id(requests)] = (requests, taken)
         return taken
 
-    def _change(self, node: str, taken: Mapping[str, Fraction],
-                apply: Callable[[Fraction, Fraction], Fraction]) -> None:
+    def _change(self, node: str, taken: Mapping[str, Amount], apply: Callable[[Amount, Amount], Amount]) -> None:
         self._own(node)
         used = self._used.setdefault(node, {})
         for resource, value in taken.items():
@@ -245,7 +245,7 @@ class Ledger:
                     self._unindex(resource, before, node)
                 self._index(resource, after, node)
 
-    def _index(self, resource: str, amount: Fraction, node: str) -> None:
+    def _index(self, resource: str, amount: Amount, node: str) -> None:
         bucket = self._by_free.setdefault(resource, {}).setdefault(floor(amount), set())
         if node not in bucket:
             bucket.add(node)
@@ -255,7 +255,7 @@ class Ledger:
                 insort(ordered, node)
                 self._in_order.pop(key, None)
 
-    def _unindex(self, resource: str, amount: Fraction, node: str) -> None:
+    def _unindex(self, resource: str, amount: Amount, node: str) -> None:
         buckets = self._by_free.get(resource)
         if buckets is None:
             return
@@ -271,6 +271,6 @@ class Ledger:
                 del buckets[floor(amount)]
 
 
-def _whole(value: Fraction | int) -> Fraction | int:
+def _whole(value: Amount) -> Amount:
     """The same amount, as an int when it is whole (module docstring)."""
     return value.numerator if type(value) is Fraction and value.denominator == 1 else value

@@ -7,6 +7,7 @@ reserved.
 """
 
 from collections.abc import Mapping
+from typing import Any
 
 from gangkeeper import names
 from gangkeeper.controller.model.members import NO_TOPOLOGY, Member, TopologyRule
@@ -27,10 +28,11 @@ def group_topology(live: list[Member], gang: Workload | None,
     field by field, or the problem that stops it: members, or members and the Gang, that
     disagree (`Disagreement`), or a rule the planner cannot follow (`InvalidTopology`, every
     fault at once). Never raises, whatever the members or the Gang hold."""
-    declared_by_gang = gang.topology if gang is not None else {}
+    declared_by_gang, gang_name = (gang.topology, gang.name) if gang is not None else ({}, "")
     if not declared_by_gang and all(member.topology == NO_TOPOLOGY for member in live):
         return NO_TOPOLOGY, None
-    values: dict[str, object] = {}
+    # As written, of any JSON type, until `_topology_faults` finds none at fault: a TopologyRule's then.
+    values: dict[str, Any] = {}
     origins: dict[str, str] = {}
     for attribute, annotation, gang_field in _TOPOLOGY_FIELDS:
         said: dict[object, list[str]] = {}
@@ -43,12 +45,12 @@ def group_topology(live: list[Member], gang: Workload | None,
         gang_value = declared_by_gang.get(gang_field)
         if said and gang_value is not None and not any(gang_value == value for value in said):
             return NO_TOPOLOGY, ("Disagreement",
-                                 f"members' {annotation} and Gang {gang.name}'s spec.topology.{gang_field} disagree "
+                                 f"members' {annotation} and Gang {gang_name}'s spec.topology.{gang_field} disagree "
                                  f"({_who_says(said)}; the Gang says {_shown(gang_value)}): give them one")
         if said:
             values[attribute], origins[attribute] = next(iter(said)), annotation
         elif gang_value is not None:
-            values[attribute], origins[attribute] = gang_value, f"Gang {gang.name}'s spec.topology.{gang_field}"
+            values[attribute], origins[attribute] = gang_value, f"Gang {gang_name}'s spec.topology.{gang_field}"
     faults = _topology_faults(values, origins, min_count)
     if faults:
         return NO_TOPOLOGY, ("InvalidTopology", "; ".join(faults))

@@ -29,13 +29,14 @@ back of the queue nor restarts its timeout.
 
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
+from typing import NamedTuple
 
 from gangkeeper import integrations, names
 from gangkeeper.controller.cache.declared_topology import group_topology
 from gangkeeper.controller.model.members import NO_TOPOLOGY, Group, GroupKey, Member, group_of
 from gangkeeper.controller.model.objects import Owner, PodFacts, Workload, WorkloadIndex, WorkloadKey
 from gangkeeper.integrations import gang, job, jobset, native_pod_group, pytorchjob
-from gangkeeper.integrations.kind import Integration, ObjectRef, Through
+from gangkeeper.integrations.kind import Integration, Resource, Through
 
 # Cache keys name a workload's resource as `Resource.name` does (`gangs.gangkeeper.io`).
 GANGS = gang.RESOURCE.name
@@ -122,11 +123,11 @@ def build_groups(pods: Iterable[PodFacts], workloads: WorkloadIndex, first_seen:
     """Every group the members make, sized (see the module docstring for when each was first seen)."""
     workloads = as_workloads(workloads)
     members: dict[GroupKey, list[PodFacts]] = {}
-    for facts in pods:
-        if facts.group is None:
+    for pod in pods:
+        if pod.group is None:
             continue
-        key = (facts.member.namespace, facts.group) if facts.source in _KEYED_BY_LABEL else group_key(facts, workloads)
-        members.setdefault(key, []).append(facts)
+        key = (pod.member.namespace, pod.group) if pod.source in _KEYED_BY_LABEL else group_key(pod, workloads)
+        members.setdefault(key, []).append(pod)
     views = []
     for key, facts in sorted(members.items()):
         sources = {f.source for f in facts}
@@ -189,12 +190,11 @@ def dependencies(facts: PodFacts) -> tuple[WorkloadKey, ...]:
     """
     namespace = facts.member.namespace
     keys = [(GANGS, namespace, facts.group or "")]
-    integration = integrations.BY_SOURCE.get(facts.source)
-    declaring = _declaring_ref(facts, integration)
+    declaring = _declaring_ref(facts, integrations.BY_SOURCE.get(facts.source))
     if declaring is not None:
-        keys.append((integration.resource.name, namespace, declaring[0]))
-        if isinstance(declaring[1], Through):
-            keys.append((declaring[1].resource, namespace, declaring[1].name))
+        keys.append((declaring.resource.name, namespace, declaring.name))
+        if isinstance(declaring.proof, Through):
+            keys.append((declaring.proof.resource, namespace, declaring.proof.name))
     return tuple(keys)
 
 
@@ -302,7 +302,7 @@ def _declarations(key: GroupKey, pods: tuple[PodFacts, ...],
         return _owner_declaration(key, pods[0], integration, workloads, found)
     declaring = _declaring(pods[0], integration, workloads)
     if declaring is not None:
-        found.append((f"{integration.resource.kind} {declaring.name}", declaring.sizes[""]))
+        found.append((f"{declaring.kind} {declaring.name}", declaring.sizes[""]))
     gang = gang_for(namespace, label, workloads)
     if gang is not None:
         found.append((f"Gang {gang.name}", gang.sizes[""]))
@@ -317,21 +317,32 @@ def _owner_declaration(key: GroupKey, facts: PodFacts, integration: Integration,
     owner = _declaring(facts, integration, workloads)
     if owner is None:
         declaring = _declaring_ref(facts, integration)
-        what = f"{integration.resource.kind} {declaring[0]}" if declaring else f"owner {facts.source}"
-        if declaring and isinstance(declaring[1], Through):
-            what += f" controlling {declaring[1].resource} {declaring[1].name}, the pod's owner,"
+        what = f"{declaring.resource.kind} {declaring.name}" if declaring else f"owner {facts.source}"
+        if declaring and isinstance(declaring.proof, Through):
+            what += f" controlling {declaring.proof.resource} {declaring.proof.name}, the pod's owner,"
         return found, None, f"{what} not in the cache (yet)"
     part = key[1][len(facts.group or "") + 1:] if owner.parts else ""
-    who = f"{integration.resource.kind} {owner.name} {part}".strip()
+    who = f"{owner.kind} {owner.name} {part}".strip()
     return found + [(who, owner.sizes.get(part, 0))], owner.owner, None
 
 
-def _declaring_ref(facts: PodFacts, integration: Integration | None) -> ObjectRef | None:
-    """(name, uid) of the object that declares the size of the member's group, by its kind."""
-    if integration is None or integration.declarer is None:
+class _DeclaringRef(NamedTuple):
+    """The object that declares the size of a member's group, by its kind: its resource, its name
+    and what proves it is the member's (`ObjectRef`)."""
+
+    resource: Resource
+    name: str
+    proof: str | Through | None
+
+
+def _declaring_ref(facts: PodFacts, integration: Integration | None) -> _DeclaringRef | None:
+    """The object that declares the size of the member's group, by its kind; None for a kind
+    whose objects declare none."""
+    if integration is None or integration.declarer is None or integration.resource is None:
         return None
     owner = (facts.owner.name, facts.owner.uid) if facts.owner is not None else None
-    return integration.declarer(facts.group or "", facts.labels, owner)
+    found = integration.declarer(facts.group or "", facts.labels, owner)
+    return None if found is None else _DeclaringRef(integration.resource, *found)
 
 
 def _declaring(facts: PodFacts, integration: Integration | None, workloads: WorkloadIndex) -> Workload | None:
@@ -339,10 +350,10 @@ def _declaring(facts: PodFacts, integration: Integration | None, workloads: Work
     the member names, where members name one (an LWS's do not: it owns them through StatefulSets),
     or when it controls the cached object that owns the member (`Through`: an MPIJob's launcher Job)."""
     declaring = _declaring_ref(facts, integration)
-    if declaring is None:
+    if integration is None or declaring is None:
         return None
-    namespace, proof = facts.member.namespace, declaring[1]
-    workload = workloads.get((integration.resource.name, namespace, declaring[0]))
+    namespace, proof = facts.member.namespace, declaring.proof
+    workload = workloads.get((declaring.resource.name, namespace, declaring.name))
     if workload is None or not integration.owns_pods or proof is None:
         return workload
     if isinstance(proof, Through):

@@ -34,6 +34,7 @@ import logging
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 from gangkeeper.controller.cache.budgets import POD_DISRUPTION_BUDGETS, Budgets
 from gangkeeper.controller.cache.capacity import Ledger
@@ -62,7 +63,11 @@ log = logging.getLogger("gangkeeper.controller.index")
 
 Bucket = tuple[str, str]  # (namespace, group label)
 PODS, NODES = "pods", "nodes"
-Change = tuple[str, str, object]  # (resource name, cache key, value or None when gone)
+# (resource name, cache key, value or None when gone). The key and the value are the resource's:
+# an informer's `namespace/name` or a workload's key, and what the resource's transform made of
+# the object (PodFacts, a Node, a Workload, a Budget, a device, claim or volume); `apply` goes by
+# the resource's name, so their types are known only there.
+Change = tuple[str, Any, Any]
 
 
 @dataclass(frozen=True)
@@ -355,10 +360,10 @@ class ClusterIndex:
             self.occupancy.uncount(member.uid)
         elif not member.terminal and member.node:
             self.ledger.bind(member.uid, member.node, member.requests)
-            self.occupancy.count(member, self.nodes.get(member.node))
+            self.occupancy.count(member, self.nodes)
         elif not member.terminal and member.reserved_node:
             self.ledger.reserve(member.uid, member.reserved_node, member.requests)
-            self.occupancy.count(member, self.nodes.get(member.reserved_node))
+            self.occupancy.count(member, self.nodes)
         if not member.terminal and member.reserved_node and not member.node:
             self.reserved_accelerators += sign * int(sum(accelerators(member.requests, self.patterns).values()))
 
@@ -370,7 +375,7 @@ class ClusterIndex:
             self._dirty.add(before)
             if not members:
                 self._forget_bucket(before)
-        if after is not None:
+        if after is not None and new is not None:
             self._buckets.setdefault(after, {})[key] = new
             self._dirty.add(after)
             for dependency in dependencies(new):

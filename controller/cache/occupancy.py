@@ -22,6 +22,7 @@ from dataclasses import replace
 from gangkeeper.controller.cache.capacity import Ledger
 from gangkeeper.controller.checks.dra.demand import device_demand, sharing_key
 from gangkeeper.controller.checks.dra.inventory import Inventory
+from gangkeeper.controller.checks.eligibility import NodePool
 from gangkeeper.controller.checks.interpod.placements import Placements
 from gangkeeper.controller.checks.interpod.refusal import SpreadScope, refusal
 from gangkeeper.controller.checks.volumes import VolumeLimit, Volumes
@@ -113,12 +114,15 @@ class Occupancy:
             if node is not None:
                 ledger.set_node(self.capacity(node))
 
-    def count(self, member: Member, node: Node | None) -> None:
-        """A pod that takes its node's capacity (bound, or reserved on `node`): its neighbours see it."""
-        self._see_namespace(member.namespace)
+    def count(self, member: Member, nodes: Mapping[str, Node]) -> None:
+        """A pod that takes its node's capacity (bound, or reserved on a node): its neighbours see it."""
         where = member.node or member.reserved_node
+        if where is None:
+            return  # on no node: it takes nothing
+        self._see_namespace(member.namespace)
         self.placements.add(member.uid, member.namespace, member.labels, where, member.rules or NO_RULES,
                             bound=member.node is not None)
+        node = nodes.get(where)
         if node is None:
             return
         demand = self.demand(member)
@@ -163,14 +167,14 @@ class Occupancy:
             self._demands[key] = demand  # the same for every pod of the namespace naming these templates
         return demand
 
-    def room(self, member: Member, demand: DeviceDemand, pool) -> "Mapping[int, set[str]] | None":
+    def room(self, member: Member, demand: DeviceDemand, pool: NodePool) -> Mapping[int, set[str]] | None:
         """Nodes by how many members with this demand each takes (`Inventory.room`), or None
         when that cannot be indexed (slices shared between nodes, extended resources requested too)."""
         if self.devices.serves_extended(member.requests):
             return None
         return self.devices.room(demand, pool.nodes.values())
 
-    def index_rooms(self, members: Iterable[Member], pool) -> None:
+    def index_rooms(self, members: Iterable[Member], pool: NodePool) -> None:
         """Make the rooms of these members' demands here, so that every copy planned on shares them.
         Members are told apart by what a room depends on (their claims, and whether they also ask
         for an extended resource devices serve), not by their requests' quantities: thousands of
@@ -213,7 +217,7 @@ class Occupancy:
             return False
         return self.devices.fits(node, demand, 1) >= 1
 
-    def mixed_holds(self, demand: DeviceDemand, requests: Mapping, pool) -> set[str]:
+    def mixed_holds(self, demand: DeviceDemand, requests: Mapping, pool: NodePool) -> set[str]:
         """The nodes `devices_fit` refuses a member of this demand because an unbound member of
         another demand holds devices there (found from the holds, not node by node)."""
         mine = sharing_key(self.devices.demand_on(_UNLISTED, demand, requests))  # as on a node whose devices serve it
@@ -223,11 +227,13 @@ class Occupancy:
                 blocked |= nodes
         return blocked
 
-    def place(self, member: Member, node: Node, demand: DeviceDemand) -> None:
-        """Count a planned member on the node: its neighbours see it, its devices are held."""
+    def place(self, member: Member, node: Node, demand: DeviceDemand | Unresolved) -> None:
+        """Count a planned member on the node: its neighbours see it, its devices are held (none
+        for claims that cannot be known: as `count`)."""
         self.placements.add(member.uid, member.namespace, member.labels, node.name, member.rules or NO_RULES,
                             bound=False)
-        self._hold(member.uid, node, demand, member.requests)
+        if not isinstance(demand, Unresolved):
+            self._hold(member.uid, node, demand, member.requests)
 
     # --- bookkeeping -----------------------------------------------------------------------------
 

@@ -12,7 +12,7 @@ which filter keeps it out.
 """
 
 from collections import Counter
-from collections.abc import Hashable, Iterable, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Mapping
 from functools import lru_cache
 
 from gangkeeper.controller.model.members import Member
@@ -156,7 +156,7 @@ class NodePool:
         self._among[slot] = (names, eligible, answer)
         return answer
 
-    def labelled(self, label: str, names: Sequence[str], slot: Hashable = None) -> Mapping[str | None, int]:
+    def labelled(self, label: str, names: Iterable[str], slot: Hashable = None) -> Mapping[str | None, int]:
         """How many of `names` have each value of `label` (None: how many have no value; read only).
 
         Given a `slot`, the answer for a tuple is kept there until another tuple comes: the

@@ -17,7 +17,7 @@ def reserve(state: PassState, view: GangView, plan: Plan) -> None:
     else on each member (its reservation annotation, guarded by the resourceVersion read)."""
     place = gang_place(state, view) if state.capabilities.keeps_gang_reservations else None
     patch = gangs.reservations_patch(view, plan.assignments, place.existing) if place is not None else None
-    if patch is not None:
+    if place is not None and patch is not None:
         state.actions.append(ReserveGroup(view.group.key, place.name, patch,
                                           None if place.existing is not None else gangs.gang_body(view, place.name)))
     else:

@@ -26,10 +26,10 @@ from datetime import datetime, timezone
 from functools import lru_cache
 
 from gangkeeper import names
-from gangkeeper.controller.cache.groups import GANGS, GangView, gang_for
+from gangkeeper.controller.cache.groups import GANGS, GangView, Workloads, gang_for
 from gangkeeper.controller.deciding.decisions import Phase, Reason, Verdict
 from gangkeeper.controller.model.members import GroupKey, Member
-from gangkeeper.controller.model.objects import Owner, Workload, WorkloadIndex
+from gangkeeper.controller.model.objects import Owner, Workload
 from gangkeeper.resources import accelerator_count
 
 API_VERSION = f"{names.GANG_GROUP}/{names.GANG_VERSION}"
@@ -70,7 +70,7 @@ class GangPlace:
     existing: Workload | None
 
 
-def find_gang(view: GangView, workloads: WorkloadIndex) -> GangPlace | None:
+def find_gang(view: GangView, workloads: Workloads) -> GangPlace | None:
     """Where the group's Gang is or goes; None when another group's Gang holds every name it could
     have (only someone creating Gangs under its names on purpose gets there): it then has none."""
     key = view.group.key
@@ -81,7 +81,7 @@ def find_gang(view: GangView, workloads: WorkloadIndex) -> GangPlace | None:
     return _walk(key, view.label, name_candidates(key, view.label, view.owner), workloads)
 
 
-def ownerless_gang(key: GroupKey, workloads: WorkloadIndex) -> Workload | None:
+def ownerless_gang(key: GroupKey, workloads: Workloads) -> Workload | None:
     """The Gang of a group without owner, known by its key alone (its pods are gone)."""
     place = _walk(key, key[1], name_candidates(key, key[1], None), workloads)
     return place.existing if place is not None else None
@@ -109,7 +109,7 @@ def _readable(text: str) -> str:
     return re.sub(r"[^a-z0-9-]+", "-", text.lower()).strip("-")
 
 
-def _walk(key: GroupKey, label: str, candidates: Iterator[str], workloads: WorkloadIndex) -> GangPlace | None:
+def _walk(key: GroupKey, label: str, candidates: Iterator[str], workloads: Workloads) -> GangPlace | None:
     """The first candidate holding a Gang that declares this group, else the first free one.
 
     While no Gang declares the group (looked up in O(1)), the first free candidate is the answer;

@@ -4,7 +4,7 @@ owner suspended, any other group's members deleted, a lone pod evicted); its mem
 once the victims are gone, or at the latest when the bind timeout says the room was lost."""
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from gangkeeper import names
 from gangkeeper.controller.cache.groups import GangView
@@ -21,10 +21,10 @@ from gangkeeper.controller.deciding.decisions import (
 )
 from gangkeeper.controller.deciding.memory import Room
 from gangkeeper.controller.deciding.reporting import report, save_status
-from gangkeeper.controller.deciding.rollback import owner_of, suspend_owner
+from gangkeeper.controller.deciding.rollback import SuspendableOwner, owner_of, suspend_owner
 from gangkeeper.controller.deciding.state import NAMED, PassState, accelerators_held, named, rfc3339
 from gangkeeper.controller.model.members import Group, GroupKey, Member
-from gangkeeper.controller.model.objects import PodFacts, Workload, WorkloadKey
+from gangkeeper.controller.model.objects import PodFacts
 from gangkeeper.controller.planning.preemption import Preemption
 from gangkeeper.wording import first_of
 
@@ -33,7 +33,8 @@ from gangkeeper.wording import first_of
 RETAKE_SECONDS = 10.0
 
 
-def preempt(state: PassState, view: GangView, preemption: Preemption, view_of) -> None:
+def preempt(state: PassState, view: GangView, preemption: Preemption,
+            view_of: Callable[[GroupKey], GangView | None]) -> None:
     """Book the room for the preemptor at once (its reservations, on top of the victims, so that
     nothing else takes it) and take its victims, whole and without harm: a group's owner with a
     suspend switch is suspended (resumed after the rollback backoff: its pods come back gated and
@@ -61,8 +62,8 @@ def _preempt_group(state: PassState, view: GangView, why: str) -> None:
     key = view.group.key
     live = [f for f in view.pods if not f.member.terminal]
     owner = owner_of(state, view)
-    if owner is not None and owner[1].suspend.suspended:  # suspended already (by a user, say): its pods go
-        message = f"{why}; {owner[1].kind} {owner[1].name} is suspended already: its pods are going"
+    if owner is not None and owner.switch.suspended:  # suspended already (by a user, say): its pods go
+        message = f"{why}; {owner.workload.kind} {owner.workload.name} is suspended already: its pods are going"
     elif owner is not None:
         message = _suspend_victim(state, key, owner, why)
         state.figures.preemptions["suspended"] += 1
@@ -95,7 +96,7 @@ def _take_again(state: PassState, preemptor: Group, standing: Sequence[tuple[Pod
     first ones were refused or lost (a suspension's conflict, an eviction a budget refused at the
     time). Counted and reported once, when first taken; the owner's suspension is reported again."""
     why = f"preempted by {preemptor} (priority {preemptor.priority}); taken again: the last write did not take"
-    groups = {}
+    groups: dict[GroupKey, list[PodFacts]] = {}
     for facts, victim in standing:
         if facts.member.terminating:
             continue
@@ -105,15 +106,15 @@ def _take_again(state: PassState, preemptor: Group, standing: Sequence[tuple[Pod
         else:
             groups.setdefault(victim, []).append(facts)
     for victim, pods in groups.items():
-        view = state.index.view(victim) if state.index is not None else None
+        view = state.index.view(victim)
         owner = owner_of(state, view) if view is not None else None
-        if owner is not None and not owner[1].suspend.suspended:
+        if owner is not None and not owner.switch.suspended:
             _suspend_victim(state, victim, owner, why)
         elif owner is None:
             _delete_victims(state, victim, pods, why)
 
 
-def _suspend_victim(state: PassState, key: GroupKey, owner: tuple[WorkloadKey, Workload], why: str) -> str:
+def _suspend_victim(state: PassState, key: GroupKey, owner: SuspendableOwner, why: str) -> str:
     """Suspend a victim group's owner until the rollback backoff ends: resumed then, its pods come
     back gated and queue again."""
     attempts = state.remembered.rollbacks.get(key, (0, 0.0))[0]

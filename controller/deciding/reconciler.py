@@ -66,9 +66,10 @@ lines, the Gang's status); what it returns, `outcome` with `decisions` (verdicts
 
 import enum
 import logging
-from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
+from typing import TypeVar
 
 from gangkeeper.controller.cache.groups import GangView, settled_phase
 from gangkeeper.controller.cache.index import ClusterIndex, Pending
@@ -88,9 +89,10 @@ from gangkeeper.controller.deciding.timeouts import bind_failed, incomplete_too_
 from gangkeeper.controller.model.members import Group, GroupKey
 from gangkeeper.controller.planning.planner import apply, plan_group
 from gangkeeper.controller.planning.plans import Plan
-from gangkeeper.controller.planning.queue import Order, Waiting, plan_pass
+from gangkeeper.controller.planning.queue import Order, Planned, Waiting, plan_pass
 
 log = logging.getLogger("gangkeeper.controller.reconciler")
+Decided = TypeVar("Decided")  # what one group's decision returns (`_guarded`)
 
 
 class Planning(enum.Enum):
@@ -110,7 +112,7 @@ def reconcile(index: ClusterIndex, memory: Memory, now: float, settings: Setting
     since the last pass); a fresh one (`ClusterIndex.build`, a restart) has every group decided.
     """
     pending = index.pending(memory.first_seen, now)
-    state = PassState(now, settings, memory, index.workloads, capabilities, index,
+    state = PassState(now, settings, memory, index.workloads, index, capabilities,
                       remembered=Remembered(rollbacks=dict(memory.rollbacks)))
     state.decided = frozenset(view.group.key for view in pending.views)
     held_owners(state, pending)
@@ -153,7 +155,7 @@ def _disposed_gangs(state: PassState, gone: Iterable[GroupKey]) -> list[DeleteGa
     return deletions
 
 
-def _guarded(decide, state: PassState, view: GangView):
+def _guarded(decide: Callable[[PassState, GangView], Decided], state: PassState, view: GangView) -> Decided | None:
     """One group's decision; a group that breaks it is logged and skipped, never the whole pass."""
     try:
         return decide(state, view)
@@ -175,14 +177,14 @@ def _decide_in_flight(state: PassState, view: GangView) -> Planning:
         state.verdicts[key] = given_up
         return Planning.NONE
     owner = owner_of(state, view)
-    if owner is not None and owner[1].suspend.suspended:
-        state.verdicts[key] = Verdict(Phase.WAITING, Reason.SUSPENDED, suspended(owner[1]))
+    if owner is not None and owner.switch.suspended:
+        state.verdicts[key] = Verdict(Phase.WAITING, Reason.SUSPENDED, suspended(owner))
         return Planning.NONE
     settled = settled_phase(view)
     if settled is not None:  # what the index counts for it while it is not decided again
-        phase, live = Phase(settled), sum(1 for m in group.members if not m.terminal)
+        phase, present = Phase(settled), sum(1 for m in group.members if not m.terminal)
         state.verdicts[key] = (Verdict(phase, Reason.FINISHED, _finished(view)) if phase is not Phase.RUNNING
-                               else Verdict(phase, Reason.BOUND, f"{live}/{live} members bound"))
+                               else Verdict(phase, Reason.BOUND, f"{present}/{present} members bound"))
         return Planning.NONE
     attempts, not_before = state.remembered.rollbacks.get(key, (0, 0.0))
     if state.now < not_before:
@@ -238,7 +240,8 @@ def _plan(state: PassState, queue: list[GangView], extras: list[GangView], index
         return
     candidates = index.preemption_candidates if state.settings.preemption is Preempting.LOWER_PRIORITY else None
     result = plan_pass([_admission_view(view.group) for view in queue], pool, index.ledger, state.now,
-                       state.settings.policy, index.occupancy, candidates, basis=index.version, last=index.planned)
+                       state.settings.policy, index.occupancy, candidates, basis=index.version,
+                       last=index.planned if isinstance(index.planned, Planned) else None)
     index.planned = result.planned
     working, around = result.ledger, result.occupancy  # admitted plans and the starving head's hold are counted in them
     for group, plan in result.admitted:
@@ -257,11 +260,11 @@ def _plan(state: PassState, queue: list[GangView], extras: list[GangView], index
         member = view.group.waiting_members[0]
         # With the members that hold their nodes, whose domains a topology rule keeps it to.
         booked = tuple(m for m in view.group.members if not m.waiting and not m.terminal and (m.node or m.reserved_node))
-        plan = plan_group(replace(view.group, members=(*booked, member), min_count=1), pool, working,
-                          state.settings.policy.topology, around)
-        if isinstance(plan, Plan):
-            apply(plan, working, around, pool)
-            reserve(state, view, plan)
+        extra = plan_group(replace(view.group, members=(*booked, member), min_count=1), pool, working,
+                           state.settings.policy.topology, around)
+        if isinstance(extra, Plan):
+            apply(extra, working, around, pool)
+            reserve(state, view, extra)
 
 
 def _behind_the_head(waiting: Waiting) -> bool:
@@ -294,7 +297,9 @@ def _outcome(state: PassState, pending: Pending, index: ClusterIndex) -> Outcome
     phases = Counter(phase.value for phase in decided.values())
     phases.update(pending.settled_phases)
     released = {action.group for action in state.actions if isinstance(action, Release)}
-    waited, demand, longest = [], Counter(), {}
+    waited: list[tuple[GroupKey, float]] = []
+    demand: defaultdict[tuple[str, str], float] = defaultdict(float)
+    longest: dict[str, float] = {}
     asked: dict[int, tuple[Mapping, list[tuple[str, float]]]] = {}  # by requests mapping: members share theirs
     for view in pending.views:
         group, namespace = view.group, view.group.key[0]

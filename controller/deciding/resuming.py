@@ -8,8 +8,10 @@ from gangkeeper.controller.cache.index import Pending
 from gangkeeper.controller.deciding.decisions import GangEvent, Reason, Report, ResumeOwner
 from gangkeeper.controller.deciding.memory import HeldOwner
 from gangkeeper.controller.deciding.reporting import about
+from gangkeeper.controller.deciding.rollback import SuspendableOwner
 from gangkeeper.controller.deciding.state import PassState, rfc3339
 from gangkeeper.controller.model.objects import Workload, WorkloadKey
+from gangkeeper.integrations.kind import SuspendState
 
 
 def held_owners(state: PassState, pending: Pending) -> None:
@@ -21,9 +23,9 @@ def held_owners(state: PassState, pending: Pending) -> None:
     """
     known = dict(state.memory.held)
     if pending.complete:
-        for key, workload in state.workloads.items():
-            if workload.suspend is not None and workload.suspend.held and key not in known:
-                known[key] = HeldOwner(workload.uid, None, 0, workload.suspend.resource_version)
+        for key, owner in state.workloads.items():
+            if owner.suspend is not None and owner.suspend.held and key not in known:
+                known[key] = HeldOwner(owner.uid, None, 0, owner.suspend.resource_version)
     decided = {view.group.key for view in pending.views}
     for key, entry in known.items():
         workload = state.workloads.get(key)
@@ -31,7 +33,7 @@ def held_owners(state: PassState, pending: Pending) -> None:
             continue  # gone: forgotten
         switch = workload.suspend
         if switch.held:
-            _resume_when_due(state, key, workload, entry)
+            _resume_when_due(state, key, workload, switch, entry)
         elif switch.resource_version == entry.resource_version:
             state.remembered.held[key] = entry  # our suspension, still on its way
         elif entry.group is not None and entry.group not in decided:
@@ -41,11 +43,11 @@ def held_owners(state: PassState, pending: Pending) -> None:
             state.remembered.rollbacks[entry.group] = (entry.attempts, state.now)  # resumed: its group is planned again
 
 
-def _resume_when_due(state: PassState, key: WorkloadKey, workload: Workload, entry: HeldOwner) -> None:
+def _resume_when_due(state: PassState, key: WorkloadKey, workload: Workload, switch: SuspendState,
+                     entry: HeldOwner) -> None:
     """Resume a held owner once the time on it has come (at once when someone made it unreadable).
     The patch goes every pass until the cache shows it resumed (a duplicate fails its resourceVersion
     precondition, a lost one is sent again); it is reported once."""
-    switch = workload.suspend
     group = entry.group or (workload.namespace, workload.name)
     if entry.group is not None:
         state.remembered.rollbacks.setdefault(entry.group, (entry.attempts, switch.resume_at or state.now))
@@ -54,9 +56,8 @@ def _resume_when_due(state: PassState, key: WorkloadKey, workload: Workload, ent
         state.remembered.held[key] = entry
         state.figures.due.append(due)
         return
-    integration = integrations.BY_RESOURCE[key[0]]
-    state.actions.append(ResumeOwner(group, integration.resource, workload.name,
-                                     integration.suspension.resuming(switch.resource_version)))
+    resource, suspension = integrations.SUSPENSIONS[key[0]]
+    state.actions.append(ResumeOwner(group, resource, workload.name, suspension.resuming(switch.resource_version)))
     state.remembered.held[key] = replace(entry, resumed=True)
     if not entry.resumed:
         state.actions.append(Report(group, GangEvent.RESUMED, Reason.RESUMED,
@@ -64,8 +65,8 @@ def _resume_when_due(state: PassState, key: WorkloadKey, workload: Workload, ent
                                     f"its group: its pods come back gated", about(workload)))
 
 
-def suspended(workload: Workload) -> str:
-    switch = workload.suspend
+def suspended(owner: SuspendableOwner) -> str:
+    _, workload, switch = owner
     if switch.held:
         until = f"until {rfc3339(switch.resume_at)}" if switch.resume_at is not None else "until the next pass"
         return (f"{workload.kind} {workload.name} is suspended by gangkeeper {until}: its pods go, and come back "

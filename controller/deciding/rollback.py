@@ -4,6 +4,7 @@ suspended when its kind has a switch, else its members deleted for their owner t
 gated (`reconciler`'s module docstring); and the groups a rollback gave up, every member deleted."""
 
 import math
+from typing import NamedTuple
 
 from gangkeeper import integrations, names
 from gangkeeper.controller.cache.groups import GangView
@@ -15,10 +16,18 @@ from gangkeeper.controller.deciding.settings import Ownerless
 from gangkeeper.controller.deciding.state import PassState, accelerators_held, named, rfc3339
 from gangkeeper.controller.model.members import GroupKey
 from gangkeeper.controller.model.objects import PodFacts, Workload, WorkloadKey
+from gangkeeper.integrations.kind import SuspendState
 
 
-def roll_back(state: PassState, view: GangView, owner: tuple[WorkloadKey, Workload] | None, attempts: int,
-              why: str) -> None:
+class SuspendableOwner(NamedTuple):
+    """A group's owner that has a suspend switch: its cache key, the object and the switch as read."""
+
+    key: WorkloadKey
+    workload: Workload
+    switch: SuspendState
+
+
+def roll_back(state: PassState, view: GangView, owner: SuspendableOwner | None, attempts: int, why: str) -> None:
     """Take the group back whole (module docstring): suspend its owner when it has a switch, else
     delete its members; then back off."""
     key = view.group.key
@@ -39,11 +48,12 @@ def roll_back(state: PassState, view: GangView, owner: tuple[WorkloadKey, Worklo
            pods=[f.member.name for f in live], on_pods=True)
 
 
-def owner_of(state: PassState, view: GangView) -> tuple[WorkloadKey, Workload] | None:
+def owner_of(state: PassState, view: GangView) -> SuspendableOwner | None:
     """The group's owner when its kind has a suspend switch and it is the owner the group names (uid);
     the owner's own owner when that one's switch is the one that sticks (a TrainJob's JobSet)."""
     integration = integrations.BY_SOURCE.get(view.source)
-    if view.owner is None or integration is None or integration.suspension is None or not integration.owns_pods:
+    if (view.owner is None or integration is None or integration.resource is None or integration.suspension is None
+            or not integration.owns_pods):
         return None
     key = (integration.resource.name, view.group.key[0], view.owner.name)
     workload = state.workloads.get(key)
@@ -55,18 +65,17 @@ def owner_of(state: PassState, view: GangView) -> tuple[WorkloadKey, Workload] |
             return None
     elif workload is None or workload.uid != view.owner.uid:
         return None
-    return (key, workload) if workload.suspend is not None else None
+    return SuspendableOwner(key, workload, workload.suspend) if workload.suspend is not None else None
 
 
-def suspend_owner(state: PassState, group: GroupKey, owner: tuple[WorkloadKey, Workload], attempts: int, until: float,
+def suspend_owner(state: PassState, group: GroupKey, owner: SuspendableOwner, attempts: int, until: float,
                   why: str, cause: str) -> str:
     """Suspend the owner until `until`; `cause` says why in a few words (`rolled back 2×`, `preempted`)."""
-    key, workload = owner
-    integration = integrations.BY_RESOURCE[key[0]]
+    key, workload, switch = owner
+    resource, suspension = integrations.SUSPENSIONS[key[0]]
     stamp = rfc3339(until)
-    switch = workload.suspend
-    state.actions.append(SuspendOwner(group, integration.resource, workload.name,
-                                      integration.suspension.suspending(switch.resource_version, stamp)))
+    state.actions.append(SuspendOwner(group, resource, workload.name,
+                                      suspension.suspending(switch.resource_version, stamp)))
     state.remembered.held[key] = HeldOwner(workload.uid, group, attempts, switch.resource_version)
     message = (f"{why}; suspended {workload.kind} {workload.name} until {stamp} ({cause}): its "
                f"operator deletes its pods without counting them as failed, and recreates them gated when "

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
-from gangkeeper.controller.cache.groups import GangView
+from gangkeeper.controller.cache.groups import GangView, Workloads
 from gangkeeper.controller.cache.index import ClusterIndex
 from gangkeeper.controller.deciding import gangs
 from gangkeeper.controller.deciding.capabilities import ApiCapabilities
@@ -19,7 +19,7 @@ from gangkeeper.controller.deciding.decisions import Action, Verdict
 from gangkeeper.controller.deciding.memory import Arrival, Channel, HeldOwner, Memory, News, Room
 from gangkeeper.controller.deciding.settings import Settings
 from gangkeeper.controller.model.members import GroupKey, Member
-from gangkeeper.controller.model.objects import WorkloadIndex, WorkloadKey
+from gangkeeper.controller.model.objects import WorkloadKey
 from gangkeeper.resources import accelerator_count, accelerators
 from gangkeeper.wording import first_of
 
@@ -65,9 +65,9 @@ class PassState:
     now: float
     settings: Settings
     memory: Memory
-    workloads: WorkloadIndex
+    workloads: Workloads
+    index: ClusterIndex  # whether a reserved member's node is free yet, its victims gone
     capabilities: ApiCapabilities = ApiCapabilities()
-    index: ClusterIndex | None = None  # whether a reserved member's node is free yet, its victims gone
     decided: frozenset[GroupKey] = frozenset()  # the groups this pass decides (the pending views)
     actions: list[Action] = field(default_factory=list)
     verdicts: dict[GroupKey, Verdict] = field(default_factory=dict)

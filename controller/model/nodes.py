@@ -3,7 +3,7 @@
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from gangkeeper.resources import Resources
+from gangkeeper.resources import Amount
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,7 +24,7 @@ class Toleration:
 @dataclass(frozen=True, slots=True)
 class Node:
     name: str
-    allocatable: Resources
+    allocatable: Mapping[str, Amount]  # Fractions as read; with the whole counts DRA serves (`Occupancy.capacity`)
     labels: Mapping[str, str]
     taints: tuple[Taint, ...]
     unschedulable: bool

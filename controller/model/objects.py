@@ -6,12 +6,13 @@ PodDisruptionBudget (`Budget`). Small frozen values made once per object (`contr
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
+from typing import Never
 
 from gangkeeper.controller.model.members import Member
 from gangkeeper.controller.model.selectors import LabelSelector
 from gangkeeper.integrations.kind import SuspendState
 
-_NO_FIELDS: Mapping[str, object] = MappingProxyType({})
+_NO_FIELDS: Mapping[str, Never] = MappingProxyType({})  # empty: a mapping of any values
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,8 +9,7 @@ accelerators are considered, so a 64-member group on 5,000 nodes is planned in m
 """
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from fractions import Fraction
+from dataclasses import dataclass, field
 from math import ceil
 
 from gangkeeper.controller.cache.capacity import Ledger
@@ -18,6 +17,7 @@ from gangkeeper.controller.cache.occupancy import Occupancy
 from gangkeeper.controller.checks.eligibility import NodePool
 from gangkeeper.controller.model.claims import DeviceDemand, Unresolved
 from gangkeeper.controller.model.members import Member
+from gangkeeper.resources import Amount
 
 
 @dataclass(slots=True)
@@ -28,7 +28,7 @@ class MemberClass:
     why no node may take them whatever is free (a volume claim that does not exist)."""
 
     members: list[Member]
-    demand: Mapping[str, Fraction]  # what each takes from a node (`Ledger.usage_of`)
+    demand: Mapping[str, Amount]  # what each takes from a node (`Ledger.usage_of`)
     eligible: frozenset[str]
     accelerator: str | None
     per_member: int
@@ -36,6 +36,12 @@ class MemberClass:
     devices: DeviceDemand | Unresolved = ()
     unplaceable: str | None = None
     extended: bool = False  # requests an extended resource a DeviceClass may serve
+    # `devices` as placing a member reads them: a class whose claims cannot be known is
+    # `unplaceable`, and nothing places it.
+    device_demand: DeviceDemand = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.device_demand = () if isinstance(self.devices, Unresolved) else self.devices
 
 
 def member_classes(members: Sequence[Member], pool: NodePool, ledger: Ledger,
@@ -53,7 +59,7 @@ def member_classes(members: Sequence[Member], pool: NodePool, ledger: Ledger,
         if shape is None:
             shape = numbers[id(member.requests)] = shapes.setdefault(tuple(sorted(member.requests.items())),
                                                                      len(shapes))
-        key = (shape, member.placement_key)
+        key: tuple = (shape, member.placement_key)
         if occupancy is not None:
             key += (member.rules, devices_of(member, occupancy), member.volume_claims)
         alike.setdefault(key, []).append(member)

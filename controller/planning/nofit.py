@@ -45,13 +45,13 @@ def _why(cls: MemberClass, partial: list[Assignment], pool: NodePool, ledger: Le
         refusals = _most_common(pool.refusals(member))
         return f"no node may run {member.name} ({refusals or 'there are no nodes'})", ("eligibility",)
     if cls.accelerator is not None:
-        explained = _accelerator_shortage(cls, pool, ledger)
+        explained = _accelerator_shortage(cls, cls.accelerator, pool, ledger)
         if explained:
             return explained, (cls.accelerator,)
     if occupancy is not None and (device_bound(cls, occupancy) or one_by_one(cls, occupancy)):
-        explained = _occupancy_shortage(cls, partial, pool, ledger, occupancy)
-        if explained:
-            return explained
+        found = _occupancy_shortage(cls, partial, pool, ledger, occupancy)
+        if found:
+            return found
     return _resource_shortage(cls, partial, ledger)
 
 
@@ -70,7 +70,7 @@ def _occupancy_shortage(cls: MemberClass, partial: list[Assignment], pool: NodeP
     Nodes are examined one by one only up to `EXPLAINED_NODES`, and the words say so."""
     placed = {member.uid for member, _ in partial}
     rest = [member for member in cls.members if member.uid not in placed]
-    room = occupancy.room(rest[0], cls.devices, pool) if cls.devices else None
+    room = occupancy.room(rest[0], cls.device_demand, pool) if cls.devices else None
     if room is not None:
         eligible_room = {count: names & cls.eligible for count, names in room.items()}
         if sum(count * len(names) for count, names in eligible_room.items()) < len(cls.members):
@@ -91,7 +91,7 @@ def _occupancy_shortage(cls: MemberClass, partial: list[Assignment], pool: NodeP
                  if members_fitting(cls.demand, subtract(ledger.free(name), taken.get(name, {})), 1) >= 1]
         if cls.devices or cls.extended:
             with_devices = [name for name in roomy
-                            if occupancy.devices_fit(pool.nodes[name], cls.devices, rest[0].requests)]
+                            if occupancy.devices_fit(pool.nodes[name], cls.device_demand, rest[0].requests)]
             if not with_devices:
                 asked = roomy[:EXPLAINED_DEVICE_NODES]
                 reasons = _device_refusals((pool.nodes[name] for name in asked), cls, rest[0], occupancy)
@@ -101,8 +101,9 @@ def _occupancy_shortage(cls: MemberClass, partial: list[Assignment], pool: NodeP
                 return (f"none of the {len(roomy)} eligible nodes with room{scope} can allocate the claims of "
                         f"{rest[0].name} {sample or '('}{_most_common(reasons)})"), ("devices",)
             roomy = with_devices
-        refusals = Counter(occupancy.refusal(rest[0], name) for name in roomy)
-        allowed = refusals.pop(None, 0)
+        refused_by = [occupancy.refusal(rest[0], name) for name in roomy]
+        refusals = Counter(reason for reason in refused_by if reason is not None)
+        allowed = refused_by.count(None)
         if not refusals:
             return (f"{len(rest)} more members like {rest[0].name} do not fit: {len(roomy)} of the "
                     f"{len(examined)} nodes with room{scope} take one of them alone, not all"), ("capacity",)
@@ -125,11 +126,11 @@ def _device_room_shortage(cls: MemberClass, room: Mapping[int, set[str]], pool: 
     each has): the allocator's words for a few nodes, the room's figures for many."""
     candidates = occupancy.devices.nodes_with_devices_among(cls.eligible, EXPLAINED_DEVICE_NODES)
     if candidates is not None:
-        nodes = [pool.nodes[name] for name in candidates]
-        explained = occupancy.devices.shortage(nodes, cls.devices, len(cls.members))
+        examined = [pool.nodes[name] for name in candidates]
+        explained = occupancy.devices.shortage(examined, cls.device_demand, len(cls.members))
         if explained:
             return explained
-        reasons = _device_refusals(nodes, cls, cls.members[0], occupancy)
+        reasons = _device_refusals(examined, cls, cls.members[0], occupancy)
         reasons.pop(None, None)
         if reasons:
             return (f"no eligible node with devices can allocate the claims of {cls.members[0].name} "
@@ -144,7 +145,7 @@ def _device_room_shortage(cls: MemberClass, room: Mapping[int, set[str]], pool: 
 def _device_refusals(nodes: Iterable[Node], cls: MemberClass, member: Member, occupancy: Occupancy) -> Counter:
     """Why the allocator would refuse one more member of the class on each node (None: it would not)."""
     devices = occupancy.devices
-    return Counter(devices.refusal(node, devices.demand_on(node, cls.devices, member.requests)) for node in nodes)
+    return Counter(devices.refusal(node, devices.demand_on(node, cls.device_demand, member.requests)) for node in nodes)
 
 
 def _most_common(reasons: Counter) -> str:
@@ -152,11 +153,11 @@ def _most_common(reasons: Counter) -> str:
     return ", ".join(f"{n} {reason}" for reason, n in reasons.most_common(3))
 
 
-def _accelerator_shortage(cls: MemberClass, pool: NodePool, ledger: Ledger) -> str | None:
+def _accelerator_shortage(cls: MemberClass, name: str, pool: NodePool, ledger: Ledger) -> str | None:
     """Too few free accelerators on the eligible nodes for the class, or None when there are enough.
     The class's room holds the amounts that take a member (counted from the same ledger when the
     plan began); the nodes with fewer free are looked at only to say how short the class is."""
-    name, per_member, count = cls.accelerator, cls.per_member, len(cls.members)
+    per_member, count = cls.per_member, len(cls.members)
     room = sum(free // per_member * len(names) for free, names in cls.room.items())
     if room >= count:
         return None

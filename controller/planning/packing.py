@@ -23,6 +23,7 @@ from gangkeeper.controller.cache.occupancy import Occupancy
 from gangkeeper.controller.checks.eligibility import NodePool
 from gangkeeper.controller.checks.interpod.refusal import SPREAD_LABEL_REFUSAL, SPREAD_REFUSAL, spread_penalty
 from gangkeeper.controller.model.members import Member
+from gangkeeper.controller.model.rules import NO_RULES
 from gangkeeper.controller.planning.classes import MemberClass, device_bound, one_by_one
 from gangkeeper.controller.planning.plans import Assignment, Scope
 from gangkeeper.controller.planning.shelves import Candidates, shelf
@@ -60,7 +61,7 @@ def place_into(classes: Sequence[MemberClass], pool: NodePool, ledger: Ledger, s
             placed = _place_in_batches(cls, pool, ledger, taken, scope, devices)
             if occupancy is not None and (count_last or position < len(classes) - 1):  # else no one left to see it
                 for member, node in placed:
-                    occupancy.place(member, pool.nodes[node], cls.devices)
+                    occupancy.place(member, pool.nodes[node], cls.device_demand)
         assignments += placed
 
 
@@ -95,11 +96,11 @@ def _place_one_by_one(cls: MemberClass, pool: NodePool, ledger: Ledger, taken: d
     counted in the occupancy before the next is placed."""
     order = _one_by_one_order(cls, pool, ledger, taken, scope, occupancy)
     assignments: list[Assignment] = []
-    rules = cls.members[0].rules
-    prefers_spread = bool(rules and rules.soft_spread)
+    rules = cls.members[0].rules or NO_RULES
+    prefers_spread = bool(rules.soft_spread)
     # A node that cannot take a member cannot take the next one of the class either, as nodes only
     # fill up, unless a DoNotSchedule spread lets a domain in again once the others have caught up.
-    rescan = bool(rules and rules.hard_spread)
+    rescan = bool(rules.hard_spread)
     spread_keys = tuple(sorted({c.topology_key for c in rules.hard_spread})) if rescan else ()
     domains: dict[int, tuple] = {}  # the spread keys' values of each node looked at, read once
     full: set[int] = set()  # positions out of room: no later member of the class fits there either
@@ -136,7 +137,7 @@ def _place_one_by_one(cls: MemberClass, pool: NodePool, ledger: Ledger, taken: d
             break
         assignments.append((member, chosen))
         add_into(taken.setdefault(chosen, {}), cls.demand)
-        occupancy.place(member, pool.nodes[chosen], cls.devices)
+        occupancy.place(member, pool.nodes[chosen], cls.device_demand)
     return assignments
 
 
@@ -146,7 +147,7 @@ _OUT_OF_ROOM = ("resources", "devices")  # refusals that placing more members of
 def _least_skewed(member: Member, takers: Iterable[str], occupancy: Occupancy) -> str | None:
     """Of the first nodes in packing order that take the member, the one its ScheduleAnyway
     spread constraints prefer (lowest skew; the earlier node on a tie)."""
-    rules, spread_nodes = member.rules, occupancy.scope.nodes_for(member)
+    rules, spread_nodes = member.rules or NO_RULES, occupancy.scope.nodes_for(member)
     scored = [(spread_penalty(rules, member.namespace, member.labels, name, occupancy.placements, spread_nodes),
                position, name) for position, name in enumerate(takers)]
     return min(scored)[2] if scored else None
@@ -157,7 +158,8 @@ def _one_by_one_order(cls: MemberClass, pool: NodePool, ledger: Ledger, taken: M
     """The class's nodes in packing order: by the accelerator shelf when it asks for one; by
     devices otherwise, nodes that can take every member first (the tightest of them), then the
     ones taking most."""
-    blocked = occupancy.mixed_holds(cls.devices, cls.members[0].requests, pool) if cls.devices or cls.extended else ()
+    blocked = (occupancy.mixed_holds(cls.device_demand, cls.members[0].requests, pool) if cls.devices or cls.extended
+               else ())
     order = _unblocked_order(cls, pool, ledger, taken, scope, occupancy)
     return [name for name in order if name not in blocked] if blocked else order
 
@@ -166,20 +168,20 @@ def _unblocked_order(cls: MemberClass, pool: NodePool, ledger: Ledger, taken: Ma
                      scope: Scope, occupancy: Occupancy) -> list[str]:
     count = len(cls.members)
     devices = occupancy.devices
-    room = occupancy.room(cls.members[0], cls.devices, pool) if cls.devices and cls.accelerator is None else None
+    room = occupancy.room(cls.members[0], cls.device_demand, pool) if cls.devices and cls.accelerator is None else None
     if room is not None:
         counts = sorted(c for c in room if c >= count) + sorted((c for c in room if c < count), reverse=True)
-        return [name for c in counts for name in devices.room_order(cls.devices, c)
+        return [name for c in counts for name in devices.room_order(cls.device_demand, c)
                 if name in cls.eligible and (scope is None or name in scope)]
     names = [name for _, bucket in sorted(shelf(cls, pool, ledger, taken, scope).items(), key=lambda item: item[0])
              for name in bucket]
     if not cls.devices or cls.accelerator is not None:
         return names
-    room = {name: devices.fits(pool.nodes[name], devices.demand_on(pool.nodes[name], cls.devices,
-                                                                     cls.members[0].requests), count)
-            for name in names if name in devices.nodes_with_devices or devices.serves_every_node}
-    return sorted((name for name, fits in room.items() if fits),
-                  key=lambda name: (room[name] < count, room[name] if room[name] >= count else -room[name]))
+    takes = {name: devices.fits(pool.nodes[name], devices.demand_on(pool.nodes[name], cls.device_demand,
+                                                                      cls.members[0].requests), count)
+             for name in names if name in devices.nodes_with_devices or devices.serves_every_node}
+    return sorted((name for name, fits in takes.items() if fits),
+                  key=lambda name: (takes[name] < count, takes[name] if takes[name] >= count else -takes[name]))
 
 
 def _refusal_of(cls: MemberClass, member: Member, name: str, pool: NodePool, ledger: Ledger,
@@ -191,6 +193,6 @@ def _refusal_of(cls: MemberClass, member: Member, name: str, pool: NodePool, led
     if members_fitting(cls.demand, free, 1) < 1:
         return "resources"
     if cls.devices or cls.extended:
-        if not occupancy.devices_fit(pool.nodes[name], cls.devices, member.requests):
+        if not occupancy.devices_fit(pool.nodes[name], cls.device_demand, member.requests):
             return "devices"
     return occupancy.refusal(member, name)

@@ -48,7 +48,7 @@ def plan_group(group: Group, pool: NodePool, ledger: Ledger, topology: Topology 
     classes = member_classes(members, pool, ledger, occupancy)
     if group.topology:
         return plan_by_rule(group, classes, pool, ledger, occupancy)
-    domains = _domains(classes, pool, topology) if fits_somewhere(classes) else [None]
+    domains: list[Domain] = _domains(classes, pool, topology) if fits_somewhere(classes) else [None]
     if occupancy is not None and any(one_by_one(cls, occupancy) for cls in classes):
         domains = _best_per_label(domains)  # placing one by one costs more: the best domain of each level
     elif occupancy is not None and not any(device_bound(cls, occupancy) for cls in classes):
@@ -78,12 +78,16 @@ def _most_constrained_first(classes: list[MemberClass]) -> list[MemberClass] | N
 def apply(plan: Plan | NoFit, ledger: Ledger, occupancy: Occupancy | None = None, pool: NodePool | None = None) -> None:
     """Count a plan's members as reserved (or a NoFit's placeable ones, to hold their capacity),
     in the ledger and, given one, in the occupancy (`pool` then names the nodes)."""
-    for member, node in plan.assignments if isinstance(plan, Plan) else plan.partial:
+    placed = plan.assignments if isinstance(plan, Plan) else plan.partial
+    for member, node in placed:
         ledger.reserve(member.uid, node, member.requests)
-        if occupancy is not None:
-            occupancy.place(member, pool.nodes[node], devices_of(member, occupancy))
-    if occupancy is not None:  # devices the claims now hold serve no extended resource there
-        occupancy.serve_extended(ledger, pool.nodes)
+    if occupancy is None:
+        return
+    if pool is None:
+        raise TypeError("apply: an occupancy is counted on the nodes of a pool; pass `pool` with it")
+    for member, node in placed:
+        occupancy.place(member, pool.nodes[node], devices_of(member, occupancy))
+    occupancy.serve_extended(ledger, pool.nodes)  # devices the claims now hold serve no extended resource there
 
 
 def _domains(classes: Sequence[MemberClass], pool: NodePool, topology: Topology) -> list[Domain]:

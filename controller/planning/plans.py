@@ -16,7 +16,7 @@ Scope = frozenset[str] | None  # the nodes a placement may use; None: every node
 class Topology:
     """Node labels naming the domains a group should stay inside."""
 
-    zone_label: str = ZONE_LABEL
+    zone_label: str | None = ZONE_LABEL  # None: no zones
     rack_label: str | None = None
 
     @property

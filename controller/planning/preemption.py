@@ -154,7 +154,7 @@ def _give_back(victim: Candidate, ledger: Ledger, occupancy: Occupancy | None, p
     for member in victim.members:
         if member.node:
             ledger.bind(member.uid, member.node, member.requests)
-        else:
+        elif member.reserved_node:
             ledger.reserve(member.uid, member.reserved_node, member.requests)
         if occupancy is not None:
-            occupancy.count(member, pool.nodes.get(member.node or member.reserved_node))
+            occupancy.count(member, pool.nodes)

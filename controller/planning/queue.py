@@ -114,8 +114,8 @@ class Planned:
 class Pass:
     admitted: tuple[tuple[Group, Plan], ...]
     waiting: tuple[Waiting, ...]
-    held_for: Group | None = None
-    ledger: Ledger | None = None
+    held_for: Group | None
+    ledger: Ledger
     occupancy: Occupancy | None = None
     preemptions: tuple[tuple[Group, Preemption], ...] = ()
     planned: Planned | None = None

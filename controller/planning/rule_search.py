@@ -55,8 +55,9 @@ class _RuleSearch:
                  occupancy: Occupancy | None, one_by_one: bool):
         self.group, self.classes, self.pool, self.ledger, self.occupancy = group, classes, pool, ledger, occupancy
         self.rule = group.topology
-        self.packed = [cls for cls in classes if cls.accelerator]  # the classes the rooms count
-        self.need = [len(cls.members) for cls in self.packed]
+        # The classes the rooms count, each with its accelerator.
+        self.packed = [(cls, cls.accelerator) for cls in classes if cls.accelerator]
+        self.need = [len(cls.members) for cls, _ in self.packed]
         self.count = sum(len(cls.members) for cls in classes)
         self.tries = ONE_BY_ONE_TRIES if one_by_one else None
         self.best: list[Assignment] = []  # the attempt that placed the most members
@@ -164,16 +165,16 @@ class _RuleSearch:
                 if all(not cls.eligible.isdisjoint(nodes) for cls in self.classes):
                     rooms[value] = DomainRoom(value, [])
             return rooms
-        for index, cls in enumerate(self.packed):
+        for index, (cls, accelerator) in enumerate(self.packed):
             for free, names in cls.room.items():
-                counted = (self.pool.labelled(label, names, (cls.accelerator, free)) if scope is None
+                counted = (self.pool.labelled(label, names, (accelerator, free)) if scope is None
                            else self.pool.labelled(label, scope.intersection(names)))
-                for value, nodes in counted.items():
-                    if value is not None:
-                        room = rooms.get(value) or rooms.setdefault(value, DomainRoom(value, [0] * len(self.packed)))
-                        room.room[index] += free // cls.per_member * nodes
-                        room.free += free * nodes if index == 0 else 0
-        capacity = self.pool.capacity(label, self.packed[0].accelerator)
+                for domain, count in counted.items():
+                    if domain is not None:
+                        room = rooms.get(domain) or rooms.setdefault(domain, DomainRoom(domain, [0] * len(self.packed)))
+                        room.room[index] += free // cls.per_member * count
+                        room.free += free * count if index == 0 else 0
+        capacity = self.pool.capacity(label, self.packed[0][1])
         for value, room in rooms.items():
             room.capacity = capacity.get(value, 0)
         return rooms
@@ -184,31 +185,31 @@ class _RuleSearch:
         need = self.need if need is None else need
         if not self.packed:
             return f"{kind} {label}: no {noun(label)} has nodes every member{what} may run on"
-        cls = self.packed[0]
-        units = sum(count * c.per_member for count, c in zip(need, self.packed) if c.accelerator == cls.accelerator)
+        cls, accelerator = self.packed[0]
+        units = sum(count * c.per_member for count, (c, a) in zip(need, self.packed) if a == accelerator)
         listed = {value: DomainRoom(value, room.room, room.free) for value, room in rooms.items()}
         for value in self.pool.domains(label) if every else ():
             listed.setdefault(value, DomainRoom(value, [0] * len(self.packed)))
         values = self.pool.label_values(label)  # free accelerators too few for one member are free too
-        for free, names in self.ledger.nodes_by_free(cls.accelerator).items():
+        for free, names in self.ledger.nodes_by_free(accelerator).items():
             if 0 < free < cls.per_member:
-                for value, nodes in Counter(map(values.get, names & cls.eligible)).items():
-                    if value in listed:
-                        listed[value].free += free * nodes
-        return shortage(kind, label, f"{units} {cls.accelerator}{what}", listed.values(), need[0], units, after)
+                for domain, count in Counter(map(values.get, names & cls.eligible)).items():
+                    if domain in listed:
+                        listed[domain].free += free * count
+        return shortage(kind, label, f"{units} {accelerator}{what}", listed.values(), need[0], units, after)
 
     # --- placing inside a scope ------------------------------------------------------------
 
     def _fill(self, scope: Scope) -> list[Assignment]:
         if not self.rule.slice_required:
             return place(self.classes, self.pool, self.ledger, scope, self.occupancy)
-        return self._fill_slices(scope)
+        return self._fill_slices(scope, self.rule.slice_required)
 
-    def _fill_slices(self, scope: Scope) -> list[Assignment]:
-        """Slice by slice in rank order, each in the BestFit domain of the slice label inside the
+    def _fill_slices(self, scope: Scope, label: str) -> list[Assignment]:
+        """Slice by slice in rank order, each in the BestFit domain of the slice `label` inside the
         scope that takes it (the domain of its members already reserved, if any), counting what
         the earlier slices took."""
-        label, pool = self.rule.slice_required, self.pool
+        pool = self.pool
         domains = pool.domains(label)
         rooms = {value: DomainRoom(value, list(room.room), room.free, room.capacity)
                  for value, room in self._rooms(label, scope).items()}
@@ -223,7 +224,7 @@ class _RuleSearch:
                     continue
                 classes = [replace(cls, members=[m for m in cls.members if m.uid in uids]) for cls in self.classes]
                 classes = [cls for cls in classes if cls.members]
-                need = [sum(1 for m in cls.members if m.uid in uids) for cls in self.packed]
+                need = [sum(1 for m in cls.members if m.uid in uids) for cls, _ in self.packed]
                 anchor = self._anchor_of(run, label)
                 candidates = ([rooms.get(anchor) or DomainRoom(anchor, [0] * len(self.packed))] if anchor
                               else best_fit(rooms.values(), need)[:self.tries or SLICE_TRIES])
@@ -264,10 +265,10 @@ class _RuleSearch:
         """Count in the domain's room what a slice took on `nodes` (this plan's use `before` and `after` it)."""
         for name in nodes:
             free_on = self.ledger.free(name)
-            for index, cls in enumerate(self.packed):
+            for index, (cls, accelerator) in enumerate(self.packed):
                 if name not in cls.eligible:
                     continue
-                was, now = (max(0, floor(free_on.get(cls.accelerator, 0) - taken.get(name, {}).get(cls.accelerator, 0)))
+                was, now = (max(0, floor(free_on.get(accelerator, 0) - taken.get(name, {}).get(accelerator, 0)))
                             for taken in (before, after))
                 room.room[index] += now // cls.per_member - was // cls.per_member
                 if index == 0:  # the free accelerators of nodes with room for a member, as `_rooms` counts them
@@ -276,5 +277,5 @@ class _RuleSearch:
 
 def _booked_nodes(members: Iterable[Member]) -> list[str]:
     """The nodes of the live members already reserved or bound."""
-    return [member.reserved_node or member.node for member in members
-            if not member.waiting and not member.terminal and (member.reserved_node or member.node)]
+    return [node for member in members
+            if not member.waiting and not member.terminal and (node := member.reserved_node or member.node)]

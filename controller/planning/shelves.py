@@ -9,7 +9,7 @@ they change, so that planning every group after a restart costs what each plan r
 nodes times the groups. Ties break as the full sort would: by name within an amount.
 """
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from math import floor
 
 from gangkeeper.controller.cache.capacity import Ledger, members_fitting
@@ -50,15 +50,17 @@ class Candidates:
         self._holds: dict[str, int] = {}
         self._per_member = cls.per_member if cls.accelerator else None
         if occupancy is not None:
-            self._used = set(occupancy.mixed_holds(cls.devices, cls.members[0].requests, pool))
+            self._used = set(occupancy.mixed_holds(cls.device_demand, cls.members[0].requests, pool))
         self._checked = False  # whether eligibility and the scope are checked as nodes are looked at
         self._scope = scope
+        buckets: Mapping[tuple[int, int], Iterable[str]]
         if occupancy is not None and cls.devices and cls.accelerator is None:
             buckets, self._per_member = _device_buckets(cls, pool, occupancy), 1
             self._checked = True
         else:
             buckets = shelf(cls, pool, ledger, taken, scope)
-        self._by_preference = sorted(buckets.items(), key=lambda item: item[0])
+        self._by_preference: list[tuple[tuple[int, int], Iterable[str]]] = sorted(buckets.items(),
+                                                                                  key=lambda item: item[0])
         self._by_tightness = sorted(((-negative_free, tier, names) for (tier, negative_free), names in buckets.items()),
                                     key=lambda item: item[:2])
         self._tiers = sorted({tier for tier, _ in buckets})
@@ -103,7 +105,7 @@ class Candidates:
                 free = subtract(free, self._taken[name])
             holds = members_fitting(self._cls.demand, free, len(self._cls.members))
             if holds and self._occupancy is not None:
-                holds = self._allocatable(name, holds)
+                holds = self._allocatable(name, holds, self._occupancy)
             self._holds[name] = holds
         return holds
 
@@ -112,14 +114,14 @@ class Candidates:
             return True  # the shelf holds only the class's nodes in the scope
         return name in self._cls.eligible and (self._scope is None or name in self._scope)
 
-    def _allocatable(self, name: str, limit: int) -> int:
+    def _allocatable(self, name: str, limit: int, occupancy: Occupancy) -> int:
         """How many members, at most `limit`, get their devices on the node one after the other:
         for a class shelved by its device room, the room's count (read when shelved, and nothing
         is held while the class is placed), without asking the allocator again."""
-        node, devices, member = self._pool.nodes[name], self._occupancy.devices, self._cls.members[0]
+        node, devices, member = self._pool.nodes[name], occupancy.devices, self._cls.members[0]
         if self._checked and limit <= ROOM_LIMIT:
-            return min(limit, devices.room_count(self._cls.devices, name))
-        demand = devices.demand_on(node, self._cls.devices, member.requests)
+            return min(limit, devices.room_count(self._cls.device_demand, name))
+        demand = devices.demand_on(node, self._cls.device_demand, member.requests)
         return devices.fits(node, demand, limit) if demand else limit
 
     def _take(self, name: str, count: int) -> tuple[str, int]:
@@ -149,8 +151,8 @@ def shelf(cls: MemberClass, pool: NodePool, ledger: Ledger, taken: Mapping[str, 
                 return 0, 0
             return 1 + any(ledger.is_accelerator(r) for r in pool.nodes[name].allocatable), 0
 
-        names = pool.nodes if scope is None else sorted(scope)
-        _Deal(iter(names), cpu_key, {key: buckets.setdefault(key, _Bucket()) for key in ((0, 0), (1, 0), (2, 0))})
+        nodes = iter(pool.nodes) if scope is None else iter(sorted(scope))
+        _Deal(nodes, cpu_key, {key: buckets.setdefault(key, _Bucket()) for key in ((0, 0), (1, 0), (2, 0))})
         return buckets
     accelerator, per_member = cls.accelerator, cls.per_member
     moved: dict[tuple[int, int], list[tuple[int, str]]] = {}  # (amount, name) of the plan's nodes left with less
@@ -161,14 +163,14 @@ def shelf(cls: MemberClass, pool: NodePool, ledger: Ledger, taken: Mapping[str, 
             if left != amount and left >= per_member:
                 moved.setdefault((0, -left), []).append((amount, name))
     for amount, names in sorted(cls.room.items()):
-        def key(name: str, amount: int = amount) -> tuple[int, int] | None:
+        def key_of(name: str, amount: int = amount) -> tuple[int, int] | None:
             if name in taken:
                 left = floor(ledger.free(name).get(accelerator, 0) - taken[name].get(accelerator, 0))
                 return (0, -amount) if left == amount else None  # else moved, or too few left
             return int(amount >= pool.nodes[name].allocatable.get(accelerator, 0)), -amount
 
         dealt = {(tier, -amount): buckets.setdefault((tier, -amount), _Bucket()) for tier in (0, 1)}
-        _Deal(_inside(names, scope), key, dealt)
+        _Deal(_inside(names, scope), key_of, dealt)
     for key, entries in moved.items():
         bucket = buckets.setdefault(key, _Bucket())
         entries.sort()
@@ -246,5 +248,5 @@ def _device_buckets(cls: MemberClass, pool: NodePool, occupancy: Occupancy) -> d
     """For a class whose devices all come from its claims: the nodes with devices for at least
     one member, keyed by how many members' devices each has (most first), by name within a key.
     Every node with devices is listed; eligibility and the domain are checked when one is looked at."""
-    room = occupancy.room(cls.members[0], cls.devices, pool) or {}
-    return {(0, -count): occupancy.devices.room_order(cls.devices, count) for count in room}
+    room = occupancy.room(cls.members[0], cls.device_demand, pool) or {}
+    return {(0, -count): occupancy.devices.room_order(cls.device_demand, count) for count in room}

@@ -31,7 +31,7 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 from gangkeeper.controller.reading.kube import Backoff, Gone, Kube, KubeError, NotFound, Resource, WatchStream
 from gangkeeper.controller.reading.shapes import Reading
@@ -139,6 +139,16 @@ class Hooks:
     failed: Callable[[str, Exception], None] = _ignore
 
 
+class _Scope(TypedDict):
+    """Which objects of its resource an informer lists and watches, and what of each it reads:
+    keywords of both `Kube.list` and `Kube.watch`."""
+
+    namespace: str | None
+    label_selector: str
+    field_selector: str
+    reading: Reading | None
+
+
 class Informer:
     """One resource, one thread: `start()`, read `cache`, `stop()`."""
 
@@ -155,8 +165,8 @@ class Informer:
         self.resource_version: str | None = None  # None: the next step lists
         self.hooks = hooks or Hooks()
         self._kube, self._transform, self._on_change = kube, transform, on_change
-        self._scope = dict(namespace=namespace, label_selector=label_selector, field_selector=field_selector,
-                           reading=reading)
+        self._scope = _Scope(namespace=namespace, label_selector=label_selector, field_selector=field_selector,
+                             reading=reading)
         self._watch_timeout, self._recheck_seconds = watch_timeout, recheck_seconds
         self._backoff = backoff or Backoff(initial=0.8, cap=30.0)
         self._random = random

@@ -35,6 +35,10 @@ from gangkeeper.integrations.kind import Resource
 
 log = logging.getLogger("gangkeeper.controller.kube")
 
+# Named here, where `list` is the builtin: in the class's annotations it is `Kube.list`.
+Query = list[tuple[str, str | int]]  # a request's query parameters
+Items = list[Any]  # the items of a list
+
 JSON_PATCH = "application/json-patch+json"
 MERGE_PATCH = "application/merge-patch+json"
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
@@ -346,9 +350,9 @@ class Kube:
             log.info("list of %s: continuation expired, reading it in one request", resource.name)
             return self._list_pages(resource, namespace, query, 0, transform, reading)
 
-    def _list_pages(self, resource: Resource, namespace: str | None, query: list, limit: int,
-                    transform: Callable[[dict], Any] | None, reading: Reading | None) -> tuple[list, str]:
-        items: list = []
+    def _list_pages(self, resource: Resource, namespace: str | None, query: Query, limit: int,
+                    transform: Callable[[dict], Any] | None, reading: Reading | None) -> tuple[Items, str]:
+        items: Items = []
         token = ""
         decode = orjson.loads if reading is None else reading.page
         while True:
@@ -451,7 +455,7 @@ class Kube:
 
     # transport
 
-    def _json(self, method: str, path: str, *, query: list | None = None, body: Any = None,
+    def _json(self, method: str, path: str, *, query: Query | None = None, body: Any = None,
               content_type: str | None = None, decode: Callable[[bytes], dict] = orjson.loads,
               accept: str = JSON) -> dict:
         """One request, retried on temporary errors, answered as a parsed JSON object."""
@@ -467,7 +471,7 @@ class Kube:
                 log.info("%s %s: %s; retrying in %.1fs", method, path, error, delay)
                 self._sleep(delay)
 
-    def _exchange(self, method: str, path: str, query: list, body: Any, content_type: str | None,
+    def _exchange(self, method: str, path: str, query: Query, body: Any, content_type: str | None,
                   decode: Callable[[bytes], dict] = orjson.loads, accept: str = JSON) -> dict:
         response = self._send(method, path, query, body, content_type, self.timeout, accept)
         try:
@@ -481,7 +485,7 @@ class Kube:
         except ValueError as error:  # a body cut short
             raise _no_answer("BadResponse", error) from error
 
-    def _send(self, method: str, path: str, query: list, body: Any, content_type: str | None,
+    def _send(self, method: str, path: str, query: Query, body: Any, content_type: str | None,
               timeout: Any, accept: str = JSON) -> Any:
         """Send and return the unread urllib3 response of a 2xx answer; raise the typed error otherwise."""
         headers = {"Accept": accept}
@@ -510,5 +514,5 @@ def _no_answer(reason: str, error: Exception) -> ServerError:
     return ServerError(0, {"reason": reason, "message": str(error)})
 
 
-def _selectors(label_selector: str, field_selector: str) -> list[tuple[str, str]]:
+def _selectors(label_selector: str, field_selector: str) -> Query:
     return [(k, v) for k, v in (("labelSelector", label_selector), ("fieldSelector", field_selector)) if v]

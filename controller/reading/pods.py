@@ -12,6 +12,7 @@ from datetime import datetime
 from fractions import Fraction
 from functools import lru_cache
 from types import MappingProxyType
+from typing import TypeVar
 
 import orjson
 
@@ -30,6 +31,9 @@ from gangkeeper.controller.model.selectors import Term
 from gangkeeper.controller.reading.rules import rules_of
 from gangkeeper.controller.reading.selectors import selector_terms, toleration
 from gangkeeper.resources import as_scheduled, pod_requests
+
+# lru_cache hides the type from mypy: a call of `_shared` is Any, though it is the argument's type.
+Shared = TypeVar("Shared", bound=Hashable)
 
 # The labels a member carries that lead to the object declaring its size; the rest is dropped from the cache.
 _KEPT_LABELS = tuple(dict.fromkeys(label for integration in integrations.ALL for label in integration.kept_labels))
@@ -154,7 +158,7 @@ def pinned_node(terms: tuple[Term, ...] | None) -> str | None:
 
 
 @lru_cache(maxsize=4096)
-def _shared(value: Hashable) -> Hashable:
+def _shared(value: Shared) -> Shared:
     """The first equal value seen: the members of a group, and most pods, share their constraints."""
     return value
 
@@ -239,7 +243,8 @@ def controller_owner(metadata: Mapping) -> Owner | None:
 
 
 def _affinity_depth(spec: Mapping) -> int:
-    level, depth = spec, 0
+    level: Mapping | None = spec
+    depth = 0
     for key in ("affinity", "nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution"):
         level = (level or {}).get(key)
         if level is None:

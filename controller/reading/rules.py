@@ -8,6 +8,7 @@ init containers have finished before the app containers start, so their ports ar
 
 from collections.abc import Hashable, Mapping
 from functools import lru_cache
+from typing import TypeVar
 
 from gangkeeper.controller.model.rules import (
     DEFAULT_PROTOCOL,
@@ -25,6 +26,8 @@ from gangkeeper.controller.model.selectors import Requirement
 from gangkeeper.controller.reading.selectors import selector_from_api
 
 REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
+# lru_cache hides the type from mypy: a call of `_shared` is Any, though it is the argument's type.
+Shared = TypeVar("Shared", bound=Hashable)
 
 
 def rules_of(pod: Mapping) -> PodRules:
@@ -84,6 +87,6 @@ def host_ports(pod: Mapping) -> tuple[HostPort, ...]:
 
 
 @lru_cache(maxsize=4096)
-def _shared(value: Hashable) -> Hashable:
+def _shared(value: Shared) -> Shared:
     """The first equal value seen: a group's members share their rules."""
     return value

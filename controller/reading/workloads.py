@@ -15,11 +15,10 @@ def workload_from_api(resource: str, obj: Mapping) -> Workload:
     server lists built-in kinds (Jobs) without them on the items, and a Gang owned by a Job
     needs both in its ownerReference."""
     metadata = obj.get("metadata") or {}
-    integration = integrations.BY_RESOURCE[resource]
-    api = integration.resource
+    api, declaration = integrations.DECLARATIONS[resource]
     controller = controller_owner(metadata)
     return Workload(resource=resource, namespace=sys.intern(metadata.get("namespace", "")),
                     name=metadata.get("name", ""), uid=metadata.get("uid", ""),
                     api_version=f"{api.group}/{api.version}" if api.group else api.version,
                     kind=api.kind, resource_version=str(metadata.get("resourceVersion", "")),
-                    controller_uid=controller.uid if controller is not None else "", **integration.declaration(obj))
+                    controller_uid=controller.uid if controller is not None else "", **declaration(obj))

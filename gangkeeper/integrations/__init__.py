@@ -36,4 +36,9 @@ GROUP_DECLARATIONS = tuple(key for integration in ALL for key in integration.nam
 # What the controller lists and watches besides pods and nodes.
 RESOURCES = tuple(integration.resource for integration in ALL if integration.resource is not None)
 BY_SOURCE = {source: integration for integration in ALL for source in integration.sources}
-BY_RESOURCE = {integration.resource.name: integration for integration in ALL if integration.resource is not None}
+# By `Resource.name`: the resource and what the controller reads off each of its objects (every
+# kind with a resource has its declaration); the resource and the switch of the kinds with one.
+DECLARATIONS = {integration.resource.name: (integration.resource, integration.declaration) for integration in ALL
+                if integration.resource is not None and integration.declaration is not None}
+SUSPENSIONS = {integration.resource.name: (integration.resource, integration.suspension) for integration in ALL
+               if integration.resource is not None and integration.suspension is not None}

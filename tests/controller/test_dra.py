@@ -225,6 +225,17 @@ def test_devices_go_in_slice_order_and_the_next_pod_gets_the_next_ones():
     assert inv.fits(node(), one_claim(any_gpu(1)), 8) == 1
 
 
+def test_a_claim_without_requests_needs_no_device():
+    # The API: "If empty, nothing needs to be allocated." It used to have no result at all, and
+    # counting the pod's devices on a node failed on it (found by the type check).
+    inv = inventory(device_class(), resource_slice("s", gpus(1)))
+    nothing = Claim("nothing", ())
+    assert inv.allocate(node(), (nothing,)) == ((),)
+    assert inv.fits(node(), (nothing,), 3) == 3
+    assert devices_of(inv.hold("a", node(), (Claim("gpu", (any_gpu(),)), nothing))) == ["gpu-0"]
+    assert inv.refusal(node(), (nothing,)) is None
+
+
 def test_a_pod_backtracks_until_every_request_of_every_claim_has_a_device():
     inv = inventory(device_class(), resource_slice("s", [gpu("gpu-0", "h100"), gpu("gpu-1", "a100")]))
     within_a_claim = one_claim(any_gpu(name="any"), h100())

@@ -211,6 +211,16 @@ def test_a_pass_admits_the_smaller_dra_group_while_the_larger_waits():
     assert [waiting.group.key[1] for waiting in result.waiting] == ["large"]
 
 
+def test_a_group_whose_claims_request_no_device_is_planned():
+    # Planning it used to raise (a claim without requests had no allocation result), and with it
+    # the whole pass.
+    nothing = template("nothing")
+    nothing[2]["spec"]["spec"]["devices"] = {}
+    index = world(hosts("dra-1", gpus=None), [device_class(), device_slice("dra-1", 4), nothing])
+    group = group_of(("team", "two"), [member_from_api(claiming(f"p{i}", "nothing")) for i in range(2)], 2, 0.0)
+    assert placement(plan(index, group)) == {"dra-1": 2}
+
+
 def test_a_missing_template_keeps_the_group_out_and_says_so():
     index = world(hosts("dra-1", gpus=None), [device_class(), device_slice("dra-1", 4)])
     outcome = plan(index, group_of(("team", "t"), [member_from_api(claiming("p0", "typo"))], 1, 0.0))

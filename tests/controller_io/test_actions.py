@@ -162,6 +162,18 @@ def test_a_release_report_is_an_event_on_the_gang_and_on_each_pod():
     assert pod_event["message"] == "group team/g: released 2 members"
 
 
+def test_each_pods_event_names_its_own_group_when_a_pass_reports_on_several():
+    # The message was made when the Event was written, from the last group reported: every pod's
+    # Event in the pass named that group.
+    kube = RecordingKube()
+    run, _, _ = executor(kube)
+    run.execute([Report(("team", group), GangEvent.RELEASED, Reason.RELEASED, "released 1 member", GANG,
+                        (Involved("v1", "Pod", f"{group}-0", f"uid-{group}-0"),), on_pods=True) for group in "ab"])
+    messages = {e["involvedObject"]["name"]: e["message"] for e in kube.events.values()}
+    assert messages["a-0"] == "group team/a: released 1 member"
+    assert messages["b-0"] == "group team/b: released 1 member"
+
+
 def test_the_same_news_bumps_one_event_and_survives_a_restart():
     kube = RecordingKube()
     report = Report(GROUP, GangEvent.WAITING, Reason.NO_FIT, "no room", GANG, warning=True)

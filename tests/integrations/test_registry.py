@@ -36,7 +36,9 @@ def test_every_group_source_belongs_to_exactly_one_kind():
 def test_each_resource_is_defined_once_and_found_by_its_name():
     resources = integrations.RESOURCES
     assert len({resource.name for resource in resources}) == len(resources) == 12
-    assert all(integrations.BY_RESOURCE[resource.name].resource is resource for resource in resources)
+    assert all(integrations.DECLARATIONS[resource.name][0] is resource for resource in resources)
+    assert all(integrations.SUSPENSIONS[integration.resource.name] == (integration.resource, integration.suspension)
+               for integration in integrations.ALL if integration.suspension is not None)
 
 
 def test_a_kind_that_finds_a_declaring_object_has_one_and_reads_it():

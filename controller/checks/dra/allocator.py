@@ -71,7 +71,7 @@ class InUse:
     def __init__(self, taken: Mapping[DeviceKey, int], extra: Collection[DeviceKey]):
         self._taken, self._extra = taken, extra
 
-    def __contains__(self, key: DeviceKey) -> bool:
+    def __contains__(self, key: object) -> bool:
         return key in self._taken or key in self._extra
 
 
@@ -107,14 +107,16 @@ class Allocator:
     def attempt(self, node: Node, devices: NodeDevices, demand: DeviceDemand, busy: Busy,
                 pending: Mapping[ClaimKey, PendingClaim]) -> tuple[tuple[ClaimResult, ...] | None, str | None]:
         """The pod's claims on the node: (results per claim, None) or (None, the refusal)."""
-        results: list[ClaimResult | None] = [None] * len(demand)
+        # A claim without requests keeps its (): it needs nothing (the API: "if empty, nothing
+        # needs to be allocated"). Every other claim's result is found below.
+        results: list[ClaimResult] = [()] * len(demand)
         unavailable, blocks, constraints = False, [], {}
         for index, claim in enumerate(demand):
             allocation = allocation_of(claim, self._claims)
             if allocation is not None:
                 unavailable |= not affinity_matches(allocation.available_on, node)
                 results[index] = allocation.results
-            elif claim.shared in pending:
+            elif claim.shared is not None and claim.shared in pending:
                 unavailable |= pending[claim.shared].node != node.name
                 results[index] = pending[claim.shared].results
             else:

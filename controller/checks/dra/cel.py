@@ -10,9 +10,10 @@ capacity), so that 40,000 identical devices cost one evaluation.
 """
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import Any
 
 import celpy
 from celpy import celtypes
@@ -56,8 +57,8 @@ class Cel:
 
     def __init__(self) -> None:
         self._environment = celpy.Environment()
-        self._programs: dict[str, object] = {}
-        self._devices: dict[int, Mapping | str] = {}
+        self._programs: dict[str, celpy.Runner | str] = {}
+        self._devices: dict[int, celtypes.MapType | str] = {}
         self._answers: dict[tuple[str, int], bool | str] = {}
         self._sets: dict[tuple, SelectorSet] = {}
         self.evaluations = 0
@@ -104,7 +105,7 @@ class Cel:
             return f"CEL result of type {type(result).__name__} could not be converted to bool"
         return bool(result)
 
-    def _program(self, expression: str):
+    def _program(self, expression: str) -> celpy.Runner | str:
         program = self._programs.get(expression)
         if program is None:
             try:
@@ -114,14 +115,14 @@ class Cel:
             self._programs[expression] = program
         return program
 
-    def _device(self, shape_id: int, shape: Shape) -> Mapping | str:
+    def _device(self, shape_id: int, shape: Shape) -> celtypes.MapType | str:
         device = self._devices.get(shape_id)
         if device is None:
             device = self._devices[shape_id] = _cel_device(shape)
         return device
 
 
-def _cel_device(shape: Shape) -> Mapping | str:
+def _cel_device(shape: Shape) -> celtypes.MapType | str:
     """The `device` variable, or why the device's attributes cannot be given to CEL."""
     attributes: dict = {}
     for (domain, ident), (kind, value) in shape.attributes:
@@ -139,7 +140,9 @@ def _cel_device(shape: Shape) -> Mapping | str:
     })
 
 
-def _cel_attribute(kind: str, value: object):
+def _cel_attribute(kind: str, value: Any) -> "celtypes.Value | _Semver | None":
+    """The attribute as CEL sees it; None for a kind it has no type for. `value` is as the slice
+    wrote it, of the JSON type `kind` names."""
     if kind == "int":
         return celtypes.IntType(value)
     if kind == "bool":
@@ -154,7 +157,7 @@ def _cel_attribute(kind: str, value: object):
 class _Domains(celtypes.MapType):
     """Attributes or capacity by domain: a domain the device does not have is an empty map."""
 
-    def __getitem__(self, key):
+    def __getitem__(self, key: Any) -> Any:
         return super().__getitem__(key) if key in self else celtypes.MapType({})
 
 
@@ -199,30 +202,31 @@ class _Semver:
         return self.major, self.minor, self.patch, not self.pre, pre
 
 
-def _compare(a, b) -> int:
+# The functions CEL expressions call get what the expression holds, of any CEL type (`Any`).
+
+def _compare(a: Any, b: Any) -> int:
     if isinstance(a, _Quantity) and isinstance(b, _Quantity):
-        left, right = a.value, b.value
-    elif isinstance(a, _Semver) and isinstance(b, _Semver):
+        return (a.value > b.value) - (a.value < b.value)
+    if isinstance(a, _Semver) and isinstance(b, _Semver):
         left, right = a.order(), b.order()
-    else:
-        raise TypeError("compareTo needs two quantities or two versions")
-    return (left > right) - (left < right)
+        return (left > right) - (left < right)
+    raise TypeError("compareTo needs two quantities or two versions")
 
 
-def _quantity(text):
+def _quantity(text: Any) -> "_Quantity | CELEvalError":
     try:
         return _Quantity(parse_quantity(str(text)))
     except ValueError as error:
         return CELEvalError(str(error), ValueError, None)
 
 
-def _semver(text):
+def _semver(text: Any) -> _Semver | CELEvalError:
     version = _Semver.parse(str(text))
     return version if version is not None else CELEvalError(f"invalid semver {text!r}", ValueError, None)
 
 
-def _arithmetic(sign: int):
-    def apply(a, b):
+def _arithmetic(sign: int) -> Callable[[Any, Any], _Quantity]:
+    def apply(a: Any, b: Any) -> _Quantity:
         if not isinstance(a, _Quantity):
             raise TypeError("add and sub apply to quantities")
         other = b.value if isinstance(b, _Quantity) else Fraction(int(b))
@@ -230,17 +234,18 @@ def _arithmetic(sign: int):
     return apply
 
 
-def _as_integer(q):
+def _as_integer(q: Any) -> celtypes.IntType | CELEvalError:
     if not isinstance(q, _Quantity) or q.value.denominator != 1:
         return CELEvalError("cannot convert the quantity to an integer", ValueError, None)
     return celtypes.IntType(q.value.numerator)
 
 
-def _version_part(index: int):
+def _version_part(index: int) -> Callable[[_Semver], celtypes.IntType]:
     return lambda v: celtypes.IntType((v.major, v.minor, v.patch)[index])
 
 
-_FUNCTIONS = {
+# They return our own values too (quantities, versions), which celpy carries as it does its own.
+_FUNCTIONS: dict[str, Callable[..., Any]] = {
     "quantity": _quantity,
     "isQuantity": lambda text: celtypes.BoolType(not isinstance(_quantity(text), CELEvalError)),
     "semver": _semver,

@@ -75,7 +75,7 @@ class Inventory:
         self._rooms = Rooms()
         self._explicit = 0  # devices taken by explicit claims and holds (not for extended resources)
         self._explicit_changed: set[str] = set()  # nodes whose explicitly taken devices changed since asked
-        self._owned: frozenset[str] | set[str] = frozenset(_COPIED)
+        self._owned: set[str] = set(_COPIED)
 
     # --- objects from the API -----------------------------------------------------------------
 
@@ -134,7 +134,7 @@ class Inventory:
                 continue
             if claim.shared is not None:
                 shared.append(claim.shared)
-                self._join_pending(claim, node.name, result, uid)
+                self._join_pending(claim.shared, claim, node.name, result, uid)
             else:
                 taken += [(key, claim.extended) for key in exclusive(result)]
         self._take_all(taken, +1)
@@ -350,7 +350,7 @@ class Inventory:
 
     # --- bookkeeping -----------------------------------------------------------------------------
 
-    def _own(self, name: str):
+    def _own(self, name: str) -> dict:
         """The table `name`, private to this inventory (copied the first time after a copy)."""
         table = getattr(self, name)
         if name not in self._owned:
@@ -398,11 +398,12 @@ class Inventory:
     def _busy(self, taken: Collection[DeviceKey] = frozenset()) -> Busy:
         return InUse(self._taken, taken) if taken else self._taken
 
-    def _join_pending(self, claim: Claim, node: str, result: ClaimResult, uid: str) -> None:
-        pending = self._pending.get(claim.shared)
+    def _join_pending(self, key: ClaimKey, claim: Claim, node: str, result: ClaimResult, uid: str) -> None:
+        """The pod `uid` holds the shared claim `key` too (the first to hold it takes its devices)."""
+        pending = self._pending.get(key)
         if pending is None:
-            self._own("_pending")[claim.shared] = PendingClaim(node, result, claim.extended, frozenset({uid}))
+            self._own("_pending")[key] = PendingClaim(node, result, claim.extended, frozenset({uid}))
             self._take(exclusive(result), claim.extended, +1)
         else:
-            self._own("_pending")[claim.shared] = PendingClaim(pending.node, pending.results, pending.extended,
+            self._own("_pending")[key] = PendingClaim(pending.node, pending.results, pending.extended,
                                                                pending.holders | {uid})

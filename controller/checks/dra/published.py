@@ -54,7 +54,7 @@ class Published:
         self._node_devices: dict[str, tuple[tuple[PoolPart, ...], NodeDevices]] = {}  # node-name pools only
         self._pool_nodes: dict[tuple[str, str], frozenset[str]] | None = None  # derived from `_local`
         self._device_nodes: frozenset[str] | None = None  # derived from `_local`
-        self._owned: frozenset[str] | set[str] = frozenset(_COPIED)
+        self._owned: set[str] = set(_COPIED)
 
     # --- objects from the API -----------------------------------------------------------------
 
@@ -159,7 +159,7 @@ class Published:
 
     # --- bookkeeping -----------------------------------------------------------------------------
 
-    def _own(self, name: str):
+    def _own(self, name: str) -> dict:
         """The table `name`, private to this object (copied the first time after a copy)."""
         table = getattr(self, name)
         if name not in self._owned:
@@ -219,5 +219,6 @@ class Published:
                 if s.placement.admits(node):
                     devices += [device for device, _ in s.devices]
             else:
-                devices += [device for device, placement in s.devices if placement.admits(node)]
+                devices += [device for device, placement in s.devices  # then each device has its own
+                            if placement is not None and placement.admits(node)]
         return pool_id, tuple(devices), found.problem if devices else None

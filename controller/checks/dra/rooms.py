@@ -5,7 +5,7 @@ use, brought up to date with the nodes whose devices were taken or freed since i
 copied on write like the inventory's tables.
 """
 
-from collections.abc import Callable, Hashable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Mapping, Set
 
 from gangkeeper.controller.model.claims import DeviceDemand
 from gangkeeper.controller.model.nodes import Node
@@ -86,7 +86,7 @@ class Rooms:
         if self._private is not None:
             self._private.add(demand)
 
-    def changed(self, nodes: Iterable[str]) -> None:
+    def changed(self, nodes: Set[str]) -> None:
         """These nodes' devices were taken or freed: their counts are brought up to date when next read."""
         self.unrecounted |= nodes
 

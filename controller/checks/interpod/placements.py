@@ -62,8 +62,8 @@ class Placements:
         self._tallies = Tallies()
         self._by_label: dict[str, dict[str, set[str]]] | None = {}  # None in a copy: it asks its base
         self._by_namespace: dict[str, set[str]] | None = {}
-        self._anti = Registry()     # required anti-affinity terms of placed pods
-        self._waiting = Registry()  # required affinity of placed pods not yet bound
+        self._anti: Registry[PodTerm] = Registry()  # required anti-affinity terms of placed pods
+        self._waiting: Registry[tuple[PodTerm, ...]] = Registry()  # required affinity of placed pods not yet bound
         self.ports = UsedPorts()
         self._domains: dict[tuple, int] = {}
         self._base: Placements | None = None
@@ -258,8 +258,8 @@ class Placements:
                 self._work[0] += 1
                 if _counts(key, pod, self._namespaces):
                     self._tallies.by_key[key].bump(pod.node, delta, node_labels)
-        if self._by_label is not None:
-            self._index(uid, pod, delta)
+        if self._by_label is not None and self._by_namespace is not None:  # the long-lived one
+            self._index(self._by_label, self._by_namespace, uid, pod, delta)
         for term in pod.rules.anti_affinity:
             self._anti.bump(term, (term.part,), pod.node, delta, node_labels)
         if pod.rules.affinity and not pod.bound:
@@ -271,11 +271,13 @@ class Placements:
             else:
                 self.ports.remove(uid)
 
-    def _index(self, uid: str, pod: _Pod, delta: int) -> None:
+    @staticmethod
+    def _index(by_label: dict[str, dict[str, set[str]]], by_namespace: dict[str, set[str]], uid: str, pod: _Pod,
+               delta: int) -> None:
         """Keep the namespace index and the label indexes built so far (the long-lived one only)."""
-        buckets = [(self._by_namespace, pod.namespace)]
-        if self._by_label:
-            buckets += [(by_value, pod.labels[key]) for key, by_value in self._by_label.items() if key in pod.labels]
+        buckets = [(by_namespace, pod.namespace)]
+        if by_label:
+            buckets += [(by_value, pod.labels[key]) for key, by_value in by_label.items() if key in pod.labels]
         for index, value in buckets:
             if delta > 0:
                 index.setdefault(value, set()).add(uid)
@@ -321,15 +323,17 @@ class Placements:
         label are looked at (`_changed_labels`: every label of a pod recorded here, whichever
         version), as the others match nothing it selects: a pass changes thousands of pods and
         asks about a few jobs."""
+        changed = self._changed
+        if changed is None:
+            return  # not a copy: there is no base to have changed anything since
         anchor = anchor_of(selection)
         if anchor is None:
-            uids: Iterable[str] = list(self._changed)
+            uids: Iterable[str] = list(changed)
         else:
             key, values = anchor
-            uids = {uid for value in values for uid in self._changed_labels.get((key, value), ())
-                    if uid in self._changed}
+            uids = {uid for value in values for uid in self._changed_labels.get((key, value), ()) if uid in changed}
         for uid in uids:
-            for pod, delta in ((self._changed[uid], -1), (self._pods.get(uid), 1)):
+            for pod, delta in ((changed[uid], -1), (self._pods.get(uid), 1)):
                 if pod is not None:
                     yield pod, delta
 
@@ -337,20 +341,22 @@ class Placements:
         """Pods that may match: those with the anchor label, or of the namespaces, or all of them."""
         if any(selector.nothing for selector, _, _ in selection):
             return ()
-        if self._by_label is not None:
+        # The indexes hold the uids of pods that are there: each is found in `_pods`.
+        if self._by_label is not None and self._by_namespace is not None:  # the long-lived one
             anchor = anchor_of(selection)
             if anchor is not None:
-                by_value = self._label_index(anchor[0])
-                return [self._pods[uid] for value in anchor[1] for uid in by_value.get(value, ())]
+                by_value = self._label_index(self._by_label, anchor[0])
+                return [pod for value in anchor[1] for uid in by_value.get(value, ())
+                        if (pod := self._pods[uid]) is not None]
             if all(namespace_selector.nothing for _, _, namespace_selector in selection):
-                return [self._pods[uid] for namespace in selection[0][1]
-                        for uid in self._by_namespace.get(namespace, ())]
+                return [pod for namespace in selection[0][1] for uid in self._by_namespace.get(namespace, ())
+                        if (pod := self._pods[uid]) is not None]
         return [pod for pod in self._pods.values() if pod is not None]
 
-    def _label_index(self, key: str) -> dict[str, set[str]]:
-        by_value = self._by_label.get(key)
+    def _label_index(self, by_label: dict[str, dict[str, set[str]]], key: str) -> dict[str, set[str]]:
+        by_value = by_label.get(key)
         if by_value is None:
-            by_value = self._by_label[key] = {}
+            by_value = by_label[key] = {}
             for uid, pod in self._pods.items():
                 self._work[0] += 1
                 if pod is not None and key in pod.labels:

@@ -6,12 +6,14 @@ is what finds them."""
 
 from collections.abc import Callable, Hashable, Iterator, Mapping
 from types import MappingProxyType
+from typing import Generic, TypeVar
 
 from gangkeeper.controller.model.rules import Part
 
 _NO_LABELS: Mapping[str, str] = MappingProxyType({})
 
 Selection = tuple[Part, ...]    # a pod must match every part
+Rule = TypeVar("Rule", bound=Hashable)  # what a `Registry` holds: a term, or the terms of one pod
 TallyKey = tuple[Selection, bool]  # and, when True, be bound
 
 
@@ -121,7 +123,7 @@ class Tallies:
         self.general.clear()
 
 
-class Registry:
+class Registry(Generic[Rule]):
     """Rules carried by placed pods, each with a tally of where its carriers are, found by the
     labels of a pod the rules may concern. Copy-on-write: a copy shares the carriers' tallies
     until either side changes one; the rules per anchor are frozensets, replaced, never changed."""
@@ -129,12 +131,12 @@ class Registry:
     __slots__ = ("carriers", "anchored", "general", "_private")
 
     def __init__(self) -> None:
-        self.carriers: dict[Hashable, Tally] = {}
-        self.anchored: dict[tuple[str, str], frozenset[Hashable]] = {}
-        self.general: frozenset[Hashable] = frozenset()
-        self._private: set[Hashable] | None = None  # rules whose tally is ours alone; None: all of them
+        self.carriers: dict[Rule, Tally] = {}
+        self.anchored: dict[tuple[str, str], frozenset[Rule]] = {}
+        self.general: frozenset[Rule] = frozenset()
+        self._private: set[Rule] | None = None  # rules whose tally is ours alone; None: all of them
 
-    def bump(self, rule: Hashable, selection: Selection, node: str, delta: int, labels: Mapping[str, str]) -> None:
+    def bump(self, rule: Rule, selection: Selection, node: str, delta: int, labels: Mapping[str, str]) -> None:
         tally = self._own(rule)
         if tally is None:
             tally = self.carriers[rule] = Tally()
@@ -144,22 +146,24 @@ class Registry:
             del self.carriers[rule]
             self._index(rule, selection, frozenset.difference)
 
-    def candidates(self, labels: Mapping[str, str]) -> Iterator[Hashable]:
+    def candidates(self, labels: Mapping[str, str]) -> Iterator[Rule]:
         yield from self.general
         for item in labels.items():
             yield from self.anchored.get(item, ())
 
     def forget_views(self, node: str) -> None:
         for rule in [rule for rule, tally in self.carriers.items() if node in tally.per_node]:
-            self._own(rule).forget_views()
+            tally = self._own(rule)
+            if tally is not None:
+                tally.forget_views()
 
-    def copy(self) -> "Registry":
-        clone = Registry()
+    def copy(self) -> "Registry[Rule]":
+        clone: Registry[Rule] = Registry()
         clone.carriers, clone.anchored, clone.general = dict(self.carriers), dict(self.anchored), self.general
         self._private, clone._private = set(), set()
         return clone
 
-    def _own(self, rule: Hashable) -> "Tally | None":
+    def _own(self, rule: Rule) -> "Tally | None":
         tally = self.carriers.get(rule)
         if self._private is not None and rule not in self._private:
             self._private.add(rule)
@@ -167,7 +171,7 @@ class Registry:
                 tally = self.carriers[rule] = tally.clone()
         return tally
 
-    def _index(self, rule: Hashable, selection: Selection, change: Callable) -> None:
+    def _index(self, rule: Rule, selection: Selection, change: Callable) -> None:
         """`change` is frozenset.union (a new rule) or frozenset.difference (its last carrier went)."""
         anchor = anchor_of(selection)
         if anchor is None:
