@@ -5,16 +5,19 @@ definitions (k8s.io/apiserver/pkg/cel/library, cel-go's strings extension).
 Quantities: `quantity(s)` (an error for text that is no quantity; read untrimmed), `isQuantity(s)`,
 `sign(q)`, `q.isInteger()`, `q.asInteger()` (an error unless it is one), `q.asApproximateFloat()`,
 `q.compareTo(r)`, `q.isGreaterThan(r)`, `q.isLessThan(r)`, `q.add(r)` and `q.sub(r)` (a quantity
-or an int), `q.mul(n)`; `==` compares amounts. Kubernetes answers `isInteger` from how it holds
-the amount, not from its value (`sim.quantity.held_integer`): `quantity("1000m").isInteger()` is
-false, and sums keep the holding Kubernetes' int64 arithmetic gives them.
+or an int), `q.mul(n)`; `==` compares amounts. Kubernetes answers from how it holds the amount
+(`sim.quantity.holding`), not from its value alone: `quantity("1000m").isInteger()` is false
+(`held_integer`), `quantity("0.3").asApproximateFloat()` is 3 × 0.1 in floating point
+(`approximate_float`), and sums and products keep the holding Kubernetes' int64 arithmetic gives
+them (a decimal, once a step overflows).
 
 Semantic versions, as blang/semver parses them: `semver(s)` and `isSemver(s)`, each also with
 `normalize` (drop one leading `v`, leading zeros, fill a missing minor or patch with 0), then
-`v.major()`, `v.minor()`, `v.patch()`, `compareTo`, `isGreaterThan`, `isLessThan` and `==`, by
-semver precedence with build metadata ignored. A version is MAJOR.MINOR.PATCH, each a number
-without leading zeros below 2^64, then an optional `-pre.release` (numeric parts without leading
-zeros) and `+build` (parts of letters, digits and '-').
+`v.major()`, `v.minor()`, `v.patch()` (a part of 2^63 or more wraps to a negative int, as Go
+converts it), `compareTo`, `isGreaterThan`, `isLessThan` and `==`, by semver precedence with
+build metadata ignored. A version is MAJOR.MINOR.PATCH, each a number without leading zeros below
+2^64, then an optional `-pre.release` (numeric parts without leading zeros) and `+build` (parts of
+letters, digits and '-').
 
 Strings: `lowerAscii` and `upperAscii` change the ASCII letters only.
 
@@ -30,7 +33,7 @@ from functools import cache
 import celpy
 from celpy import celtypes
 
-from sim.quantity import INT64, Held, held_amount, held_integer, held_sum, parse_quantity
+from sim.quantity import Held, approximate_float, held_integer, held_product, held_sum, holding
 
 
 @cache
@@ -68,15 +71,19 @@ def _boolean(value, function: str) -> bool:
 
 @dataclass(frozen=True, eq=False)
 class Quantity:
-    """A resource.Quantity in CEL: its amount, and how Kubernetes holds it (None: as a decimal)."""
+    """A resource.Quantity in CEL: its digits and decimal scale, and whether Kubernetes holds them
+    as an int64 amount (else as an arbitrary decimal, `inf.Dec`)."""
 
-    value: Fraction
-    held: Held | None
+    held: Held
+    int64: bool
 
     @staticmethod
     def parse(text: str, trimmed: bool = False) -> "Quantity":
-        value = parse_quantity(text, trimmed=trimmed)
-        return Quantity(value, held_amount(text.strip() if trimmed else text))
+        return Quantity(*holding(text.strip() if trimmed else text))
+
+    @property
+    def value(self) -> Fraction:
+        return self.held[0] * Fraction(10) ** self.held[1]
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Quantity) and other.value == self.value
@@ -85,11 +92,18 @@ class Quantity:
         return hash(self.value)
 
     def plus(self, other: "Quantity") -> "Quantity":
-        held = held_sum(self.held, other.held) if self.held is not None and other.held is not None else None
-        return Quantity(self.value + other.value, held)
+        """`Quantity.Add`: the int64 sum while it fits, else (for good) the decimal sum, at the
+        smaller scale."""
+        if self.int64 and other.int64:
+            held = held_sum(self.held, other.held)
+            if held is not None:
+                return Quantity(held, True)
+        scale = min(self.held[1], other.held[1])
+        digits = self.held[0] * 10 ** (self.held[1] - scale) + other.held[0] * 10 ** (other.held[1] - scale)
+        return Quantity((digits, scale), False)
 
     def negated(self) -> "Quantity":
-        return Quantity(-self.value, None if self.held is None else (-self.held[0], self.held[1]))
+        return Quantity((-self.held[0], self.held[1]), self.int64)
 
 
 def _quantity(text) -> Quantity:
@@ -98,7 +112,7 @@ def _quantity(text) -> Quantity:
 
 def _is_quantity(text) -> celtypes.BoolType:
     try:
-        parse_quantity(_string(text, "isQuantity"), trimmed=False)
+        holding(_string(text, "isQuantity"))
     except ValueError:
         return celtypes.BoolType(False)
     return celtypes.BoolType(True)
@@ -109,7 +123,7 @@ def _as_quantity(operand, function: str) -> Quantity:
     if isinstance(operand, Quantity):
         return operand
     if _is_int(operand):
-        return Quantity(Fraction(int(operand)), (int(operand), 0))
+        return Quantity((int(operand), 0), True)
     raise TypeError(f"no such overload: {function}")
 
 
@@ -125,14 +139,13 @@ def _mul(q, factor) -> Quantity:
     q = _receiver(q, "mul")
     if not _is_int(factor):
         raise TypeError("no such overload: mul")
-    held = None
-    if q.held is not None and q.held[0] * int(factor) in INT64:
-        held = (q.held[0] * int(factor), q.held[1])
-    return Quantity(q.value * int(factor), held)
+    held = held_product(q.held, int(factor)) if q.int64 else None
+    return Quantity(held, True) if held is not None else Quantity((q.held[0] * int(factor), q.held[1]), False)
 
 
 def _as_integer(q) -> celtypes.IntType:
-    value = held_integer(_receiver(q, "asInteger").held)
+    q = _receiver(q, "asInteger")
+    value = held_integer(q.held, q.int64)
     if value is None:
         raise ValueError("cannot convert value to integer")
     return celtypes.IntType(value)
@@ -228,10 +241,12 @@ def _is_semver(text, normalize=False) -> celtypes.BoolType:
 
 
 def _version_part(name: str):
+    """cel-go's int of the uint64 part: Go's conversion wraps 2^63 and above to negative ints."""
     def part(version) -> celtypes.IntType:
         if not isinstance(version, Semver):
             raise TypeError(f"no such overload: {name}")
-        return celtypes.IntType(getattr(version, name))
+        number = getattr(version, name)
+        return celtypes.IntType(number if number < 2**63 else number - 2**64)
     return part
 
 
@@ -256,9 +271,9 @@ FUNCTIONS = {
     "quantity": _quantity,
     "isQuantity": _is_quantity,
     "sign": lambda q: celtypes.IntType((_receiver(q, "sign").value > 0) - (q.value < 0)),
-    "isInteger": lambda q: celtypes.BoolType(held_integer(_receiver(q, "isInteger").held) is not None),
+    "isInteger": lambda q: celtypes.BoolType(held_integer(_receiver(q, "isInteger").held, q.int64) is not None),
     "asInteger": _as_integer,
-    "asApproximateFloat": lambda q: celtypes.DoubleType(float(_receiver(q, "asApproximateFloat").value)),
+    "asApproximateFloat": lambda q: celtypes.DoubleType(approximate_float(_receiver(q, "asApproximateFloat").held)),
     "add": _add,
     "sub": _sub,
     "mul": _mul,

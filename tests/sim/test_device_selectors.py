@@ -72,6 +72,22 @@ def test_quantities_as_the_kubernetes_quantity_library_has_them(expression):
     assert selects(expression, capacity={"memory": "1000m"})
 
 
+@pytest.mark.parametrize("expression", [
+    "quantity('1000m').mul(0).isInteger()",  # times zero is 0 at scale 0
+    "!quantity('5E').mul(2).sub(quantity('5E')).isInteger()",  # the product overflowed: a decimal for good
+    "quantity('0.3').asApproximateFloat() == 0.30000000000000004",  # 3 × 0.1 in floating point
+    "quantity('+') == quantity('0') && quantity('Ki') == quantity('0') && !isQuantity('Pi')",
+    "quantity('8Ei') == quantity('9223372036854775807')",
+    "semver('9223372036854775808.0.0').major() == -9223372036854775808",  # Go's int64 of a uint64
+])
+def test_what_kubernetes_answers_from_how_it_holds_and_converts(expression):
+    assert selects(expression)
+
+
+def test_a_capacity_past_the_largest_suffix_is_stored_without_one():
+    assert selects("device.capacity['gpu.example.com'].memory == quantity('1')", capacity={"memory": "1000E"})
+
+
 def test_as_integer_of_what_kubernetes_holds_as_a_decimal_fails():
     assert not selects("quantity('1.5').asInteger() == 1")
     assert not selects("quantity('1000m').asInteger() == 1")

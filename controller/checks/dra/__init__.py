@@ -10,7 +10,8 @@ planner, on plain data:
     allocated is demanded as that allocation (the pod holds those devices);
   - `published`, on `devices`: what the cluster offers, the DeviceClasses and the devices the
     drivers' ResourceSlices publish, as each node sees them in allocator order;
-  - `matching`, on `cel`: which devices a request may take (CEL selectors, tolerations);
+  - `matching`, on `cel`: which devices a request may take (CEL selectors, with the Kubernetes
+    libraries as Kubernetes answers them and `quantities` as it holds them; tolerations);
   - `allocator`: the search for one pod on one node, and pods one after the other in every
     order that matters;
   - `inventory`: the claims and the devices reserved members hold, changed one watch event at a

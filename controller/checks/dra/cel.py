@@ -2,17 +2,26 @@
 
 celpy with the DRA environment: `device.driver`, `device.attributes['<domain>'].<name>` (an
 unqualified attribute belongs to the driver's domain; an unknown domain is an empty map),
-`device.capacity` (quantities), `quantity()`, `isQuantity()`, `semver()`, `isSemver()`, their
-comparison methods, `lowerAscii`/`upperAscii` and celpy's standard library. `cel.bind` and the
-other Kubernetes extension libraries are not available: such an expression fails. Each
-expression is compiled once, and its answer is remembered per device shape (driver, attributes,
-capacity), so that 40,000 identical devices cost one evaluation.
+`device.capacity` (quantities as the API server stores them), celpy's standard library and the
+Kubernetes libraries a selector may call, to the letter of their sources
+(k8s.io/apiserver/pkg/cel/library, cel-go's strings extension):
+
+  - quantities (`checks.dra.quantities`): `quantity()` and `isQuantity()` (the text untrimmed),
+    `sign()`, `isInteger()`, `asInteger()`, `asApproximateFloat()`, `add()` and `sub()` (of a
+    quantity or an int), `mul()`, `compareTo()`, `isGreaterThan()`, `isLessThan()`, `==`;
+  - semantic versions as blang/semver reads them: `semver()` and `isSemver()`, each also with
+    `normalize` (`isSemver("v1.0", true)`), `major()`, `minor()`, `patch()` (a part of 2^63 or
+    more wraps to a negative int, as Go converts it), the comparisons and `==`;
+  - `lowerAscii()` and `upperAscii()`, which change ASCII letters only.
+
+`div`, `divInt`, `cel.bind` and the other extension libraries are not available: such an
+expression fails. Each expression is compiled once, and its answer is remembered per device
+shape (driver, attributes, capacity), so that 40,000 identical devices cost one evaluation.
 """
 
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from fractions import Fraction
 from typing import Any
 
 import celpy
@@ -21,7 +30,7 @@ from celpy.evaluation import CELEvalError
 
 from gangkeeper.cel import error_message
 from gangkeeper.controller.checks.dra.devices import Shape
-from gangkeeper.quantity import parse_quantity
+from gangkeeper.controller.checks.dra.quantities import Quantity, parse, stored
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,8 +140,11 @@ def _cel_device(shape: Shape) -> celtypes.MapType | str:
             return f"attribute {domain}/{ident}: unsupported attribute value"
         attributes.setdefault(celtypes.StringType(domain), {})[celtypes.StringType(ident)] = converted
     capacity: dict = {}
-    for (domain, ident), value in shape.capacity:
-        capacity.setdefault(celtypes.StringType(domain), {})[celtypes.StringType(ident)] = _Quantity(value)
+    for (domain, ident), text in shape.capacity:
+        try:
+            capacity.setdefault(celtypes.StringType(domain), {})[celtypes.StringType(ident)] = stored(text)
+        except ValueError as error:
+            return f"capacity {domain}/{ident}: {error}"
     return celtypes.MapType({
         celtypes.StringType("driver"): celtypes.StringType(shape.driver),
         celtypes.StringType("attributes"): _Domains({d: celtypes.MapType(v) for d, v in attributes.items()}),
@@ -161,107 +173,157 @@ class _Domains(celtypes.MapType):
         return super().__getitem__(key) if key in self else celtypes.MapType({})
 
 
-class _Quantity:
-    """A `resource.Quantity` in CEL (k8s.io/apiserver/pkg/cel/library quantity)."""
+# --- the Kubernetes libraries: an argument of another type is cel-go's "no such overload" -----
 
-    __slots__ = ("value",)
-
-    def __init__(self, value: Fraction):
-        self.value = value
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, _Quantity) and other.value == self.value
-
-    def __hash__(self) -> int:
-        return hash(self.value)
+def _text(value: Any, function: str) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"no such overload: {function}")
+    return str(value)
 
 
-_SEMVER = re.compile(r"(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(?:-([0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*))?"
+def _held(value: Any, function: str) -> Quantity:
+    if not isinstance(value, Quantity):
+        raise TypeError(f"no such overload: {function}")
+    return value
+
+
+def _integer(value: Any, function: str) -> int:
+    """A CEL int (celpy's bool is an int to Python, not to CEL)."""
+    if not isinstance(value, int) or isinstance(value, celtypes.BoolType):
+        raise TypeError(f"no such overload: {function}")
+    return int(value)
+
+
+def _quantity(text: Any) -> Quantity | CELEvalError:
+    try:
+        return parse(_text(text, "quantity"))
+    except ValueError as error:
+        return CELEvalError(str(error), ValueError, None)
+
+
+def _operand(value: Any, function: str) -> Quantity:
+    """What `add` and `sub` take: a quantity or an int."""
+    return value if isinstance(value, Quantity) else Quantity.of_int(_integer(value, function))
+
+
+def _as_integer(q: Any) -> celtypes.IntType | CELEvalError:
+    value = _held(q, "asInteger").as_int64()
+    if value is None:
+        return CELEvalError("cannot convert value to integer", ValueError, None)
+    return celtypes.IntType(value)
+
+
+_NUMBER = r"(?:0|[1-9][0-9]*)"
+_PRE_RELEASE_PART = rf"(?:{_NUMBER}|[0-9]*[A-Za-z-][0-9A-Za-z-]*)"
+_SEMVER = re.compile(rf"({_NUMBER})\.({_NUMBER})\.({_NUMBER})(?:-({_PRE_RELEASE_PART}(?:\.{_PRE_RELEASE_PART})*))?"
                      r"(?:\+[0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*)?")
 
 
 @dataclass(frozen=True, slots=True)
 class _Semver:
-    """A semantic version in CEL (k8s.io/apiserver/pkg/cel/library semver): build metadata ignored."""
+    """A semantic version in CEL (k8s.io/apiserver/pkg/cel/library semver, on blang/semver v4):
+    MAJOR.MINOR.PATCH, each below 2^64 and without leading zeros, then an optional `-pre.release`
+    (numeric parts without leading zeros) and `+build` (parts of letters, digits and '-'), which
+    is read but plays no part in comparisons."""
 
     major: int
     minor: int
     patch: int
-    pre: tuple[str, ...] = ()
+    pre: tuple[int | str, ...] = ()
 
     @staticmethod
     def parse(text: str) -> "_Semver | None":
         match = _SEMVER.fullmatch(text)
         if match is None:
             return None
-        return _Semver(int(match[1]), int(match[2]), int(match[3]), tuple(match[4].split(".")) if match[4] else ())
+        numbers = (int(match[1]), int(match[2]), int(match[3]))
+        pre = tuple(int(part) if part.isdigit() else part for part in match[4].split(".")) if match[4] else ()
+        if any(isinstance(n, int) and n >= 2**64 for n in numbers + pre):
+            return None
+        return _Semver(*numbers, pre)
+
+    @staticmethod
+    def normalized(text: str) -> "_Semver | None":
+        """The library's `normalize`: a leading `v` dropped, leading zeros dropped from each of
+        the three parts, a missing minor or patch filled in with 0 (when no `-` or `+` follows)."""
+        parts = [_unpadded(part) for part in text.removeprefix("v").split(".", 2)]
+        if len(parts) < 3:
+            if "-" in parts[-1] or "+" in parts[-1]:
+                return None
+            parts += ["0"] * (3 - len(parts))
+        return _Semver.parse(".".join(parts))
 
     def order(self) -> tuple:
         """Semver precedence: a pre-release comes before its release; numbers before words."""
-        pre = tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in self.pre)
+        pre = tuple((0, p, "") if isinstance(p, int) else (1, 0, p) for p in self.pre)
         return self.major, self.minor, self.patch, not self.pre, pre
 
 
-# The functions CEL expressions call get what the expression holds, of any CEL type (`Any`).
+def _unpadded(part: str) -> str:
+    """Go's trimming of leading zeros from a part longer than one byte: a part then left without
+    a leading digit gets a 0 back."""
+    if len(part.encode()) <= 1:
+        return part
+    part = part.lstrip("0")
+    return part if part[:1].isascii() and part[:1].isdigit() else "0" + part
 
-def _compare(a: Any, b: Any) -> int:
-    if isinstance(a, _Quantity) and isinstance(b, _Quantity):
-        return (a.value > b.value) - (a.value < b.value)
+
+def _version(text: Any, normalize: Any, function: str) -> "_Semver | None":
+    if not isinstance(normalize, celtypes.BoolType):
+        raise TypeError(f"no such overload: {function}")
+    text = _text(text, function)
+    return _Semver.normalized(text) if normalize else _Semver.parse(text)
+
+
+def _semver(text: Any, normalize: Any = celtypes.BoolType(False)) -> "_Semver | CELEvalError":
+    version = _version(text, normalize, "semver")
+    return version if version is not None else CELEvalError(f"invalid semantic version {text!r}", ValueError, None)
+
+
+def _version_part(name: str) -> Callable[[Any], celtypes.IntType]:
+    """A part as cel-go gives it: Go's int64 of the uint64 (2^63 and above wrap to negatives)."""
+    def part(version: Any) -> celtypes.IntType:
+        if not isinstance(version, _Semver):
+            raise TypeError(f"no such overload: {name}")
+        number = getattr(version, name)
+        return celtypes.IntType(number - 2**64 if number >= 2**63 else number)
+    return part
+
+
+def _compare(a: Any, b: Any, function: str) -> int:
+    if isinstance(a, Quantity) and isinstance(b, Quantity):
+        return a.compare(b)
     if isinstance(a, _Semver) and isinstance(b, _Semver):
         left, right = a.order(), b.order()
         return (left > right) - (left < right)
-    raise TypeError("compareTo needs two quantities or two versions")
+    raise TypeError(f"no such overload: {function}")
 
 
-def _quantity(text: Any) -> "_Quantity | CELEvalError":
-    try:
-        return _Quantity(parse_quantity(str(text)))
-    except ValueError as error:
-        return CELEvalError(str(error), ValueError, None)
-
-
-def _semver(text: Any) -> _Semver | CELEvalError:
-    version = _Semver.parse(str(text))
-    return version if version is not None else CELEvalError(f"invalid semver {text!r}", ValueError, None)
-
-
-def _arithmetic(sign: int) -> Callable[[Any, Any], _Quantity]:
-    def apply(a: Any, b: Any) -> _Quantity:
-        if not isinstance(a, _Quantity):
-            raise TypeError("add and sub apply to quantities")
-        other = b.value if isinstance(b, _Quantity) else Fraction(int(b))
-        return _Quantity(a.value + sign * other)
-    return apply
-
-
-def _as_integer(q: Any) -> celtypes.IntType | CELEvalError:
-    if not isinstance(q, _Quantity) or q.value.denominator != 1:
-        return CELEvalError("cannot convert the quantity to an integer", ValueError, None)
-    return celtypes.IntType(q.value.numerator)
-
-
-def _version_part(index: int) -> Callable[[_Semver], celtypes.IntType]:
-    return lambda v: celtypes.IntType((v.major, v.minor, v.patch)[index])
+def _ascii_case(change: Callable[[str], str], function: str) -> Callable[[Any], celtypes.StringType]:
+    """cel-go's `lowerAscii`/`upperAscii`: ASCII letters changed, every other character kept."""
+    return lambda s: celtypes.StringType("".join(change(c) if c.isascii() else c for c in _text(s, function)))
 
 
 # They return our own values too (quantities, versions), which celpy carries as it does its own.
 _FUNCTIONS: dict[str, Callable[..., Any]] = {
     "quantity": _quantity,
     "isQuantity": lambda text: celtypes.BoolType(not isinstance(_quantity(text), CELEvalError)),
-    "semver": _semver,
-    "isSemver": lambda text: celtypes.BoolType(_Semver.parse(str(text)) is not None),
-    "compareTo": lambda a, b: celtypes.IntType(_compare(a, b)),
-    "isGreaterThan": lambda a, b: celtypes.BoolType(_compare(a, b) > 0),
-    "isLessThan": lambda a, b: celtypes.BoolType(_compare(a, b) < 0),
-    "add": _arithmetic(+1),
-    "sub": _arithmetic(-1),
+    "sign": lambda q: celtypes.IntType(_held(q, "sign").sign()),
+    "isInteger": lambda q: celtypes.BoolType(_held(q, "isInteger").as_int64() is not None),
     "asInteger": _as_integer,
-    "isInteger": lambda q: celtypes.BoolType(q.value.denominator == 1),
-    "asApproximateFloat": lambda q: celtypes.DoubleType(float(q.value)),
-    "sign": lambda q: celtypes.IntType((q.value > 0) - (q.value < 0)),
-    "major": _version_part(0),
-    "minor": _version_part(1),
-    "patch": _version_part(2),
-    "lowerAscii": lambda s: celtypes.StringType(str(s).lower()),
-    "upperAscii": lambda s: celtypes.StringType(str(s).upper()),
+    "asApproximateFloat": lambda q: celtypes.DoubleType(_held(q, "asApproximateFloat").approximate_float()),
+    "add": lambda q, other: _held(q, "add").plus(_operand(other, "add")),
+    "sub": lambda q, other: _held(q, "sub").minus(_operand(other, "sub")),
+    "mul": lambda q, factor: _held(q, "mul").times(_integer(factor, "mul")),
+    "semver": _semver,
+    "isSemver": lambda text, normalize=celtypes.BoolType(False):
+        celtypes.BoolType(_version(text, normalize, "isSemver") is not None),
+    "major": _version_part("major"),
+    "minor": _version_part("minor"),
+    "patch": _version_part("patch"),
+    "compareTo": lambda a, b: celtypes.IntType(_compare(a, b, "compareTo")),
+    "isGreaterThan": lambda a, b: celtypes.BoolType(_compare(a, b, "isGreaterThan") > 0),
+    "isLessThan": lambda a, b: celtypes.BoolType(_compare(a, b, "isLessThan") < 0),
+    "lowerAscii": _ascii_case(str.lower, "lowerAscii"),
+    "upperAscii": _ascii_case(str.upper, "upperAscii"),
 }

@@ -11,14 +11,12 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from fractions import Fraction
 
 from gangkeeper.controller.checks.eligibility import affinity_matches
 from gangkeeper.controller.model.claims import DeviceKey
 from gangkeeper.controller.model.nodes import Node, Taint
 from gangkeeper.controller.model.selectors import Term
 from gangkeeper.controller.reading.selectors import selector_terms
-from gangkeeper.quantity import parse_quantity
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,7 +25,7 @@ class Shape:
 
     driver: str
     attributes: tuple[tuple[tuple[str, str], tuple[str, object]], ...]  # ((domain, id), (type, value))
-    capacity: tuple[tuple[tuple[str, str], Fraction], ...]
+    capacity: tuple[tuple[tuple[str, str], str], ...]  # ((domain, id), quantity as published)
     taints: tuple[Taint, ...]
     refused: str | None  # why the model never chooses such a device
 
@@ -155,7 +153,7 @@ def placement(spec: Mapping) -> Placement:
 def shape(driver: str, raw: Mapping) -> Shape:
     attributes = tuple(sorted((qualified(name, driver), attribute(value))
                               for name, value in (raw.get("attributes") or {}).items()))
-    capacity = tuple(sorted((qualified(name, driver), parse_quantity((value or {}).get("value", "0")))
+    capacity = tuple(sorted((qualified(name, driver), str((value or {}).get("value", "0")))
                             for name, value in (raw.get("capacity") or {}).items()))
     taints = tuple(Taint(t.get("key", ""), t.get("value", ""), t.get("effect", "")) for t in raw.get("taints") or ())
     refused = None
