@@ -30,6 +30,7 @@ from gangkeeper.controller.model.objects import Owner, PodFacts
 from gangkeeper.controller.model.selectors import Term
 from gangkeeper.controller.reading.rules import rules_of
 from gangkeeper.controller.reading.selectors import selector_terms, toleration
+from gangkeeper.integrations.finding import index_of
 from gangkeeper.resources import as_scheduled, pod_requests
 
 # lru_cache hides the type from mypy: a call of `_shared` is Any, though it is the argument's type.
@@ -37,8 +38,6 @@ Shared = TypeVar("Shared", bound=Hashable)
 
 # The labels a member carries that lead to the object declaring its size; the rest is dropped from the cache.
 _KEPT_LABELS = tuple(dict.fromkeys(label for integration in integrations.ALL for label in integration.kept_labels))
-# PyTorchJob replica types in rank order (the operator writes them lowercased): the master is rank 0.
-_REPLICA_TYPE_ORDER = {"master": 0, "worker": 1}
 
 
 def pod_facts(pod: Mapping) -> PodFacts | None:
@@ -110,32 +109,15 @@ def member_topology(annotations: Mapping[str, str]) -> TopologyRule:
 
 def member_rank(labels: Mapping[str, str], annotations: Mapping[str, str]) -> tuple[int, str, int, int]:
     """A pod's place in its group's order, as its workload numbers its pods: (INDEXED, part, major,
-    minor), or UNRANKED for a pod with no index. Every rank has these types, so the ranks of any
-    two members compare; members of equal rank (none indexed, say) are ordered by name
-    (`rank_order`). Ranks are shared: the pods at one index of every Job hold the same tuple.
-
-      - PyTorchJob: replica type (Master, Worker, then any other), then replica index;
-      - JobSet: the Job's global index (JobSet ≥ 0.7), else its replicated job (`part`, by name)
-        and index within it; then the pod's completion index in its Job;
-      - Job: the completion index (label, or the annotation older clusters set alone).
-    An index that is not a whole number counts as none."""
-    replica_index = _index(labels.get(names.KUBEFLOW_REPLICA_INDEX_LABEL))
-    replica_type = labels.get(names.KUBEFLOW_REPLICA_TYPE_LABEL)
-    if replica_type is not None and replica_index is not None:
-        role = _REPLICA_TYPE_ORDER.get(replica_type.lower(), len(_REPLICA_TYPE_ORDER))
-        return _shared_rank((INDEXED, "", role, replica_index))
-    completion = _index(labels.get(names.JOB_COMPLETION_INDEX) or annotations.get(names.JOB_COMPLETION_INDEX))
-    if names.JOBSET_NAME_LABEL in labels:
-        job = _index(labels.get(names.JOBSET_JOB_GLOBAL_INDEX_LABEL)
-                     or annotations.get(names.JOBSET_JOB_GLOBAL_INDEX_LABEL))
-        part = ""
-        if job is None:
-            job = _index(labels.get(names.JOBSET_JOB_INDEX_LABEL) or annotations.get(names.JOBSET_JOB_INDEX_LABEL))
-            part = labels.get(names.JOBSET_REPLICATED_JOB_LABEL, "")
-        if job is not None:
-            return _shared_rank((INDEXED, part, job, completion or 0))
-    if completion is not None:
-        return _shared_rank((INDEXED, "", completion, 0))
+    minor) from the first kind that ranks it (`Integration.rank`, e.g. a PyTorchJob's replica type
+    and index, a JobSet's Job index, a Job's completion index), or UNRANKED for a pod with no index.
+    Every rank has these types, so the ranks of any two members compare; members of equal rank
+    (none indexed, say) are ordered by name (`rank_order`). Ranks are shared: the pods at one index
+    of every Job hold the same tuple. An index that is not a whole number counts as none."""
+    for rank_of in integrations.RANKS:
+        rank = rank_of(labels, annotations)
+        if rank is not None:
+            return _shared_rank((INDEXED, *rank))
     return UNRANKED
 
 
@@ -218,16 +200,11 @@ def _shared_requests(items: tuple[tuple[str, Fraction], ...]) -> Mapping[str, Fr
     return MappingProxyType({sys.intern(name): value for name, value in items})
 
 
-def _index(text: str | None) -> int | None:
-    """An index as its workload's controller writes it (decimal digits); None for anything else."""
-    return int(text) if isinstance(text, str) and text.isascii() and text.isdigit() and len(text) <= 12 else None
-
-
 def _slice_size(text: str | None) -> int | None:
     """A declared slice size; 0 when it is not a whole number (`controller.cache.declared_topology` reports it)."""
     if text is None:
         return None
-    size = _index(text)
+    size = index_of(text)
     return 0 if size is None else size
 
 

@@ -31,6 +31,8 @@ ALL = (plain_pods.INTEGRATION, native_pod_group.INTEGRATION, scheduler_plugins.I
 
 # The webhook's rules after the explicit label, in order.
 RULES = tuple(integration.group_of for integration in ALL if integration.group_of is not None)
+# How members are ranked, most specific kind first (a JobSet's pods also carry their Job's index).
+RANKS = tuple(integration.rank for integration in ALL if integration.rank is not None)
 # Where a pod may name its group, in the order of the rules.
 GROUP_DECLARATIONS = tuple(key for integration in ALL for key in integration.names_group)
 # What the controller lists and watches besides pods and nodes.

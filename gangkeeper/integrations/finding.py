@@ -102,3 +102,8 @@ def named_by(pod: Mapping, where: str, key: str, source: str) -> Classification 
     labels, annotations = labels_and_annotations(pod)
     value = (labels if where == "label" else annotations).get(key)
     return found(value, source, f"{where} {key}") if value else None
+
+
+def index_of(text: str | None) -> int | None:
+    """An index as a workload's controller writes it (decimal digits); None for anything else."""
+    return int(text) if isinstance(text, str) and text.isascii() and text.isdigit() and len(text) <= 12 else None

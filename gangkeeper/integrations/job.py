@@ -9,11 +9,12 @@ controller delete the Job's running pods and create none until it is cleared.
 from collections.abc import Mapping
 
 from gangkeeper import names
-from gangkeeper.integrations.finding import Classification, controlling_owner, found, labels_and_annotations
+from gangkeeper.integrations.finding import Classification, controlling_owner, found, index_of, labels_and_annotations
 from gangkeeper.integrations.kind import (
     SUSPEND_VERBS,
     Declaration,
     Integration,
+    Rank,
     Resource,
     Suspension,
     declared_by_owner,
@@ -43,7 +44,18 @@ def declaration(job: Mapping) -> Declaration:
     return {"sizes": {"": size(job.get("spec") or {})}, "suspend": SUSPENSION.state(job)}
 
 
+def completion_index(labels: Mapping[str, str], annotations: Mapping[str, str]) -> int | None:
+    """An Indexed Job's pod's index: its label, or the annotation older clusters set alone."""
+    return index_of(labels.get(names.JOB_COMPLETION_INDEX) or annotations.get(names.JOB_COMPLETION_INDEX))
+
+
+def rank(labels: Mapping[str, str], annotations: Mapping[str, str]) -> Rank | None:
+    """The completion index."""
+    completion = completion_index(labels, annotations)
+    return None if completion is None else ("", completion, 0)
+
+
 INTEGRATION = Integration(
     sources=(names.SOURCE_JOB,), group_of=group_of, resource=RESOURCE, declaration=declaration,
-    verbs=SUSPEND_VERBS, declarer=declared_by_owner, owns_pods=True, suspension=SUSPENSION,
+    verbs=SUSPEND_VERBS, declarer=declared_by_owner, owns_pods=True, suspension=SUSPENSION, rank=rank,
 )

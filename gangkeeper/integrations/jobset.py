@@ -18,8 +18,8 @@ from collections.abc import Mapping
 
 from gangkeeper import names
 from gangkeeper.integrations import job, trainjob
-from gangkeeper.integrations.finding import Classification, found, labels_and_annotations
-from gangkeeper.integrations.kind import SUSPEND_VERBS, Declaration, Integration, ObjectRef, Resource, Suspension
+from gangkeeper.integrations.finding import Classification, found, index_of, labels_and_annotations
+from gangkeeper.integrations.kind import SUSPEND_VERBS, Declaration, Integration, ObjectRef, Rank, Resource, Suspension
 
 RESOURCE = Resource(*names.JOBSET_API, names.JOBSET_KIND)
 SUSPENSION = Suspension(("spec", "suspend"))
@@ -82,9 +82,25 @@ def declarer(group: str, labels: Mapping[str, str], owner: tuple[str, str] | Non
     return labels.get(names.JOBSET_NAME_LABEL, ""), labels.get(names.JOBSET_UID_LABEL)
 
 
+def rank(labels: Mapping[str, str], annotations: Mapping[str, str]) -> Rank | None:
+    """The Job's global index (JobSet ≥ 0.7), else its replicated job (the part, by name) and index
+    within it; then the pod's completion index in its Job."""
+    if names.JOBSET_NAME_LABEL not in labels:
+        return None
+    job_index = index_of(labels.get(names.JOBSET_JOB_GLOBAL_INDEX_LABEL)
+                         or annotations.get(names.JOBSET_JOB_GLOBAL_INDEX_LABEL))
+    part = ""
+    if job_index is None:
+        job_index = index_of(labels.get(names.JOBSET_JOB_INDEX_LABEL) or annotations.get(names.JOBSET_JOB_INDEX_LABEL))
+        part = labels.get(names.JOBSET_REPLICATED_JOB_LABEL, "")
+    if job_index is None:
+        return None
+    return part, job_index, job.completion_index(labels, annotations) or 0
+
+
 INTEGRATION = Integration(
     sources=(names.SOURCE_JOBSET,), group_of=group_of, resource=RESOURCE, declaration=declaration,
     verbs=SUSPEND_VERBS, declarer=declarer,
     kept_labels=(names.JOBSET_NAME_LABEL, names.JOBSET_UID_LABEL, names.JOBSET_REPLICATED_JOB_LABEL),
-    owns_pods=True, part_label=names.JOBSET_REPLICATED_JOB_LABEL, suspension=SUSPENSION,
+    owns_pods=True, part_label=names.JOBSET_REPLICATED_JOB_LABEL, suspension=SUSPENSION, rank=rank,
 )

@@ -168,6 +168,10 @@ def _epoch(stamp: str | None) -> float | None:
     return moment.timestamp() if moment is not None and moment.tzinfo is not None else None
 
 
+# A member's place among its group's pods: (part, major, minor), compared as a tuple.
+Rank = tuple[str, int, int]
+
+
 @dataclass(frozen=True)
 class Integration:
     """One workload kind. A kind leaves empty what it has no use for.
@@ -185,7 +189,9 @@ class Integration:
     - `part_label`: the member label whose value says its part when the object splits its group (`parts`);
     - `suspension`: how the owner is suspended and resumed; None when the kind has no such switch;
     - `names_group`: where a pod names its group by this kind's rule, as (`labels` or
-      `annotations`, key): the webhook refuses a pod whose such declarations name different groups.
+      `annotations`, key): the webhook refuses a pod whose such declarations name different groups;
+    - `rank`: a member's place in its group's order as the kind numbers its pods, from its labels
+      and annotations: (part, major, minor), None when the pod carries no index of the kind's.
     """
 
     sources: tuple[str, ...]
@@ -200,6 +206,7 @@ class Integration:
     part_label: str | None = None
     suspension: Suspension | None = None
     names_group: tuple[tuple[str, str], ...] = ()
+    rank: Callable[[Mapping[str, str], Mapping[str, str]], Rank | None] | None = None
 
 
 # What the controller's informers do on every resource they fill the cache from.

@@ -9,11 +9,12 @@ unless the job says fewer suffice: the gang's `minAvailable`, or an elastic job'
 from collections.abc import Mapping
 
 from gangkeeper import names
-from gangkeeper.integrations.finding import Classification, controlling_owner, found, labels_and_annotations
+from gangkeeper.integrations.finding import Classification, controlling_owner, found, index_of, labels_and_annotations
 from gangkeeper.integrations.kind import (
     SUSPEND_VERBS,
     Declaration,
     Integration,
+    Rank,
     Resource,
     Suspension,
     declared_by_owner,
@@ -46,7 +47,20 @@ def declaration(job: Mapping) -> Declaration:
     return {"sizes": {"": min_count(job.get("spec") or {})}, "suspend": SUSPENSION.state(job)}
 
 
+# Replica types in rank order (the operator writes them lowercased): the master is rank 0.
+_REPLICA_TYPE_ORDER = {"master": 0, "worker": 1}
+
+
+def rank(labels: Mapping[str, str], annotations: Mapping[str, str]) -> Rank | None:
+    """Replica type (Master, Worker, then any other), then replica index."""
+    replica_index = index_of(labels.get(names.KUBEFLOW_REPLICA_INDEX_LABEL))
+    replica_type = labels.get(names.KUBEFLOW_REPLICA_TYPE_LABEL)
+    if replica_type is None or replica_index is None:
+        return None
+    return "", _REPLICA_TYPE_ORDER.get(replica_type.lower(), len(_REPLICA_TYPE_ORDER)), replica_index
+
+
 INTEGRATION = Integration(
     sources=(names.SOURCE_PYTORCHJOB,), group_of=group_of, resource=RESOURCE, declaration=declaration,
-    verbs=SUSPEND_VERBS, declarer=declared_by_owner, owns_pods=True, suspension=SUSPENSION,
+    verbs=SUSPEND_VERBS, declarer=declared_by_owner, owns_pods=True, suspension=SUSPENSION, rank=rank,
 )

@@ -59,3 +59,7 @@ def test_where_a_pod_names_its_group_comes_from_the_kinds_in_the_order_of_their_
     assert integrations.GROUP_DECLARATIONS == (
         ("labels", names.GROUP_LABEL), ("labels", names.NATIVE_POD_GROUP_LABEL),
         ("labels", names.PLUGINS_POD_GROUP_LABEL), ("annotations", names.VOLCANO_GROUP_ANNOTATION))
+
+
+def test_members_are_ranked_by_the_most_specific_kind_first():
+    assert integrations.RANKS == (pytorchjob.rank, jobset.rank, job.rank)
