@@ -41,6 +41,20 @@ RESUME_AT_ANNOTATION = f"{DOMAIN}/resume-at"
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 MANAGED_BY_VALUE = "gangkeeper"
 
+# Capacity asked of an autoscaler for a waiting group (issue 24, `--capacity-provisioning`): on the
+# ProvisioningRequests, PodTemplates and placeholder pods the controller creates, the group label
+# value of the group they are for. A pod carrying it is a placeholder, never a member: the webhook
+# lets only the controller create one and never gates it, and no group counts it.
+CAPACITY_FOR_LABEL = f"{DOMAIN}/capacity-for"
+# Which attempt of asking for the group's capacity an object belongs to ("1", "2", …): a retry after a
+# failed or expired request makes new objects, so that the old ones can go while the new ones stand.
+CAPACITY_ATTEMPT_LABEL = f"{DOMAIN}/capacity-attempt"
+# The PriorityClass of placeholder pods (deploy/ ships it): negative, so that every real pod preempts
+# them, and `preemptionPolicy: Never`, so that they preempt nothing.
+PLACEHOLDER_PRIORITY_CLASS = "gangkeeper-placeholder"
+PLACEHOLDER_PRIORITY = -1000
+PLACEHOLDER_IMAGE = "registry.k8s.io/pause:3.10"
+
 GANG_GROUP = DOMAIN
 GANG_VERSION = "v1alpha1"
 GANG_KIND = "Gang"
@@ -205,3 +219,14 @@ DEFAULT_ACCELERATORS = (
     "aws.amazon.com/neuron*",
     "google.com/tpu",
 )
+
+# --- cluster-autoscaler's ProvisioningRequest (kubernetes/autoscaler, autoscaling.x-k8s.io/v1) ---
+# apis/provisioningrequest/autoscaling.x-k8s.io/v1: the API, its classes and conditions; pods that
+# consume a request carry both annotations (provreq.ProvisioningRequestPodAnnotationKey,
+# ProvisioningClassPodAnnotationKey), and the autoscaler counts them against its booking.
+PROVISIONING_REQUEST_API = ("autoscaling.x-k8s.io", "v1", "provisioningrequests")
+PROVISIONING_REQUEST_KIND = "ProvisioningRequest"
+BEST_EFFORT_ATOMIC_SCALE_UP = "best-effort-atomic-scale-up.autoscaling.x-k8s.io"
+CHECK_CAPACITY = "check-capacity.autoscaling.x-k8s.io"
+CONSUME_PROVISIONING_REQUEST_ANNOTATION = "autoscaling.x-k8s.io/consume-provisioning-request"
+PROVISIONING_CLASS_ANNOTATION = "autoscaling.x-k8s.io/provisioning-class-name"
