@@ -8,6 +8,7 @@ import socketserver
 import sys
 import threading
 from collections.abc import Callable
+from fractions import Fraction
 from http.server import ThreadingHTTPServer
 from typing import TYPE_CHECKING, TypeVar
 
@@ -17,6 +18,7 @@ from gangkeeper.cli import CommandError, check_can_listen, credentials_problem, 
 from gangkeeper.config import add_bool_flag, add_flag, env_name, int_in_range, log_config, one_of, port, positive_int
 from gangkeeper.integrations.finding import LABEL_KEY_RULE, is_valid_label_key
 from gangkeeper.names import ZONE_LABEL
+from gangkeeper.quantity import parse_quantity
 
 if TYPE_CHECKING:  # imported by `run` alone, so that `gangkeeper --help` does not load the Kubernetes client
     from gangkeeper.controller.deciding.settings import Settings
@@ -84,6 +86,23 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     add_bool_flag(parser, "--fail-on-schedule-timeout",
                   help="give up a group not admitted within its schedule timeout (Gang phase Failed) "
                        "instead of reporting TimedOut and waiting on")
+    add_flag(parser, "--capacity-provisioning", default="None",
+             type=one_of("None", "ProvisioningRequest", "Placeholders"),
+             choices=("None", "ProvisioningRequest", "Placeholders"),
+             help="how a group waiting for capacity that new nodes could supply asks an autoscaler for them: one "
+                  "atomic ProvisioningRequest (cluster-autoscaler; PodTemplates in the group's shape, released onto "
+                  "the nodes it provisioned), Placeholders (pending pause pods in the group's shape, of the "
+                  f"negative PriorityClass {names.PLACEHOLDER_PRIORITY_CLASS}, for any autoscaler: Karpenter), or "
+                  "None: it waits for capacity to come free")
+    add_flag(parser, "--provisioning-class", default=names.BEST_EFFORT_ATOMIC_SCALE_UP, type=_nonempty,
+             help="the ProvisioningRequest's provisioningClassName (check-capacity.autoscaling.x-k8s.io, or a "
+                  "class of your cloud's)")
+    add_flag(parser, "--placeholder-seconds", default=900, type=int_in_range(1, 10**7, "a number of seconds"),
+             help="placeholders not all bound this long are taken back, and asked again after a backoff that "
+                  "doubles from 60s to 960s")
+    add_flag(parser, "--provisioning-limits", default="", type=_limits,
+             help="the most the autoscaler may add, RESOURCE=QUANTITY,… (nvidia.com/gpu=64,cpu=1024): a group "
+                  "asking for more is reported once (TooLargeToProvision) and asks for nothing; no limit when unset")
     add_flag(parser, "--concurrent-writes", default=16, type=int_in_range(1, 32, "a number of writes"),
              help="pod, owner and Gang writes a pass may have in flight at once (each object's in order), over at "
                   "most 32 kept-alive connections, with its Events written by 4 writers in the background; 1 sends "
@@ -105,8 +124,36 @@ def _label_key(text: str) -> str:
     return text
 
 
+def _nonempty(text: str) -> str:
+    """An argparse type: any text but none."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("an empty value is not accepted: write a name")
+    return text.strip()
+
+
+def _limits(text: str) -> dict[str, Fraction]:
+    """An argparse type: RESOURCE=QUANTITY pairs, comma-separated; "" for none."""
+    limits: dict[str, Fraction] = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        resource, equals, quantity = item.partition("=")
+        if not equals or not resource.strip():
+            raise argparse.ArgumentTypeError(f"{item!r} is not accepted: write RESOURCE=QUANTITY, "
+                                             f"such as nvidia.com/gpu=64")
+        try:
+            limits[resource.strip()] = parse_quantity(quantity.strip())
+        except ValueError as error:
+            raise argparse.ArgumentTypeError(f"{item!r}: {error}") from None
+    return limits
+
+
 def settings_from(args: argparse.Namespace) -> "Settings":
-    from gangkeeper.controller.deciding.settings import Ownerless, Preempting, Settings
+    from gangkeeper.controller.deciding.settings import (
+        CapacityProvisioning,
+        Ownerless,
+        Preempting,
+        Provisioning,
+        Settings,
+    )
     from gangkeeper.controller.planning.plans import Topology
     from gangkeeper.controller.planning.queue import Order, QueuePolicy
     topology = Topology(zone_label=args.zone_label or None, rack_label=args.rack_label or None)
@@ -116,7 +163,11 @@ def settings_from(args: argparse.Namespace) -> "Settings":
                     fail_on_schedule_timeout=args.fail_on_schedule_timeout,
                     incomplete_group_seconds=float(args.incomplete_group_seconds),
                     rollback_ownerless=Ownerless(args.rollback_ownerless),
-                    preemption=Preempting(args.preemption))
+                    preemption=Preempting(args.preemption),
+                    provisioning=Provisioning(mode=CapacityProvisioning(args.capacity_provisioning),
+                                              provisioning_class=args.provisioning_class,
+                                              placeholder_seconds=float(args.placeholder_seconds),
+                                              limits=args.provisioning_limits))
 
 
 def run(args: argparse.Namespace, stop: threading.Event | None = None) -> int:

@@ -83,6 +83,18 @@ class Metrics:
         self.index_inconsistencies = Counter(
             "gangkeeper_index_inconsistencies", "Consistency checks that found the incremental index off the caches",
             registry=self.registry)
+        self.capacity_asked = Counter(
+            "gangkeeper_capacity_asked", "Asks of an autoscaler for a waiting group's nodes (a ProvisioningRequest, "
+            "or its placeholders), by namespace", ["namespace"], registry=self.registry)
+        self.capacity_asked_accelerators = Counter(
+            "gangkeeper_capacity_asked_accelerators", "Accelerators asked of an autoscaler, by resource", ["resource"],
+            registry=self.registry)
+        self.capacity_came = Histogram(
+            "gangkeeper_capacity_wait_seconds", "Seconds from a group first seen to its placement on the capacity "
+            "it asked an autoscaler for", buckets=WAIT_BUCKETS, registry=self.registry)
+        self.capacity_failed = Counter(
+            "gangkeeper_capacity_failed", "Asks of an autoscaler that came to nothing, by how: Failed, BookingExpired, "
+            "CapacityRevoked, PlaceholdersUnbound", ["reason"], registry=self.registry)
         self.leader = Gauge("gangkeeper_leader", "1 while this replica leads (decides and writes), else 0",
                             registry=self.registry)
         self._phases = GroupPhases()
@@ -122,6 +134,14 @@ class Metrics:
         self.rollbacks.inc(outcome.rollbacks)
         for reason, count in outcome.preemptions.items():
             self.preemptions.labels(reason).inc(count)
+        for namespace, asked in outcome.capacity_asked:
+            self.capacity_asked.labels(namespace).inc()
+            for resource, amount in asked.items():
+                self.capacity_asked_accelerators.labels(resource).inc(amount)
+        for waited in outcome.capacity_came:
+            self.capacity_came.observe(waited)
+        for how, count in outcome.capacity_failed.items():
+            self.capacity_failed.labels(how).inc(count)
         self.planner_seconds.observe(seconds)
 
     def _by_namespace(self, namespaces: set[str]) -> None:

@@ -48,12 +48,13 @@ from gangkeeper.controller.deciding.capabilities import ApiCapabilities
 from gangkeeper.controller.deciding.memory import Memory
 from gangkeeper.controller.deciding.outcome import Outcome, carried_out
 from gangkeeper.controller.deciding.reconciler import reconcile
-from gangkeeper.controller.deciding.settings import Settings
+from gangkeeper.controller.deciding.settings import CapacityProvisioning, Settings
 from gangkeeper.controller.metrics import Metrics
 from gangkeeper.controller.model.objects import Workload
 from gangkeeper.controller.reading import kube as api
 from gangkeeper.controller.reading import shapes
 from gangkeeper.controller.reading.budgets import budget_from_api
+from gangkeeper.controller.reading.capacity import capacity_request_from_api
 from gangkeeper.controller.reading.informer import Hooks, Informer, Transform, object_key
 from gangkeeper.controller.reading.nodes import node_from_api
 from gangkeeper.controller.reading.objects import cached_object
@@ -129,6 +130,11 @@ class Controller:
         self.gangs = self.workloads[WORKLOADS.index(api.GANGS)]
         self.objects = [*(informer(resource, cached_object) for resource in api.OCCUPANCY),
                         informer(api.POD_DISRUPTION_BUDGETS, budget_from_api)]
+        self.provisioning_requests: Informer | None = None
+        if settings.provisioning.mode is CapacityProvisioning.PROVISIONING_REQUEST:  # ours alone
+            self.provisioning_requests = informer(api.PROVISIONING_REQUESTS, capacity_request_from_api, namespace,
+                                                  label_selector=names.CAPACITY_FOR_LABEL)
+            self.objects.append(self.provisioning_requests)
         self.executor = Executor(kube, audit, dry_run=dry_run, written=self._assume,
                                  clock=lambda: datetime.fromtimestamp(clock.wall(), timezone.utc),
                                  concurrency=concurrent_writes)
@@ -244,7 +250,9 @@ class Controller:
         its outcome as carried out (`deciding.outcome.carried_out`). What the executor learned of
         the API server goes into the next pass, with whether the Gangs' informer finds them served."""
         self.apply_changes()
-        capabilities = replace(self.capabilities, serves_gangs=self.gangs.served is not False)
+        capabilities = replace(self.capabilities, serves_gangs=self.gangs.served is not False,
+                               serves_provisioning_requests=self.provisioning_requests is None
+                               or self.provisioning_requests.served is not False)
         started = time.perf_counter()
         outcome = reconcile(self.index, self.memory, self._clock.wall(), self.settings, capabilities)
         seconds = time.perf_counter() - started

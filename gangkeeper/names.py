@@ -42,8 +42,8 @@ MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 MANAGED_BY_VALUE = "gangkeeper"
 
 # Capacity asked of an autoscaler for a waiting group (issue 24, `--capacity-provisioning`): on the
-# ProvisioningRequests, PodTemplates and placeholder pods the controller creates, the group label
-# value of the group they are for. A pod carrying it is a placeholder, never a member: the webhook
+# ProvisioningRequests, PodTemplates and placeholder pods the controller creates (each owned by the
+# group's Gang), the uid of that Gang. A pod carrying it is a placeholder, never a member: the webhook
 # lets only the controller create one and never gates it, and no group counts it.
 CAPACITY_FOR_LABEL = f"{DOMAIN}/capacity-for"
 # Which attempt of asking for the group's capacity an object belongs to ("1", "2", …): a retry after a

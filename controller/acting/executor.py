@@ -72,7 +72,9 @@ from gangkeeper.audit import AuditLog
 from gangkeeper.controller.deciding.capabilities import ApiCapabilities
 from gangkeeper.controller.deciding.decisions import (
     Action,
+    CreateObject,
     DeleteGang,
+    DeleteObject,
     DeletePod,
     EvictPod,
     GangEvent,
@@ -361,6 +363,16 @@ class Executor:
                 return self._kube.delete(GANGS, namespace, action.name)
             except NotFound:
                 return None
+        if isinstance(action, CreateObject):
+            try:
+                return self._kube.create(action.resource, namespace, dict(action.body))
+            except AlreadyExists:
+                return None
+        if isinstance(action, DeleteObject):
+            try:
+                return self._kube.delete(action.resource, namespace, action.name, uid=action.uid or None)
+            except NotFound:
+                return None
         raise TypeError(f"no write for {type(action).__name__}")
 
     def _create_gang(self, namespace: str, body: Mapping | None) -> None:
@@ -502,6 +514,13 @@ def _target_of(action: Action) -> str:
         return f"{action.resource.name}/{namespace}/{action.name}"
     if isinstance(action, (ReserveGroup, SaveGang, DeleteGang)):
         return f"{GANGS.name}/{namespace}/{action.name}"
+    if isinstance(action, CreateObject) and action.resource.plural != PODS.plural:
+        # A group's PodTemplates, then the ProvisioningRequest naming them: one after the other.
+        return f"capacity/{namespace}/{action.group[1]}"
+    if isinstance(action, CreateObject):
+        return f"{PODS.name}/{namespace}/{action.body['metadata']['name']}"
+    if isinstance(action, DeleteObject):
+        return f"{action.resource.name}/{namespace}/{action.name}"
     raise TypeError(f"{type(action).__name__} writes no object of its own")
 
 
@@ -538,4 +557,8 @@ def _target(action: Action) -> str:
         return f"save Gang {action.name}"
     if isinstance(action, DeleteGang):
         return f"delete Gang {action.name}"
+    if isinstance(action, CreateObject):
+        return f"create {action.resource.kind} {action.body['metadata']['name']}"
+    if isinstance(action, DeleteObject):
+        return f"delete {action.resource.kind} {action.name}"
     return f"event {action.reason}"

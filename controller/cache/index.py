@@ -36,6 +36,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from gangkeeper.controller.cache.asked import PROVISIONING_REQUESTS, Asked
 from gangkeeper.controller.cache.budgets import POD_DISRUPTION_BUDGETS, Budgets
 from gangkeeper.controller.cache.capacity import Ledger
 from gangkeeper.controller.cache.groups import (
@@ -97,6 +98,7 @@ class ClusterIndex:
         self.ledger = Ledger((), self.patterns)
         self.occupancy = Occupancy()
         self.budgets = Budgets()
+        self.asked = Asked()  # what was asked of autoscalers: read by the pass, never by planning
         self.reserved_accelerators = 0
         self._holding: Counter = Counter()  # priority → live pods holding capacity (bound or reserved) at it
         self._pool: NodePool | None = None
@@ -158,6 +160,8 @@ class ClusterIndex:
                     self.version += 1
                 elif resource == POD_DISRUPTION_BUDGETS:
                     self.budgets.put(key, value)
+                elif resource == PROVISIONING_REQUESTS:
+                    self.asked.put_request(key, value)
                 else:
                     self.put_workload(_workload_key(resource, key), value)
             except Exception:
@@ -192,6 +196,7 @@ class ClusterIndex:
         self.version += 1
         self._count(old, -1)
         self._count(new, +1)
+        self.asked.put_pod(key, old.member if old is not None else None, new.member if new is not None else None)
         self._regroup(key, old, new)
 
     def put_node(self, name: str, node: Node | None) -> None:

@@ -3,7 +3,7 @@ each pass (`reconciler.reconcile`) and handed back by the executor with what its
 it (`acting.executor.Executed`), so that nothing learned from the API is a flag set from outside
 on the index or the settings.
 
-Whether the Gang CRD is served is what the Gangs' informer last found (it can come and go: a CRD
+Whether the Gang CRD (and the ProvisioningRequest CRD) is served is what its informer last found (it can come and go: a CRD
 installed or deleted); whether it keeps a Gang's `status.reservations` is learned from the answer
 to a reservation, once, and holds until the controller restarts (README, "Upgrade")."""
 
@@ -17,3 +17,6 @@ class ApiCapabilities:
     serves_gangs: bool = True
     # A Gang CRD of an older version prunes status.reservations: groups are reserved on each member.
     keeps_gang_reservations: bool = True
+    # Whether ProvisioningRequests are served, as their informer last found (`--capacity-provisioning
+    # ProvisioningRequest`): without them, no group asks (`controller.deciding.provisioning`).
+    serves_provisioning_requests: bool = True

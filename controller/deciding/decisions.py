@@ -46,6 +46,11 @@ class Reason(enum.StrEnum):
     # incomplete, its members gated, no new member for longer than `--incomplete-group-seconds`:
     # likely declared larger than what its owner creates before the group runs (`controller.deciding.incomplete`)
     INCOMPLETE_GROUP = "IncompleteGroup"
+    # capacity asked of an autoscaler (`controller.deciding.provisioning`): waiting for its nodes; its
+    # ask failed, expired or was revoked (asked again after a backoff); more than it may ever add
+    PROVISIONING = "Provisioning"
+    PROVISIONING_FAILED = "ProvisioningFailed"
+    TOO_LARGE = "TooLargeToProvision"
 
 
 class GangEvent(enum.StrEnum):
@@ -62,6 +67,8 @@ class GangEvent(enum.StrEnum):
     MEMBER_DELETED = "gang.member_deleted"
     PREEMPTING = "gang.preempting"
     PREEMPTED = "gang.preempted"
+    PROVISIONING = "gang.provisioning"  # capacity asked of an autoscaler (`controller.deciding.provisioning`)
+    PROVISIONING_FAILED = "gang.provisioning_failed"
     STUCK = "gang.stuck"  # incomplete for too long, no new member arriving: reported once (`controller.deciding.incomplete`)
 
     @property
@@ -214,5 +221,25 @@ class SaveGang:
     create: Mapping | None = None
 
 
+@dataclass(frozen=True)
+class CreateObject:
+    """Create an object asking an autoscaler for a group's capacity (a ProvisioningRequest, its
+    PodTemplates, a placeholder pod: `controller.deciding.provisioning`); one that exists already is left as it is."""
+
+    group: GroupKey
+    resource: Resource
+    body: Mapping
+
+
+@dataclass(frozen=True)
+class DeleteObject:
+    """Delete one of those objects, this very one (`uid`); one gone already is no failure."""
+
+    group: GroupKey
+    resource: Resource
+    name: str
+    uid: str
+
+
 Action = (Reserve | ReserveGroup | Release | DeletePod | EvictPod | SuspendOwner | ResumeOwner | Report | SaveGang
-          | DeleteGang)
+          | DeleteGang | CreateObject | DeleteObject)

@@ -29,6 +29,7 @@ class Channel(enum.Enum):
     STATE = enum.auto()
     TIMEOUT = enum.auto()
     INCOMPLETE = enum.auto()  # stuck incomplete, no new member arriving (`controller.deciding.incomplete`)
+    CAPACITY = enum.auto()  # what the autoscaler answered to what was asked for it (`controller.deciding.provisioning`)
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +79,15 @@ class Room:
     sent: float
 
 
+@dataclass(frozen=True, slots=True)
+class Asking:
+    """A group's placeholders (`controller.deciding.provisioning`): the attempt they belong to, and
+    when to ask again once they were taken back unbound (0: not taken back)."""
+
+    attempt: int
+    retry_at: float
+
+
 @dataclass(frozen=True)
 class Memory:
     first_seen: Mapping[GroupKey, float] = field(default_factory=dict)
@@ -95,6 +105,8 @@ class Memory:
     given_up: Mapping[GroupKey, frozenset[str]] = field(default_factory=dict)
     # Groups reserved where the work they preempted still holds capacity: the room they wait for.
     preempting: Mapping[GroupKey, Room] = field(default_factory=dict)
+    # Groups asking an autoscaler for capacity with placeholders: which attempt, when to ask again.
+    capacity: Mapping[GroupKey, Asking] = field(default_factory=dict)
 
 
 def unreported(memory: Memory, groups: Iterable[GroupKey]) -> Memory:

@@ -49,6 +49,13 @@ class Outcome:
     # Groups stuck incomplete (`controller.deciding.incomplete`), by namespace: each such group is under way,
     # so each pass decides all of them and this is whole.
     stuck_incomplete: Mapping[str, int] = field(default_factory=dict)
+    # Capacity asked of an autoscaler (`controller.deciding.provisioning`): each ask made (its
+    # namespace and the accelerators asked for), the seconds each group placed on what it asked for
+    # had waited, and the asks that came to nothing by how (the autoscaler's answer, or placeholders
+    # not bound in time).
+    capacity_asked: tuple[tuple[str, Mapping[str, float]], ...] = ()
+    capacity_came: tuple[float, ...] = ()
+    capacity_failed: Mapping[str, int] = field(default_factory=dict)
 
 
 def carried_out(outcome: Outcome, held: Collection[GroupKey], now: float) -> Outcome:

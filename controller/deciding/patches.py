@@ -9,6 +9,7 @@ rollback writes no body: it deletes the member with its uid as precondition.
 
 from collections.abc import Mapping
 from datetime import datetime, timezone
+from types import MappingProxyType
 
 from gangkeeper import names
 from gangkeeper.controller.model.objects import PodFacts
@@ -22,7 +23,8 @@ def reserve_patch(resource_version: str, node: str) -> dict:
                          "annotations": {names.RESERVED_NODE_ANNOTATION: node}}}
 
 
-def release_patch(facts: PodFacts, node: str, released_at: float | None = None) -> tuple[Mapping, ...]:
+def release_patch(facts: PodFacts, node: str, released_at: float | None = None,
+                  annotations: Mapping[str, str] = MappingProxyType({})) -> tuple[Mapping, ...]:
     """Pin to `node` and remove our gate, in one JSON Patch that fails unless the pod is as read.
 
     The pin is added to every existing required term (terms are ORed: a pin missing from one
@@ -30,13 +32,15 @@ def release_patch(facts: PodFacts, node: str, released_at: float | None = None) 
     Only our gate is removed, by index, after a `test` that the index still names it. With
     `released_at`, the release annotation records it (the webhook gave every gated member
     annotations, its group source among them, to add it to), and the bind timeout counts from it
-    even after a restart.
+    even after a restart. `annotations` are added too (the booking of a ProvisioningRequest it consumes).
     """
     pin = {"key": names.PIN_FIELD, "operator": "In", "values": [node]}
     ops: list[Mapping] = [{"op": "test", "path": "/metadata/resourceVersion", "value": facts.resource_version}]
     if released_at is not None:
         ops.append({"op": "add", "path": f"/metadata/annotations/{_escape(names.RELEASED_AT_ANNOTATION)}",
                     "value": _micro_time(released_at)})
+    ops += [{"op": "add", "path": f"/metadata/annotations/{_escape(key)}", "value": value}
+            for key, value in sorted(annotations.items())]
     terms = facts.member.affinity_terms
     if terms:
         for index, term in enumerate(terms):

@@ -80,16 +80,17 @@ from gangkeeper.controller.deciding.decisions import DeleteGang, Phase, Reason, 
 from gangkeeper.controller.deciding.memory import Channel, Memory, News, after_pass
 from gangkeeper.controller.deciding.outcome import Outcome
 from gangkeeper.controller.deciding.preempting import preempt, waiting_for_room
+from gangkeeper.controller.deciding.provisioning import ask_for_capacity, gang_of, place_provided, take_back_unclaimed
 from gangkeeper.controller.deciding.reporting import incomplete_or_queued, report_and_status, verdict_of
 from gangkeeper.controller.deciding.resuming import held_owners, suspended
 from gangkeeper.controller.deciding.rollback import owner_of, remember_given_up, roll_back, still_given_up
 from gangkeeper.controller.deciding.settings import Preempting, Settings
 from gangkeeper.controller.deciding.state import PassState, Remembered, accelerators_asked
 from gangkeeper.controller.deciding.timeouts import bind_failed, incomplete_too_long, schedule_timed_out
-from gangkeeper.controller.model.members import Group, GroupKey
+from gangkeeper.controller.model.members import GroupKey
 from gangkeeper.controller.planning.planner import apply, plan_group
 from gangkeeper.controller.planning.plans import Plan
-from gangkeeper.controller.planning.queue import Order, Planned, Waiting, plan_pass
+from gangkeeper.controller.planning.queue import Order, Planned, Waiting, admission_view, plan_pass
 
 log = logging.getLogger("gangkeeper.controller.reconciler")
 Decided = TypeVar("Decided")  # what one group's decision returns (`_guarded`)
@@ -124,6 +125,10 @@ def reconcile(index: ClusterIndex, memory: Memory, now: float, settings: Setting
         elif planning is Planning.EXTRAS:
             extras.append(view)
     _plan(state, queue, extras, index)
+    for view in pending.views:
+        _guarded(ask_for_capacity, state, view)
+    if pending.complete and state.index.asked:
+        take_back_unclaimed(state, {gang.uid for view in pending.views if (gang := gang_of(state, view)) is not None})
     for view in pending.views:
         _guarded(report_and_status, state, view)
     gone = _gone(pending, memory)
@@ -239,10 +244,17 @@ def _plan(state: PassState, queue: list[GangView], extras: list[GangView], index
     if not queue and not extras:
         return
     candidates = index.preemption_candidates if state.settings.preemption is Preempting.LOWER_PRIORITY else None
-    result = plan_pass([_admission_view(view.group) for view in queue], pool, index.ledger, state.now,
-                       state.settings.policy, index.occupancy, candidates, basis=index.version,
-                       last=index.planned if isinstance(index.planned, Planned) else None)
-    index.planned = result.planned
+    provided = place_provided(state, queue, pool, index.ledger, index.occupancy)
+    if provided is None:
+        result = plan_pass([admission_view(view.group) for view in queue], pool, index.ledger, state.now,
+                           state.settings.policy, index.occupancy, candidates, basis=index.version,
+                           last=index.planned if isinstance(index.planned, Planned) else None)
+        index.planned = result.planned
+    else:  # planned on what the groups placed first left: nothing of the last pass's answers holds
+        queue, ledger, occupancy = provided
+        result = plan_pass([admission_view(view.group) for view in queue], pool, ledger, state.now,
+                           state.settings.policy, occupancy, candidates)
+        index.planned = None
     working, around = result.ledger, result.occupancy  # admitted plans and the starving head's hold are counted in them
     for group, plan in result.admitted:
         reserve(state, views[group.key], plan)
@@ -251,6 +263,7 @@ def _plan(state: PassState, queue: list[GangView], extras: list[GangView], index
         preempt(state, views[group.key], preemption, index.view)
     for waiting in result.waiting:
         if waiting.no_fit is not None:
+            state.no_fits[waiting.group.key] = waiting.no_fit
             state.verdicts[waiting.group.key] = Verdict(Phase.WAITING, Reason.NO_FIT, waiting.reason)
         elif _behind_the_head(waiting):
             state.verdicts[waiting.group.key] = Verdict(Phase.WAITING, Reason.QUEUED, waiting.reason)
@@ -274,25 +287,13 @@ def _behind_the_head(waiting: Waiting) -> bool:
     return waiting.no_fit is None and waiting.group.complete
 
 
-def _admission_view(group: Group) -> Group:
-    """The members the queue should place: min count of them, counting those already reserved.
-
-    An elastic group is admitted with its min count; the rest follow one at a time.
-    """
-    live = [m for m in group.members if not m.terminal]
-    if len(live) <= group.min_count:
-        return group
-    booked = [m for m in live if not m.waiting]
-    waiting = [m for m in live if m.waiting]
-    return replace(group, members=tuple(booked + waiting[:max(0, group.min_count - len(booked))]))
-
-
 def _outcome(state: PassState, pending: Pending, index: ClusterIndex) -> Outcome:
     learned = state.remembered
     memory = replace(after_pass(state.memory, pending, state.now, rollbacks=learned.rollbacks,
                                 reported=learned.reported, incomplete_since=learned.incomplete_since,
                                 status_written=learned.status_written, arrivals=learned.arrivals),
-                     held=learned.held, given_up=learned.given_up, preempting=learned.preempting)
+                     held=learned.held, given_up=learned.given_up, preempting=learned.preempting,
+                     capacity=learned.capacity)
     decided = {view.group.key: verdict_of(state, view).phase for view in pending.views}
     phases = Counter(phase.value for phase in decided.values())
     phases.update(pending.settled_phases)
@@ -326,4 +327,5 @@ def _outcome(state: PassState, pending: Pending, index: ClusterIndex) -> Outcome
                    dict(figures.preemptions), decided_phases={key: phase.value for key, phase in decided.items()},
                    gone=pending.gone, complete=pending.complete, waited=tuple(waited),
                    waiting_accelerators=dict(demand), longest_wait=longest, bound_after=tuple(figures.bound_after),
-                   stuck_incomplete=dict(figures.stuck))
+                   stuck_incomplete=dict(figures.stuck), capacity_asked=tuple(figures.capacity_asked),
+                   capacity_came=tuple(figures.capacity_came), capacity_failed=dict(figures.capacity_failed))

@@ -16,10 +16,11 @@ from gangkeeper.controller.cache.index import ClusterIndex
 from gangkeeper.controller.deciding import gangs
 from gangkeeper.controller.deciding.capabilities import ApiCapabilities
 from gangkeeper.controller.deciding.decisions import Action, Verdict
-from gangkeeper.controller.deciding.memory import Arrival, Channel, HeldOwner, Memory, News, Room
+from gangkeeper.controller.deciding.memory import Arrival, Asking, Channel, HeldOwner, Memory, News, Room
 from gangkeeper.controller.deciding.settings import Settings
 from gangkeeper.controller.model.members import GroupKey, Member
 from gangkeeper.controller.model.objects import WorkloadKey
+from gangkeeper.controller.planning.plans import NoFit
 from gangkeeper.resources import accelerator_count, accelerators
 from gangkeeper.wording import first_of
 
@@ -41,6 +42,7 @@ class Remembered:
     held: dict[WorkloadKey, HeldOwner] = field(default_factory=dict)
     given_up: dict[GroupKey, frozenset[str]] = field(default_factory=dict)
     preempting: dict[GroupKey, Room] = field(default_factory=dict)
+    capacity: dict[GroupKey, Asking] = field(default_factory=dict)
 
 
 @dataclass
@@ -53,6 +55,10 @@ class Figures:
     preemptions: Counter = field(default_factory=Counter)  # victims by how they were taken
     stuck: Counter = field(default_factory=Counter)  # namespace → groups stuck incomplete
     due: list[float] = field(default_factory=list)  # moments a decision falls due by time alone
+    # Capacity asked of an autoscaler, per ask: the namespace and the accelerators asked for.
+    capacity_asked: list[tuple[str, dict[str, float]]] = field(default_factory=list)
+    capacity_came: list[float] = field(default_factory=list)  # seconds each group waited for the capacity it asked
+    capacity_failed: Counter = field(default_factory=Counter)  # asks that came to nothing, by how
 
 
 @dataclass
@@ -77,6 +83,7 @@ class PassState:
     # Where each group's Gang is (`gang_place`), found once: the pass asks for every group's twice, and
     # the workloads do not change while it decides.
     places: dict[GroupKey, tuple[GangView, gangs.GangPlace | None]] = field(default_factory=dict)
+    no_fits: dict[GroupKey, NoFit] = field(default_factory=dict)  # why each group the queue left waiting does not fit
 
 
 def accelerators_held(state: PassState, members: Iterable[Member]) -> int:

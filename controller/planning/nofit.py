@@ -32,7 +32,8 @@ def no_fit(group: Group, classes: Sequence[MemberClass], partial: list[Assignmen
     short = next(c for c in classes if any(m.uid not in placed for m in c.members))
     why, limiting = _why(short, partial, pool, ledger, occupancy)
     reason = f"{len(partial)} of {needed} waiting members placeable: {why}"
-    return NoFit(group.key, reason, limiting, len(partial), needed, tuple(partial))
+    fixed = bool(short.unplaceable) or any(rule in _BOUND_TO_WHAT_EXISTS for rule in limiting)
+    return NoFit(group.key, reason, limiting, len(partial), needed, tuple(partial), fixed)
 
 
 def _why(cls: MemberClass, partial: list[Assignment], pool: NodePool, ledger: Ledger,
@@ -59,6 +60,9 @@ _RULES = {ANTI_AFFINITY_REFUSAL: "anti-affinity", EXISTING_ANTI_AFFINITY_REFUSAL
           AFFINITY_REFUSAL: "pod affinity", SPREAD_REFUSAL: "topology spread", SPREAD_LABEL_REFUSAL: "topology spread",
           PORTS_REFUSAL: "host ports", BINDING_ORDER_REFUSAL: "pod affinity"}
 
+
+# What keeps a member out because of pods that exist: a new node has none of them.
+_BOUND_TO_WHAT_EXISTS = frozenset({"pod affinity"})
 
 EXPLAINED_NODES = 128  # nodes a NoFit's explanation examines one by one, at most
 EXPLAINED_DEVICE_NODES = 32  # of which the allocator is asked why it refuses, at most

@@ -43,7 +43,8 @@ class NoFit:
     """Why the group cannot be placed now, in words its owner can act on.
 
     `partial` is where the `placeable` members would go: the queue holds that capacity for a
-    group that has starved.
+    group that has starved. `fixed`: what keeps it out is bound to objects that exist (a volume
+    or a device claim already on a node, pods it must sit beside), so that no new node would help.
     """
 
     group: GroupKey
@@ -52,3 +53,4 @@ class NoFit:
     placeable: int
     needed: int
     partial: tuple[Assignment, ...] = ()
+    fixed: bool = False

@@ -59,7 +59,7 @@ Exactly safe because:
 
 import enum
 from collections.abc import Callable, Hashable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from gangkeeper.controller.cache.capacity import Ledger
 from gangkeeper.controller.cache.holders import Candidate
@@ -133,6 +133,19 @@ def incomplete_reason(group: Group) -> str:
     if len(live) < group.min_count:
         return f"{len(live)} of min count {group.min_count} members present"
     return f"members already released: {', '.join(sorted(ungated)[:5])}"
+
+
+def admission_view(group: Group) -> Group:
+    """The members the queue should place: min count of them, counting those already reserved.
+
+    An elastic group is admitted with its min count; the rest follow one at a time.
+    """
+    live = [m for m in group.members if not m.terminal]
+    if len(live) <= group.min_count:
+        return group
+    booked = [m for m in live if not m.waiting]
+    waiting = [m for m in live if m.waiting]
+    return replace(group, members=tuple(booked + waiting[:max(0, group.min_count - len(booked))]))
 
 
 def plan_pass(groups: Iterable[Group], nodes: NodePool, ledger: Ledger, now: float,

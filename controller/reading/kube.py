@@ -29,6 +29,7 @@ from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 
 from gangkeeper import integrations
+from gangkeeper.controller.model.capacity import POD_TEMPLATES, PROVISIONING_REQUESTS
 from gangkeeper.controller.reading.shapes import Reading
 from gangkeeper.integrations import gang, pytorchjob
 from gangkeeper.integrations.kind import Resource
@@ -73,6 +74,7 @@ GANGS = gang.RESOURCE
 PYTORCHJOBS = pytorchjob.RESOURCE
 
 RESOURCES = {r.name: r for r in (PODS, NODES, NAMESPACES, EVENTS, LEASES, *OCCUPANCY, POD_DISRUPTION_BUDGETS,
+                                 PROVISIONING_REQUESTS, POD_TEMPLATES,
                                  *integrations.RESOURCES)}
 
 

@@ -48,7 +48,8 @@ def pod_facts(pod: Mapping) -> PodFacts | None:
     annotations = metadata.get("annotations") or {}
     member = member_from_api(pod)
     group = labels.get(names.GROUP_LABEL)
-    if group is None and (member.node is None or member.terminal):
+    # A placeholder is kept while it waits, too: the pass counts those of each group.
+    if group is None and (member.terminal or (member.node is None and names.CAPACITY_FOR_LABEL not in labels)):
         return None
     gates = [gate.get("name") for gate in spec.get("schedulingGates") or ()]
     return PodFacts(
@@ -60,7 +61,7 @@ def pod_facts(pod: Mapping) -> PodFacts | None:
         owner=controller_owner(metadata), resource_version=str(metadata.get("resourceVersion", "")),
         gate_index=gates.index(names.SCHEDULING_GATE) if names.SCHEDULING_GATE in gates else None,
         affinity_depth=_affinity_depth(spec), unschedulable=_unschedulable(pod),
-        released_at=_epoch(annotations.get(names.RELEASED_AT_ANNOTATION)),
+        released_at=epoch(annotations.get(names.RELEASED_AT_ANNOTATION)),
     )
 
 
@@ -230,7 +231,7 @@ def _affinity_depth(spec: Mapping) -> int:
     return depth
 
 
-def _epoch(stamp: str | None) -> float | None:
+def epoch(stamp: str | None) -> float | None:
     """An RFC 3339 time as epoch seconds; None when absent or unreadable (someone edited it)."""
     try:
         return datetime.fromisoformat(stamp).timestamp() if stamp else None

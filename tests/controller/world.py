@@ -15,9 +15,20 @@ from typing import NamedTuple
 import jsonpatch
 
 from gangkeeper import names
+from gangkeeper.controller.cache.asked import PROVISIONING_REQUESTS
 from gangkeeper.controller.cache.groups import GANGS
 from gangkeeper.controller.cache.index import NODES, PODS, Change, ClusterIndex
-from gangkeeper.controller.deciding.decisions import DeleteGang, DeletePod, Release, Reserve, ReserveGroup, SaveGang
+from gangkeeper.controller.deciding.decisions import (
+    CreateObject,
+    DeleteGang,
+    DeleteObject,
+    DeletePod,
+    Release,
+    Reserve,
+    ReserveGroup,
+    SaveGang,
+)
+from gangkeeper.controller.reading.capacity import capacity_request_from_api
 from gangkeeper.controller.reading.nodes import node_from_api
 from gangkeeper.controller.reading.pods import pod_facts
 from gangkeeper.controller.reading.workloads import workload_from_api
@@ -71,6 +82,8 @@ class World:
         self.workloads: dict[tuple, dict] = {}
         self.changes: list[Change] = [(NODES, name, node_from_api(n)) for name, n in self.nodes.items()]
         self.conflicts = 0
+        self.asked: dict[tuple[str, str], dict] = {}  # (resource, namespace/name) → ProvisioningRequest, PodTemplate
+        self.created = "2025-01-01T00:00:00Z"  # the creationTimestamp of what the controller creates
         for resource, obj in workloads:
             self.put_workload(resource, obj)
 
@@ -121,7 +134,22 @@ class World:
         return {key: workload_from_api(key[0], obj) for key, obj in self.workloads.items()}
 
     def index(self, accelerator_patterns=DEFAULT_ACCELERATORS) -> ClusterIndex:
-        return ClusterIndex.build(self.facts(), self.workload_index(), self.node_list(), accelerator_patterns)
+        requests = [(PROVISIONING_REQUESTS, key, capacity_request_from_api(obj))
+                    for (resource, key), obj in self.asked.items() if resource == PROVISIONING_REQUESTS]
+        return ClusterIndex.build(self.facts(), self.workload_index(), self.node_list(), accelerator_patterns,
+                                  objects=requests)
+
+    def put_request(self, request: dict) -> None:
+        """A ProvisioningRequest as the autoscaler leaves it (its status written)."""
+        key = f"{request['metadata']['namespace']}/{request['metadata']['name']}"
+        self.asked[PROVISIONING_REQUESTS, key] = request
+        self.changes.append((PROVISIONING_REQUESTS, key, capacity_request_from_api(request)))
+
+    def requests(self) -> list[dict]:
+        return [obj for (resource, _), obj in self.asked.items() if resource == PROVISIONING_REQUESTS]
+
+    def templates(self) -> list[dict]:
+        return [obj for (resource, _), obj in self.asked.items() if resource == "podtemplates"]
 
     def take_changes(self) -> list[Change]:
         changes, self.changes = self.changes, []
@@ -165,10 +193,38 @@ class World:
                 self._reserve_on_gang(action)
             elif isinstance(action, SaveGang):
                 self._save_gang(action)
+            elif isinstance(action, CreateObject):
+                self._create(action)
+            elif isinstance(action, DeleteObject):
+                self._delete(action)
             elif isinstance(action, DeleteGang):
                 key = (GANGS, action.group[0], action.name)
                 if self.workloads.pop(key, None) is not None:
                     self.changes.append((GANGS, key, None))  # as the Gangs informer reports it
+
+    def _create(self, action: CreateObject) -> None:
+        body = copy.deepcopy(dict(action.body))
+        metadata = body["metadata"]
+        key = f"{metadata['namespace']}/{metadata['name']}"
+        metadata.setdefault("uid", f"uid-{metadata['name']}")
+        metadata.setdefault("creationTimestamp", self.created)
+        if action.resource.plural == "pods":
+            if key not in self.pods:
+                body.setdefault("status", {"phase": "Pending"})
+                self._store(body)
+        elif (action.resource.name, key) not in self.asked:
+            if action.resource.name == PROVISIONING_REQUESTS:
+                self.put_request(body)
+            else:
+                self.asked[action.resource.name, key] = body
+
+    def _delete(self, action: DeleteObject) -> None:
+        key = f"{action.group[0]}/{action.name}"
+        if action.resource.plural == "pods":
+            if key in self.pods:
+                self.delete(key)
+        elif self.asked.pop((action.resource.name, key), None) is not None and action.resource.name == PROVISIONING_REQUESTS:
+            self.changes.append((PROVISIONING_REQUESTS, key, None))
 
     def _save_gang(self, action: SaveGang) -> None:
         self._merge_status(action.group[0], action.name, action.create, action.status)

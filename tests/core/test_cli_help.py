@@ -27,7 +27,9 @@ def test_help_describes_the_command_and_shows_readable_defaults(argv, capsys, mo
     description = rest.split("\n\n")[0]
     assert usage.startswith(f"usage: gangkeeper {' '.join(argv)} ")
     assert not description.startswith(("options:", "positional arguments:")), f"no description:\n{text}"
-    assert "default: )" not in text and "default: None" not in text
+    # `None` is a value of one flag (--capacity-provisioning), where it reads as a choice, not as unset.
+    choice = "GANGKEEPER_CAPACITY_PROVISIONING; default: None"
+    assert "default: )" not in text and "default: None" not in " ".join(text.split()).replace(choice, "")
     # What the docstrings for developers say (module names, how the code is laid out), a user has no use for.
     assert ".py" not in description and "`gangkeeper certs issue|install`: flags" not in description
 
