@@ -24,7 +24,18 @@ from gangkeeper.integrations.finding import (
 )
 
 __all__ = ["LABEL_VALUE_RULE", "Classification", "GroupIdentity", "classify", "is_valid_label_value",
-           "leave_alone_reason", "to_label_value"]
+           "leave_alone_reason", "placeholder_for", "to_label_value"]
+
+
+def placeholder_for(pod: Mapping) -> str | None:
+    """The uid of the Gang whose group a placeholder pod holds capacity for, or None when the pod is
+    no placeholder.
+
+    The controller creates placeholders ungated on purpose, so that an autoscaler sees them pending
+    and adds nodes for a waiting group: the label makes a pod one, whatever else it carries."""
+    labels = (pod.get("metadata") or {}).get("labels") or {}
+    found = labels.get(names.CAPACITY_FOR_LABEL)
+    return None if found is None else str(found)
 
 
 def leave_alone_reason(pod: Mapping, namespace: str, excluded_namespaces: Iterable[str]) -> str | None:
@@ -32,6 +43,10 @@ def leave_alone_reason(pod: Mapping, namespace: str, excluded_namespaces: Iterab
     metadata = pod.get("metadata") or {}
     spec = pod.get("spec") or {}
     labels = metadata.get("labels") or {}
+    placeholder = placeholder_for(pod)
+    if placeholder is not None:
+        return (f"a placeholder holding capacity for the group of Gang {placeholder} (label "
+                f"{names.CAPACITY_FOR_LABEL}): never a member")
     if namespace in set(excluded_namespaces) | names.NEVER_ENFORCED_NAMESPACES:
         return f"namespace {namespace} is never enforced"
     if spec.get("nodeName"):

@@ -5,11 +5,12 @@ here on the emulation, each the way it is done there:
 
 - deploy/default is rendered with `kubectl kustomize`, and every object of a kind the emulation
   serves is created: the `gangkeeper` namespace, both webhook configurations (without caBundle, as
-  rendered), the webhook's PodDisruptionBudget. The rest is stood in for: the Gang CRD by the Gang
-  kind the emulation serves built in (a served CRD would be created like the others), the RBAC
-  objects by the authorizer the server runs on them (`sim.rbac.deployed_rbac`, deploy/base's),
-  the service accounts by the tokens of the two kubeconfigs, the webhook's Service by the admission
-  chain's route to the webhook's loopback port, the two Deployments by the processes below.
+  rendered), the webhook's PodDisruptionBudget, the placeholder pods' PriorityClass. The rest is
+  stood in for: the Gang CRD by the Gang kind the emulation serves built in (a served CRD would be
+  created like the others), the RBAC objects by the authorizer the server runs on them
+  (`sim.rbac.deployed_rbac`, deploy/base's), the service accounts by the tokens of the two
+  kubeconfigs, the webhook's Service by the admission chain's route to the webhook's loopback
+  port, the two Deployments by the processes below.
 - the real `gangkeeper certs install --kubeconfig ADMIN --dir WORK/webhook-tls` (a subprocess)
   issues the webhook's certificate, patches both caBundles and writes the TLS Secret.
 - the real `gangkeeper webhook` (gunicorn over TLS, with that certificate) and `gangkeeper

@@ -19,6 +19,7 @@ from werkzeug.exceptions import HTTPException
 
 from gangkeeper import names
 from gangkeeper.audit import AuditLog, open_audit_log
+from gangkeeper.identity import placeholder_for
 from gangkeeper.webhook import metrics
 from gangkeeper.webhook.mutate import mutate
 from gangkeeper.webhook.policy import Policy
@@ -161,9 +162,12 @@ def _answer_mutate(review_request: AdmissionRequest, state: State) -> tuple[dict
 def _answer_validate(review_request: AdmissionRequest, state: State) -> tuple[dict, str]:
     verdict = validate(review_request, state.policy)
     decision = "allowed" if verdict.allowed else "denied"
-    labels = ((review_request.object or {}).get("metadata") or {}).get("labels") or {}
+    obj = review_request.object or {}
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    # A placeholder's line names the group it holds capacity for.
+    group = str(labels.get(names.GROUP_LABEL) or placeholder_for(obj) or "")
     _audit(state, "admission.validate", review_request, decision, verdict.reason if verdict.allowed else verdict.message,
-           str(labels.get(names.GROUP_LABEL, "")), {"problems": len(verdict.problems), "warnings": len(verdict.warnings)})
+           group, {"problems": len(verdict.problems), "warnings": len(verdict.warnings)})
     if verdict.allowed:
         return allowed(review_request.uid, verdict.warnings), decision
     return denied(review_request.uid, verdict.message, warnings=verdict.warnings), decision

@@ -7,7 +7,7 @@ server discards the result itself).
 
 from dataclasses import dataclass, field
 
-from gangkeeper.identity import classify
+from gangkeeper.identity import classify, placeholder_for
 from gangkeeper.webhook.patch import gate_and_label
 from gangkeeper.webhook.policy import Policy
 from gangkeeper.webhook.review import AdmissionRequest
@@ -40,7 +40,8 @@ def mutate(request: AdmissionRequest, policy: Policy) -> Mutation:
                               fallback_name=fallback_name(request))
     identity = classification.identity
     if identity is None:
-        return Mutation(ALLOWED, classification.reason)
+        # A placeholder's line in the audit log names the group it holds capacity for.
+        return Mutation(ALLOWED, classification.reason, group=placeholder_for(pod) or "")
     ops = gate_and_label(pod, identity)
     decision = PATCHED if ops else ALLOWED
     reason = classification.reason if ops else f"{classification.reason}; already gated and labelled"

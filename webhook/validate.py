@@ -1,4 +1,5 @@
-"""/validate policy: guard our gate and refuse declarations the controller could not act on.
+"""/validate policy: guard our gate, keep placeholder pods the controller's, and refuse
+declarations the controller could not act on.
 
 Pure: an AdmissionRequest in, a Verdict out with *every* problem at once, each naming the field,
 the value and what is accepted, so that one `kubectl apply` shows the user all there is to fix.
@@ -11,7 +12,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from gangkeeper import integrations, names
-from gangkeeper.identity import LABEL_VALUE_RULE, classify, is_valid_label_value
+from gangkeeper.identity import LABEL_VALUE_RULE, classify, is_valid_label_value, placeholder_for
 from gangkeeper.integrations.finding import LABEL_KEY_RULE, is_valid_label_key
 from gangkeeper.webhook.patch import has_gate
 from gangkeeper.webhook.policy import Policy
@@ -58,16 +59,19 @@ def validate(request: AdmissionRequest, policy: Policy) -> Verdict:
     if request.group or request.kind != "Pod":
         return Verdict(reason=f"{request.kind}: nothing to check")
     ledger = controller_annotation_problems(old, new, request.username, policy.controller_username)
+    what = "pod" if placeholder_for(new) is None else "placeholder pod"
     if request.operation == "CREATE":
         # No warning for an accelerator request that differs from its limit: the API server refuses
         # such a pod (extended resources are never overcommitted) before validating webhooks run.
         warnings = _min_count_warnings(new, request, policy)
-        return _verdict([*declaration_problems(new), *ledger], warnings, "pod CREATE")
+        return _verdict([*placeholder_creation_problems(new, request.username, policy.controller_username),
+                         *declaration_problems(new), *ledger], warnings, f"{what} CREATE")
     problems = [*gate_removal_problems(old, new, request.username, policy.controller_username),
                 *group_change_problems(old, new),
+                *placeholder_change_problems(old, new, request.username),
                 *ledger,
                 *declaration_problems(new, changed_keys(old, new))]
-    return _verdict(problems, (), "pod UPDATE")
+    return _verdict(problems, (), f"{what} UPDATE")
 
 
 def _verdict(problems: Iterable[str], warnings: Iterable[str], what: str) -> Verdict:
@@ -104,6 +108,35 @@ def group_change_problems(old: Mapping, new: Mapping) -> list[str]:
                             f"pod is gated by {names.SCHEDULING_GATE}; the group of a gated pod cannot change "
                             f"(delete and re-create the pod)")
     return problems
+
+
+def placeholder_creation_problems(pod: Mapping, username: str, controller_username: str) -> list[str]:
+    """Only the controller creates placeholders. The webhook never gates one, so anyone else's would
+    start at once, its gang scheduling skipped, or pass for capacity that a waiting group asked for."""
+    group = placeholder_for(pod)
+    if group is None or username == controller_username:
+        return []
+    return [f"metadata.labels[{names.CAPACITY_FOR_LABEL}]: {username or 'an anonymous user'} created a pod labelled "
+            f"{_shown(group)}; only {controller_username} creates placeholder pods (pause pods holding capacity for "
+            f"a waiting group, never gated); remove the label"]
+
+
+def placeholder_change_problems(old: Mapping, new: Mapping, username: str) -> list[str]:
+    """A pod is a placeholder from its creation to its deletion, or never: a member that became one
+    would no longer count in its group, and a placeholder that stopped being one would hold its node
+    outside every group, beyond the controller's clean-up."""
+    before, after = placeholder_for(old), placeholder_for(new)
+    if before == after:
+        return []
+    if before is None:
+        change = f"set to {_shown(after)}"
+    elif after is None:
+        change = f"removed (it was {_shown(before)})"
+    else:
+        change = f"changed from {_shown(before)} to {_shown(after)}"
+    return [f"metadata.labels[{names.CAPACITY_FOR_LABEL}]: {change} by {username or 'an anonymous user'}; it is set "
+            f"at creation only: a placeholder keeps it, for the group it was created for, until the controller "
+            f"deletes the pod, and no other pod can take it (leave it as it was)"]
 
 
 # The reservation ledger: a pod whose owner could write these would reserve a node of its own

@@ -121,6 +121,18 @@ def test_pods_owned_by_someone_else_are_left_alone(body, why):
     assert why in found.reason
 
 
+@pytest.mark.parametrize("labels", [
+    {names.CAPACITY_FOR_LABEL: "train"},
+    {names.CAPACITY_FOR_LABEL: "train", names.GROUP_LABEL: "train"},
+    {names.CAPACITY_FOR_LABEL: "train", names.KUBEFLOW_JOB_NAME_LABEL: "pytorch-dist"},
+])
+def test_a_placeholder_is_never_a_member_whatever_else_it_carries(labels):
+    found = classify(pod("train-capacity-1-0", labels, gpus=8), namespace="ml")
+    assert found.identity is None
+    assert found.reason == f"a placeholder holding capacity for the group of Gang train (label {names.CAPACITY_FOR_LABEL}): " \
+                           "never a member"
+
+
 def test_never_enforced_namespaces_are_left_alone():
     assert classify(pod(gpus=1), namespace="kube-system").identity is None
     assert classify(pod(gpus=1), namespace="gangkeeper", excluded_namespaces=["gangkeeper"]).identity is None

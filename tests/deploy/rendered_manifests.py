@@ -1,5 +1,6 @@
 """Render a kustomization with the kubectl the project installs (kustomize 5), and look objects up."""
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +17,16 @@ def render(kustomization: str) -> list[dict]:
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, f"kubectl kustomize {kustomization} failed:\n{result.stderr}"
     return [doc for doc in yaml.safe_load_all(result.stdout) if doc]
+
+
+def render_with(tmp_path: Path, resource: str, *components: str) -> list[dict]:
+    """`resource` (a kustomization of the repository) with `components`, through an overlay in
+    `tmp_path` that names them as the README tells one to."""
+    (tmp_path / "kustomization.yaml").write_text(
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n"
+        f"resources:\n  - {os.path.relpath(REPO / resource, tmp_path)}\n"
+        "components:\n" + "".join(f"  - {os.path.relpath(REPO / c, tmp_path)}\n" for c in components))
+    return render(str(tmp_path))
 
 
 def find(objects: list[dict], kind: str, name: str) -> dict:

@@ -25,7 +25,7 @@ import pytest
 import yaml
 
 from gangkeeper import names
-from tests.deploy.rendered_manifests import KUBECTL, REPO, find, of_kind
+from tests.deploy.rendered_manifests import KUBECTL, REPO, find, of_kind, render_with
 
 CHART = REPO / "charts" / "gangkeeper"
 CRD_COPY = CHART / "crds" / "gangs.yaml"
@@ -105,6 +105,14 @@ def test_cert_manager_renders_the_cert_manager_overlay(cert_manager):
                         "certificates.source=cert-manager vs deploy/overlays/cert-manager")
 
 
+@pytest.mark.parametrize("mode, component", [("ProvisioningRequest", "deploy/components/provisioning-request"),
+                                             ("Placeholders", "deploy/components/placeholders")])
+def test_capacity_provisioning_renders_its_component(tmp_path, mode, component):
+    assert_same_objects(render_chart({"controller": {"capacityProvisioning": mode}}),
+                        render_with(tmp_path, "deploy/default", component),
+                        f"controller.capacityProvisioning={mode} vs deploy/default with {component}")
+
+
 def test_the_app_version_is_the_package_version_and_deploys_image_tag():
     setup = configparser.ConfigParser()
     setup.read(REPO / "setup.cfg")
@@ -145,7 +153,7 @@ def test_another_namespace_moves_everything_and_tells_the_commands(default):
     assert find(objects, "Namespace", OTHER_NAMESPACE)["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] \
         == "restricted"
     namespaced = [o for o in objects if o["kind"] not in (
-        "Namespace", "CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding",
+        "Namespace", "CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding", "PriorityClass",
         "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")]
     assert len(namespaced) == len([o for o in default if "namespace" in o["metadata"]])
     assert {o["metadata"]["namespace"] for o in namespaced} == {OTHER_NAMESPACE}
@@ -227,6 +235,18 @@ def test_one_webhook_replica_gets_no_budget_that_would_block_every_drain():
 def test_what_the_chart_fixes_cannot_be_set(values):
     with pytest.raises(helm.HelmError):
         render_chart(values)
+
+
+@pytest.mark.parametrize("values, says", [
+    ({"controller": {"capacityProvisioning": "Karpenter"}},
+     "at '/controller/capacityProvisioning': value must be one of 'None', 'ProvisioningRequest', 'Placeholders'"),
+    ({"controller": {"flags": {"capacity-provisioning": "Placeholders"}}},
+     "--capacity-provisioning is set by the value controller.capacityProvisioning: set that instead of the flag"),
+], ids=["unknown-mode", "as-a-flag"])
+def test_capacity_provisioning_is_one_of_its_modes_set_by_its_value(values, says):
+    with pytest.raises(helm.HelmError) as refused:
+        render_chart(values)
+    assert says in str(refused.value)
 
 
 def test_failure_policy_and_timeout_reach_both_configurations():

@@ -63,7 +63,10 @@ def test_the_webhook_has_no_api_access_at_all(rendered):
 
 
 @pytest.mark.parametrize(("group", "resource", "verbs"), [
-    ("", "pods", {"get", "list", "watch", "patch", "delete"}),
+    ("", "pods", {"get", "list", "watch", "create", "patch", "delete"}),
+    ("", "podtemplates", {"get", "list", "watch", "create", "delete"}),
+    (names.PROVISIONING_REQUEST_API[0], names.PROVISIONING_REQUEST_API[2], {"get", "list", "watch", "create", "delete"}),
+    ("scheduling.k8s.io", "priorityclasses", set()),
     ("", "nodes", {"get", "list", "watch"}),
     ("", "namespaces", set()),
     ("", "events", {"create", "patch"}),
@@ -151,6 +154,7 @@ def test_controller_container_args_ports_and_probes(rendered):
     assert deployment["spec"]["replicas"] == 2
     (container,) = _pod_spec(deployment)["containers"]
     assert container["command"] + container["args"] == ["gangkeeper", "controller"]
+    assert {"name": "GANGKEEPER_CAPACITY_PROVISIONING", "value": "None"} in container["env"], "opt-in only"
     assert {p["name"]: p["containerPort"] for p in container["ports"]} == {"health": 8081, "metrics": 8080}
     assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
     assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "health"}
@@ -164,10 +168,19 @@ def test_the_image_tag_follows_the_package_version(default):
 
 
 def test_everything_namespaced_lives_in_our_namespace(rendered):
-    cluster_scoped = {"Namespace", "CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding",
+    cluster_scoped = {"Namespace", "CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding", "PriorityClass",
                       "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"}
     for obj in rendered:
         assert obj["metadata"].get("namespace") == (None if obj["kind"] in cluster_scoped else names.DEFAULT_NAMESPACE)
+
+
+def test_placeholders_have_a_negative_priority_and_preempt_nothing(rendered):
+    """Every real pod preempts a placeholder, and a placeholder never preempts anything."""
+    priority_class = find(rendered, "PriorityClass", names.PLACEHOLDER_PRIORITY_CLASS)
+    assert (priority_class["value"], priority_class["preemptionPolicy"], priority_class["globalDefault"]) == (
+        names.PLACEHOLDER_PRIORITY, "Never", False)
+    assert names.PLACEHOLDER_PRIORITY < 0 and "placeholder" in priority_class["description"]
+    assert [o["metadata"]["name"] for o in of_kind(rendered, "PriorityClass")] == [names.PLACEHOLDER_PRIORITY_CLASS]
 
 
 # --- webhook configurations ----------------------------------------------------------------------

@@ -9,7 +9,6 @@ suffixes their types give them (`_total`, `_bucket`/`_sum`/`_count`) and labels 
 """
 
 import json
-import os
 import re
 
 import jsonschema
@@ -19,7 +18,7 @@ from prometheus_client.metrics import MetricWrapperBase
 
 from gangkeeper.controller.metrics import Metrics
 from gangkeeper.webhook import metrics as webhook_metrics
-from tests.deploy.rendered_manifests import REPO, find, render
+from tests.deploy.rendered_manifests import REPO, find, render_with
 
 KUBERNETES_VERSION = "1.33"  # as test_deploy_schemas
 COMPONENT = REPO / "deploy/components/monitoring"
@@ -33,12 +32,7 @@ ADDED = {("Service", "gangkeeper-controller-metrics"), ("ServiceMonitor", "gangk
 @pytest.fixture(scope="module")
 def monitored(tmp_path_factory) -> list[dict]:
     """deploy/default with the component, as the README tells an overlay to include it."""
-    overlay = tmp_path_factory.mktemp("overlay")
-    (overlay / "kustomization.yaml").write_text(
-        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n"
-        f"resources:\n  - {os.path.relpath(REPO / 'deploy/default', overlay)}\n"
-        f"components:\n  - {os.path.relpath(COMPONENT, overlay)}\n")
-    return render(str(overlay))
+    return render_with(tmp_path_factory.mktemp("overlay"), "deploy/default", "deploy/components/monitoring")
 
 
 @pytest.fixture(scope="module")

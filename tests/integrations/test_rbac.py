@@ -13,11 +13,13 @@ from tests.deploy.rendered_manifests import find, of_kind, render
 WRITES = frozenset({"create", "update", "patch", "delete", "deletecollection"})
 # The controller's own resources, not any workload kind's: members (and evicting lone pods a
 # preemption takes, with the budgets protecting them), capacity (nodes, DRA devices and claims, the
-# volumes of members' claims), Events.
+# volumes of members' claims), Events, and what asks an autoscaler for capacity (placeholder pods,
+# ProvisioningRequests and their PodTemplates).
 CORE = {("", "pods"), ("", "pods/eviction"), ("policy", "poddisruptionbudgets"), ("", "nodes"), ("", "events"),
         ("", "persistentvolumeclaims"), ("", "persistentvolumes"),
         *(("resource.k8s.io", resource)
-          for resource in ("deviceclasses", "resourceslices", "resourceclaims", "resourceclaimtemplates"))}
+          for resource in ("deviceclasses", "resourceslices", "resourceclaims", "resourceclaimtemplates")),
+        (names.PROVISIONING_REQUEST_API[0], names.PROVISIONING_REQUEST_API[2]), ("", "podtemplates")}
 WATCHED = [integration for integration in integrations.ALL if integration.resource is not None]
 
 

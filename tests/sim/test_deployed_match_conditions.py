@@ -1,7 +1,7 @@
 """deploy/'s matchCondition on the validating webhook, in the emulation with the real webhook app:
 the controller's reserve and release patches no longer reach /validate, everyone else's updates
 do (a user removing the gate is still refused), and /validate would have allowed the skipped
-patches anyway."""
+patches anyway. Creates are always sent, the controller's placeholder pods among them."""
 
 import copy
 import json
@@ -15,7 +15,7 @@ from gangkeeper.controller.deciding.patches import release_patch, reserve_patch
 from gangkeeper.controller.reading.pods import pod_facts
 from sim.api import ADMIN, APIError, service_account
 from sim.apiserver import APIServer
-from sim.deployed import WEBHOOK_CONFIGURATIONS, install_webhook_configurations
+from sim.deployed import WEBHOOK_CONFIGURATIONS, install_placeholder_priority_class, install_webhook_configurations
 from sim.patching import JSON_PATCH, MERGE_PATCH
 from tests.sim.helpers import namespace, pod
 
@@ -117,6 +117,33 @@ def test_the_controllers_creates_still_reach_validate(tmp_path):
                                    "metadata": {"name": "train"}, "spec": {"minCount": 2}},
                namespace=NS, user=CONTROLLER)
     assert webhook.validated("CREATE") == [(CONTROLLER.username, True)] * 2
+
+
+def placeholder(name: str) -> dict:
+    """A pause pod holding capacity for the group train, as the controller makes one."""
+    labels = {names.CAPACITY_FOR_LABEL: "train", names.CAPACITY_ATTEMPT_LABEL: "1"}
+    return pod(name, labels=labels, gpus=8, priorityClassName=names.PLACEHOLDER_PRIORITY_CLASS)
+
+
+def test_placeholders_reach_both_webhooks_and_only_the_controllers_are_created_ungated(tmp_path):
+    """The controller's creates are sent (no matchCondition skips them): /mutate leaves its placeholder
+    ungated, /validate allows it; anyone else's placeholder, and a member relabelled as one, are refused."""
+    api, webhook = emulation(tmp_path)
+    install_placeholder_priority_class(api)
+    created = api.create("pods", placeholder("train-capacity-1-0"), namespace=NS, user=CONTROLLER)
+    assert "schedulingGates" not in created["spec"] and created["spec"]["priority"] == names.PLACEHOLDER_PRIORITY
+    assert [(path, user, answer["allowed"], "patch" in answer) for path, _, user, answer in webhook.calls] == [
+        ("/mutate", CONTROLLER.username, True, False), ("/validate", CONTROLLER.username, True, False)]
+    with pytest.raises(APIError) as refused:
+        api.create("pods", placeholder("mine"), namespace=NS, user=ADMIN)
+    assert f"metadata.labels[{names.CAPACITY_FOR_LABEL}]: kubernetes-admin created a pod" in \
+        refused.value.status["message"]
+    member(api, "m-0")
+    with pytest.raises(APIError) as relabelled:
+        api.patch("pods", "m-0", {"metadata": {"labels": {names.CAPACITY_FOR_LABEL: "train"}}}, namespace=NS,
+                  patch_type=MERGE_PATCH, user=ADMIN)
+    assert f'metadata.labels[{names.CAPACITY_FOR_LABEL}]: set to "train" by kubernetes-admin' in \
+        relabelled.value.status["message"]
 
 
 @pytest.mark.parametrize("shape", [

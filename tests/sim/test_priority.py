@@ -2,8 +2,10 @@
 
 import pytest
 
+from gangkeeper import names
 from sim.api import APIError
 from sim.apiserver import APIServer
+from sim.playground import install, rendered_deploy_default
 from sim.spec import SpecError, load, priority_class_manifests, submissions
 from tests.sim.helpers import pod
 
@@ -99,3 +101,11 @@ workloads: [{kind: Job, name: train, size: 1, priorityClassName: urgent}]
     assert refused.value.problems == ["workloads[0].priorityClassName: 'nope' is not a PriorityClass of the spec; "
                                       "use one of ['system-cluster-critical', 'system-node-critical'], or list it "
                                       "under priorityClasses"]
+
+
+def test_deploys_placeholder_class_is_installed_as_the_playground_installs_deploy_and_preempts_nothing():
+    api = APIServer()
+    assert f"PriorityClass {names.PLACEHOLDER_PRIORITY_CLASS}" in install(api, rendered_deploy_default())
+    api.create("namespaces", {"metadata": {"name": "ml"}})
+    spec = created(api, pod("placeholder", priorityClassName=names.PLACEHOLDER_PRIORITY_CLASS))
+    assert (spec["priority"], spec["preemptionPolicy"]) == (names.PLACEHOLDER_PRIORITY, "Never")

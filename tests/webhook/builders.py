@@ -60,6 +60,19 @@ def pytorchjob_pod(job="bert", role="worker", index=0, uid="6f1c7c1e-8f31-4a44-9
     return pod(f"{job}-{role}-{index}", labels=labels, owner=owner(names.PYTORCHJOB_KIND, job, uid), gpus=gpus, **kw)
 
 
+def placeholder(group="bert", attempt="1", index=0, gpus=8, **kw) -> dict:
+    """A placeholder pod as the controller creates one for a waiting group: a pause container in a
+    member's shape, owned by the group's Gang, with the placeholders' PriorityClass resolved by the
+    API server's Priority plugin (which runs before the webhooks)."""
+    labels = {names.CAPACITY_FOR_LABEL: group, names.CAPACITY_ATTEMPT_LABEL: attempt, **kw.pop("labels", {})}
+    pause = {**container("pause", gpus=gpus), "image": names.PLACEHOLDER_IMAGE}
+    gang = owner(names.GANG_KIND, f"{group}-x7k2p", "9d0e1f2a-3b4c-4d5e-8f60-718293a4b5c6",
+                 f"{names.GANG_GROUP}/{names.GANG_VERSION}")
+    return pod(f"{group}-capacity-{attempt}-{index}", labels=labels, owner=gang, containers=[pause],
+               priorityClassName=names.PLACEHOLDER_PRIORITY_CLASS, priority=names.PLACEHOLDER_PRIORITY,
+               preemptionPolicy="Never", **kw)
+
+
 def review(obj=None, *, operation="CREATE", old=None, user=OPERATOR, uid="5d3c1a2b-0000-4000-8000-000000000001",
            kind="Pod", group="", version="v1", namespace=NAMESPACE, dry_run=False, name=None,
            sub_resource="") -> dict:

@@ -9,7 +9,7 @@ from gangkeeper import names
 from gangkeeper.webhook import app as app_module
 from gangkeeper.webhook import metrics
 from gangkeeper.webhook.app import create_app
-from tests.webhook.builders import pod, review
+from tests.webhook.builders import placeholder, pod, review
 
 UID = "5d3c1a2b-0000-4000-8000-000000000001"
 
@@ -87,6 +87,22 @@ def test_every_decision_is_one_audit_line_without_the_spec(client, audit_file):
             mutate_line["user"]) == ("ml-training", "p", "p", UID, "alice")
     assert validate_line["event"] == "admission.validate" and validate_line["decision"] == "denied"
     assert "s3cr3t" not in audit_file.read_text()
+
+
+def test_a_placeholders_decisions_are_audited_under_the_group_it_holds_capacity_for(client, audit_file):
+    controller = names.DEFAULT_CONTROLLER_USERNAME
+    client.post("/mutate", json=review(placeholder(), user=controller))
+    client.post("/validate", json=review(placeholder(), user=controller))
+    client.post("/validate", json=review(placeholder(), user="alice"))
+    lines = [json.loads(line) for line in audit_file.read_text().splitlines()]
+    assert [(line["event"], line["user"], line["group"], line["decision"]) for line in lines] == [
+        ("admission.mutate", controller, "bert", "allowed"),
+        ("admission.validate", controller, "bert", "allowed"),
+        ("admission.validate", "alice", "bert", "denied")]
+    assert lines[0]["reason"].startswith("a placeholder holding capacity for the group of Gang bert")
+    assert lines[1]["reason"] == "placeholder pod CREATE: valid"
+    assert f"metadata.labels[{names.CAPACITY_FOR_LABEL}]: alice created a pod" in lines[2]["reason"]
+    assert lines[2]["pod"] == "bert-capacity-1-0" and lines[2]["details"]["problems"] == 1
 
 
 def test_health_and_unknown_routes(client):

@@ -91,3 +91,32 @@ def test_dry_run_gets_the_same_answer(client):
     recorded["review"]["request"]["dryRun"] = True
     _, response = replay(client, ALL[0])
     assert client.post("/mutate", json=recorded["review"]).get_json()["response"] == response
+
+
+def solo_as_placeholder(user: str) -> dict:
+    """The recorded create of solo (07), a GPU pod, labelled as a placeholder and sent by `user`."""
+    review = json.loads((FIXTURES / "07-mutate-create-solo.json").read_text())["review"]
+    review["request"]["object"]["metadata"]["labels"] = {names.CAPACITY_FOR_LABEL: "solo"}
+    review["request"]["userInfo"]["username"] = user
+    return review
+
+
+def test_a_recorded_gpu_pod_labelled_as_a_placeholder(client):
+    """solo, gated when recorded, is left ungated as a placeholder; /validate, sent the same pod
+    (/mutate changed nothing), allows it from the controller alone."""
+    controller, operator = names.DEFAULT_CONTROLLER_USERNAME, "system:serviceaccount:ml-training:training-operator"
+    mutated = client.post("/mutate", json=solo_as_placeholder(controller)).get_json()["response"]
+    assert mutated == {"uid": solo_as_placeholder(controller)["request"]["uid"], "allowed": True}
+    assert client.post("/validate", json=solo_as_placeholder(controller)).get_json()["response"]["allowed"] is True
+    refused = client.post("/validate", json=solo_as_placeholder(operator)).get_json()["response"]
+    assert refused["allowed"] is False and refused["status"]["code"] == 403
+    assert f"metadata.labels[{names.CAPACITY_FOR_LABEL}]: {operator} created a pod" in refused["status"]["message"]
+
+
+def test_a_recorded_update_that_turns_a_member_into_a_placeholder_is_refused(client):
+    review = json.loads((FIXTURES / "16-validate-update-pytorch-dist-worker-0.json").read_text())["review"]
+    review["request"]["object"]["metadata"]["labels"][names.CAPACITY_FOR_LABEL] = "captured"
+    refused = client.post("/validate", json=review).get_json()["response"]
+    assert refused["allowed"] is False
+    assert (f'metadata.labels[{names.CAPACITY_FOR_LABEL}]: set to "captured" by kubernetes-admin'
+            in refused["status"]["message"])

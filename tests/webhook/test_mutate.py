@@ -12,7 +12,7 @@ from gangkeeper.webhook.mutate import ALLOWED, PATCHED, mutate
 from gangkeeper.webhook.patch import _diffed_ops, _direct_ops, diff, gate_and_label
 from gangkeeper.webhook.policy import Policy
 from gangkeeper.webhook.review import parse_review
-from tests.webhook.builders import applied, container, gate_names, owner, pod, pytorchjob_pod, review
+from tests.webhook.builders import applied, container, gate_names, owner, placeholder, pod, pytorchjob_pod, review
 
 POLICY = Policy()
 JOB_UID = "0b4e7c9a-1111-4a44-9f7e-1b2f2c8e9a01"
@@ -81,6 +81,21 @@ def test_two_lone_generate_name_pods_get_different_groups():
     first = mutated(pod(None, generate_name="gen-", gpus=1), uid="aaaaaaaa-0000-4000-8000-000000000000")
     second = mutated(pod(None, generate_name="gen-", gpus=1), uid="bbbbbbbb-0000-4000-8000-000000000000")
     assert (first.group, second.group) == ("gen-aaaaaaaa", "gen-bbbbbbbb")
+
+
+@pytest.mark.parametrize("obj", [
+    placeholder(),
+    placeholder(labels={names.GROUP_LABEL: "bert"}),
+    pytorchjob_pod(labels={names.CAPACITY_FOR_LABEL: "bert"}),
+], ids=["as the controller makes it", "with a group label", "shaped like a job's member"])
+def test_a_placeholder_is_never_gated_nor_grouped(obj):
+    """The controller creates it ungated on purpose, in an enforced namespace: an autoscaler adds
+    nodes only for pods that are pending and not gated."""
+    mutation = mutated(obj, user=names.DEFAULT_CONTROLLER_USERNAME)
+    assert (mutation.decision, mutation.ops, mutation.source) == (ALLOWED, [], "")
+    assert mutation.group == "bert", "its audit line names the group it holds capacity for"
+    assert mutation.reason == f"a placeholder holding capacity for the group of Gang bert (label {names.CAPACITY_FOR_LABEL}): " \
+                              "never a member"
 
 
 def test_excluded_namespace_is_left_alone():

@@ -6,11 +6,12 @@ from gangkeeper import names
 from gangkeeper.webhook.policy import Policy
 from gangkeeper.webhook.review import parse_review
 from gangkeeper.webhook.validate import validate
-from tests.webhook.builders import container, pod, pytorchjob_pod, review
+from tests.webhook.builders import container, placeholder, pod, pytorchjob_pod, review
 
 POLICY = Policy()
 CONTROLLER = names.DEFAULT_CONTROLLER_USERNAME
 MIN, TIMEOUT = names.MIN_COUNT_ANNOTATION, names.SCHEDULE_TIMEOUT_ANNOTATION
+CAPACITY_FOR = names.CAPACITY_FOR_LABEL
 
 
 def judged(obj, **request):
@@ -59,6 +60,57 @@ def test_group_of_a_gated_pod_cannot_change(new_group):
 
 def test_group_of_a_released_pod_may_change():
     assert judged(ungated(labels={names.GROUP_LABEL: "h"}), operation="UPDATE", old=ungated(), user="bob").allowed
+
+
+@pytest.mark.parametrize("user", ["alice", "kubernetes-admin", "system:serviceaccount:ml-training:gangkeeper-controller",
+                                  ""])
+def test_only_the_controller_creates_a_placeholder(user):
+    """The webhook never gates a placeholder: anyone else's would start at once, gang scheduling skipped."""
+    refused = judged(placeholder(), user=user)
+    assert refused.problems == (f'metadata.labels[{CAPACITY_FOR}]: {user or "an anonymous user"} created a pod '
+                                f'labelled "bert"; only {CONTROLLER} creates placeholder pods (pause pods holding '
+                                "capacity for a waiting group, never gated); remove the label",)
+    allowed = judged(placeholder(), user=CONTROLLER)
+    assert allowed.allowed and allowed.reason == "placeholder pod CREATE: valid"
+
+
+def test_the_configured_controller_username_is_the_one_that_creates_placeholders():
+    assert validate(parse_review(review(placeholder(), user="robot")), Policy(controller_username="robot")).allowed
+    assert not validate(parse_review(review(placeholder(), user=CONTROLLER)), Policy(controller_username="robot")).allowed
+
+
+def relabelled(obj, value):
+    obj["metadata"]["labels"].pop(CAPACITY_FOR, None)
+    if value is not None:
+        obj["metadata"]["labels"][CAPACITY_FOR] = value
+    return obj
+
+
+PLACEHOLDER_CHANGES = [
+    ("a gated member becomes one", gated(), relabelled(gated(), "g"), 'set to "g"'),
+    ("a released member becomes one", ungated(), relabelled(ungated(), "g"), 'set to "g"'),
+    ("a placeholder stops being one", placeholder(), relabelled(placeholder(), None), 'removed (it was "bert")'),
+    ("a placeholder moves to another group", placeholder(), relabelled(placeholder(), "gpt"),
+     'changed from "bert" to "gpt"'),
+]
+
+
+@pytest.mark.parametrize("user", ["alice", CONTROLLER])
+@pytest.mark.parametrize("scenario, old, new, change", PLACEHOLDER_CHANGES, ids=[c[0] for c in PLACEHOLDER_CHANGES])
+def test_no_pod_becomes_a_placeholder_or_stops_being_one(scenario, old, new, change, user):
+    """A member turned placeholder would leave its group uncounted; a placeholder turned ordinary
+    pod would hold its node outside every group and every clean-up. Nobody does either, not even the
+    controller (whose pod updates deploy/'s matchConditions do not send: it never makes these)."""
+    verdict = judged(new, operation="UPDATE", old=old, user=user)
+    assert verdict.problems == (f"metadata.labels[{CAPACITY_FOR}]: {change} by {user}; it is set at creation only: "
+                                "a placeholder keeps it, for the group it was created for, until the controller "
+                                "deletes the pod, and no other pod can take it (leave it as it was)",)
+
+
+def test_a_placeholder_updated_otherwise_is_allowed():
+    touched = placeholder(annotations={"note": "seen"})
+    verdict = judged(touched, operation="UPDATE", old=placeholder(), user="alice")
+    assert verdict.allowed and verdict.reason == "placeholder pod UPDATE: valid"
 
 
 BAD_DECLARATIONS = [

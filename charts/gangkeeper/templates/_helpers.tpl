@@ -37,11 +37,16 @@ app.kubernetes.io/name: gangkeeper
 {{- end -}}
 
 {{/* A map of flags as container args, one "--name=value" each, sorted by name; true renders
-     "--name", false or null nothing. (dict "flags" .Values.controller.flags "fixed" (list ...)). */}}
+     "--name", false or null nothing. (dict "flags" .Values.controller.flags "fixed" (list ...)
+     "values" (dict "flag" "the value that sets it")); "values" is optional. */}}
 {{- define "gangkeeper.flags" -}}
+{{- $values := .values | default dict }}
 {{- range $name, $value := .flags }}
 {{- if has $name $.fixed }}
 {{- fail (printf "--%s is set by the chart and cannot be changed through flags" $name) }}
+{{- end }}
+{{- with get $values $name }}
+{{- fail (printf "--%s is set by the value %s: set that instead of the flag" $name .) }}
 {{- end }}
 {{- if kindIs "bool" $value }}
 {{- if $value }}
