@@ -1,8 +1,8 @@
 """The API server's request pipeline, in process: `APIServer` implements `sim.api.ClusterAPI`.
 
 Every write takes the real server's path: defaulting, mutating admission, identity and initial
-status, validation (the pod rules, a PodDisruptionBudget's), validating admission, then one commit
-under the store lock with an optimistic-concurrency check. Webhooks are called outside the lock.
+status, validation (the pod rules, a PodDisruptionBudget's, a ProvisioningRequest's CRD rules),
+validating admission, then one commit under the store lock with an optimistic-concurrency check. Webhooks are called outside the lock.
 The HTTP front end (`sim.server`) and the emulated scheduler, kubelet and operators all go through
 this class. Besides the verbs it serves the pods/binding and pods/eviction subresources.
 """
@@ -15,7 +15,7 @@ import re
 import time
 from typing import Callable, Iterable
 
-from sim import disruption, podrules, priority
+from sim import disruption, podrules, priority, provisioningrequests
 from sim.admission import Admission, Attributes, InProcessWebhook
 from sim.api import ADMIN, SCHEDULER, APIError, User, WatchEvent, service_account
 from sim.defaults import apply_defaults, prepare_for_create, rfc3339
@@ -31,6 +31,7 @@ from sim.eviction import (
     with_disruption_target,
 )
 from sim.kinds import Kind, Registry
+from sim.names import PROVISIONING_REQUESTS
 from sim.patching import (
     JSON_PATCH,
     MERGE_PATCH,
@@ -211,6 +212,8 @@ class APIServer:
             errors += disruption.validate_spec(obj)
         elif kind.plural == PRIORITY_CLASSES:
             errors += priority.class_problems(obj, self.store.list(kind))
+        elif kind.plural == PROVISIONING_REQUESTS:
+            errors += provisioningrequests.problems(obj)
         if errors:
             raise invalid(kind, meta.get("name", ""), errors)
         if kind.plural == PRIORITY_CLASSES:
@@ -328,6 +331,8 @@ class APIServer:
         elif kind.plural == PRIORITY_CLASSES:
             others = [c for c in self.store.list(kind) if c["metadata"]["name"] != new["metadata"]["name"]]
             errors = priority.class_problems(new, others, current)
+        elif kind.plural == PROVISIONING_REQUESTS and subresource != "status":
+            errors = provisioningrequests.problems(new) + provisioningrequests.immutable_problems(current, new)
         if errors:
             raise invalid(kind, current["metadata"]["name"], errors)
 

@@ -1,7 +1,8 @@
 """The emulated cluster's control loop: components wired to a ClusterAPI, on either clock.
 
 Every component (scheduler, kubelet, operators, the disruption controller, accounting, a
-workload submitter, and any extra one such as the gangkeeper controller) has the same three
+workload submitter, the cluster-autoscaler of a cluster with node groups, and any extra one such
+as the gangkeeper controller) has the same three
 methods: `observe(event, now)` takes one watch event into the component's own cache, `step(now)`
 does its due work through the API and says whether it wrote anything, `next_due()` says when it
 next has timed work.
@@ -27,6 +28,7 @@ from typing import Iterable, Protocol
 from sim.accounting import Accounting
 from sim.api import ADMIN, APIError, ClusterAPI, User, WatchEvent
 from sim.apiserver import APIServer
+from sim.autoscaler import Autoscaler, AutoscalerSettings
 from sim.claims import ClaimController
 from sim.clock import Clock, VirtualClock
 from sim.disruption import DisruptionController
@@ -43,7 +45,14 @@ from sim.operators.trainjob import trainjob_operator
 from sim.placement import Scoring
 from sim.priority import PRIORITY_CLASSES
 from sim.scheduler import Scheduler
-from sim.spec import Submission, device_manifests, node_manifests, priority_class_manifests, submissions
+from sim.spec import (
+    Submission,
+    device_manifests,
+    node_groups,
+    node_manifests,
+    priority_class_manifests,
+    submissions,
+)
 
 log = logging.getLogger("gangkeeper.sim.cluster")
 
@@ -162,9 +171,12 @@ class Cluster:
 
 def emulated_cluster(api: ClusterAPI, clock: Clock, *, spec: dict | None = None, scoring: Scoring = Scoring(),
                      start_delay: float = DEFAULT_START_DELAY, run_seconds: float | None = None,
+                     autoscaling: AutoscalerSettings = AutoscalerSettings(),
                      extra: Iterable[Component] = ()) -> Cluster:
     """The default components on `api`; with a spec, its nodes (and their DeviceClasses and
-    ResourceSlices) are registered first and its workloads are submitted on schedule, counted from now.
+    ResourceSlices) are registered first and its workloads are submitted on schedule, counted from now;
+    with node groups in it, the cluster-autoscaler (`sim.autoscaler`, on `autoscaling`) runs them,
+    each group's min nodes registered first.
     On an emulated API server, LWS's webhooks are installed with its controllers (`sim.operators.lws`).
     `run_seconds`: how long a pod that runs to completion runs when nothing else says (`sim.training`)."""
     if isinstance(api, APIServer):
@@ -183,6 +195,12 @@ def emulated_cluster(api: ClusterAPI, clock: Clock, *, spec: dict | None = None,
             api.create(PRIORITY_CLASSES, priority_class, user=ADMIN)
         for resource, manifest in device_manifests(spec):
             api.create(resource, manifest, user=ADMIN)
+        groups = node_groups(spec)
+        for group in groups:
+            for index in range(group.min_size):
+                api.create(NODES, group.node(f"{group.name}-{index}"), user=ADMIN)
+        if groups:
+            components.append(Autoscaler(api, groups, autoscaling))
         components.append(Submitter(api, submissions(spec), clock.now()))
     return Cluster(api, clock, components)
 

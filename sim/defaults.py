@@ -71,6 +71,8 @@ def apply_defaults(resource: str, obj: dict, creating: bool) -> None:
         _serialize_event(obj)
     elif resource == "secrets":
         _default_secret(obj)
+    elif resource == "podtemplates":
+        _default_pod_spec(obj.setdefault("template", {}).setdefault("spec", {}), requests_from_limits=False)
     elif resource == "trainjobs":
         _default_trainjob_spec(obj.setdefault("spec", {}))
     elif resource in ("trainingruntimes", "clustertrainingruntimes"):
@@ -105,15 +107,15 @@ def _default_training_runtime_spec(spec: dict) -> None:
         replicated.setdefault("replicas", 1)
 
 
-def _default_pod_spec(spec: dict) -> None:
+def _default_pod_spec(spec: dict, *, requests_from_limits: bool = True) -> None:
+    """SetDefaults_PodSpec and each container's defaults; a pod's missing requests also from its limits,
+    which SetDefaults_Pod does for pods only, not for a PodTemplate's spec."""
     for key, value in (("restartPolicy", "Always"), ("terminationGracePeriodSeconds", 30),
                        ("dnsPolicy", "ClusterFirst"), ("securityContext", {}),
                        ("schedulerName", "default-scheduler"), ("enableServiceLinks", True)):
         spec.setdefault(key, value)
-    for container in spec.get("initContainers") or []:
-        _default_container(container)
-    for container in spec.get("containers") or []:
-        _default_container(container)
+    for container in (spec.get("initContainers") or []) + (spec.get("containers") or []):
+        _default_container(container, requests_from_limits)
 
 
 def _admit_pod_spec(spec: dict) -> None:
@@ -123,7 +125,7 @@ def _admit_pod_spec(spec: dict) -> None:
     _add_missing_tolerations(spec)
 
 
-def _default_container(container: dict) -> None:
+def _default_container(container: dict, requests_from_limits: bool) -> None:
     image = container.get("image", "")
     tagged = ":" in image.rsplit("/", 1)[-1] and not image.endswith(":latest")
     container.setdefault("terminationMessagePath", "/dev/termination-log")
@@ -132,7 +134,7 @@ def _default_container(container: dict) -> None:
     for port in container.get("ports") or []:
         port.setdefault("protocol", "TCP")
     resources = container.setdefault("resources", {})
-    if resources.get("limits"):
+    if requests_from_limits and resources.get("limits"):
         requests = resources.setdefault("requests", {})
         for name, value in resources["limits"].items():
             requests.setdefault(name, value)

@@ -50,6 +50,7 @@ _CORE = [
     Kind("", "v1", "Event", "events", True, (), ("ev",), True),
     Kind("", "v1", "Secret", "secrets", True, (), (), True),  # the webhook TLS Secret `certs install` writes
     Kind("", "v1", "ConfigMap", "configmaps", True, (), ("cm",), True),  # shipped examples carry their code in one
+    Kind("", "v1", "PodTemplate", "podtemplates", True, (), (), True),  # what a ProvisioningRequest's podSets name
     Kind("", "v1", "Binding", "bindings", True, (), (), True),  # create-only: binds the pod of the same name
     Kind("", "v1", "PersistentVolumeClaim", "persistentvolumeclaims", True, ("status",), ("pvc",), True),
     Kind("", "v1", "PersistentVolume", "persistentvolumes", False, ("status",), ("pv",), True),
@@ -77,6 +78,8 @@ _CORE = [
     Kind("ray.io", "v1", "RayJob", "rayjobs", True, ("status",)),
     Kind("gangkeeper.io", "v1alpha1", "Gang", "gangs", True, ("status",), ("gang",)),
     Kind("scheduling.x-k8s.io", "v1alpha1", "PodGroup", "podgroups", True, ("status",), ("pg",)),
+    Kind("autoscaling.x-k8s.io", "v1", "ProvisioningRequest", "provisioningrequests", True, ("status",),
+         ("provreq", "provreqs")),
 ]
 NATIVE_POD_GROUP = Kind("scheduling.k8s.io", "v1beta1", "PodGroup", "podgroups", True, ("status",), (), True)
 

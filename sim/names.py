@@ -103,3 +103,16 @@ CLAIM_FINALIZER = "resource.kubernetes.io/delete-protection"
 ZONE_LABEL = "topology.kubernetes.io/zone"
 # The pod condition of a pod on its way out through a disruption (preemption, eviction).
 DISRUPTION_TARGET = "DisruptionTarget"
+
+# --- cluster-autoscaler (kubernetes/autoscaler, cluster-autoscaler/apis/provisioningrequest v1) ---
+NODE_GROUP_LABEL = f"{SIM_DOMAIN}/node-group"  # on every node of an autoscaled node group: the group's name
+POD_TEMPLATES = "podtemplates"
+PROVISIONING_REQUESTS = "provisioningrequests"
+PROVISIONING_GROUP = "autoscaling.x-k8s.io"
+PROVISIONING_API_VERSION = f"{PROVISIONING_GROUP}/v1"
+CHECK_CAPACITY_CLASS = "check-capacity.autoscaling.x-k8s.io"
+BEST_EFFORT_ATOMIC_CLASS = "best-effort-atomic-scale-up.autoscaling.x-k8s.io"
+# On a pod that consumes a ProvisioningRequest's capacity: the request's name, and its class.
+CONSUME_PROVISIONING_REQUEST_ANNOTATION = "autoscaling.x-k8s.io/consume-provisioning-request"
+DEPRECATED_CONSUME_ANNOTATION = "cluster-autoscaler.kubernetes.io/consume-provisioning-request"  # still read
+PROVISIONING_CLASS_ANNOTATION = "autoscaling.x-k8s.io/provisioning-class-name"

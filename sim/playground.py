@@ -144,11 +144,15 @@ def work_directory(requested: str) -> Path:
 
 
 def _spec(args: argparse.Namespace) -> dict | None:
-    from sim.spec import SpecError, load
+    """The spec of --spec, else of --nodes and --gpus-per-node, with the node groups of --node-group added."""
+    from sim.spec import SpecError, check, parse
 
     try:
-        return load(Path(args.spec).read_text() if args.spec else
-                    f"nodes: [{{count: {args.nodes}, gpusPerNode: {args.gpus_per_node}}}]")
+        document = parse(Path(args.spec).read_text()) if args.spec else {
+            "nodes": [{"count": args.nodes, "gpusPerNode": args.gpus_per_node}] if args.nodes else []}
+        if args.node_group and isinstance(document, dict):
+            document = {**document, "nodeGroups": [*(document.get("nodeGroups") or []), *args.node_group]}
+        return check(document)
     except (OSError, SpecError) as error:
         log.error("cannot use the spec %s: %s", args.spec or "(from flags)", error)
         return None
@@ -339,6 +343,14 @@ def kubectl_command() -> str:
     return "kubectl" if on_path and Path(on_path).resolve() == found.resolve() else shown(found)
 
 
+def node_groups(cluster) -> list:
+    """The node groups of the cluster's autoscaler, if it has one."""
+    from sim.autoscaler import Autoscaler
+
+    return [group for component in cluster.components if isinstance(component, Autoscaler)
+            for group in component.groups.values()]
+
+
 def banner(args: argparse.Namespace, started: Started, work: Path) -> str:
     """What is running, where its files are, and what to try; the first line as before the playground."""
     from sim.names import GPU
@@ -348,6 +360,10 @@ def banner(args: argparse.Namespace, started: Started, work: Path) -> str:
     kubectl = f"{kubectl_command()} --kubeconfig {started.kubeconfig}"
     lines = [f"emulated cluster at {started.server_url}: {len(nodes)} nodes, {gpus} GPUs" +
              ("" if args.bare else ", gangkeeper installed (namespace, webhook configurations, RBAC, Gang kind)")]
+    for group in node_groups(started.runner.cluster):
+        per_node = (group.template.get("status") or {}).get("allocatable", {}).get(GPU, "0")
+        lines.append(f"  node group {group.name}: {group.min_size} to {group.max_size} nodes of {per_node} GPUs, "
+                     f"each Ready {group.provisioning_seconds:g} s after its scale-up (emulated cluster-autoscaler)")
     for process in started.processes:
         detail = (f"https://{process.address}" if hasattr(process, "address")
                   else f"metrics http://{LOOPBACK}:{process.metrics_port}/metrics")

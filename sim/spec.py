@@ -20,6 +20,12 @@ nodes:
       driver: gpu.example.com
       extendedResourceName: nvidia.com/gpu   # optional: the class also serves this resource
       attributes: {model: h100}
+nodeGroups:                # optional: node groups the emulated cluster-autoscaler grows and shrinks
+  - name: gpu-pool          # its nodes are gpu-pool-0, gpu-pool-1, ...
+    min: 0                  # the nodes it starts with, and never goes below (default 0)
+    max: 8
+    provisioningSeconds: 60 # from a scale-up to the node Ready (default 60)
+    gpusPerNode: 8          # and cpu, memory, pods, labels, taints, gpuResource: as for nodes
 priorityClasses:           # optional: PriorityClasses the workloads name
   - {name: urgent, value: 1000}
   - {name: polite, value: 1000, preemptionPolicy: Never}
@@ -39,7 +45,9 @@ workloads:
 Loading returns every problem at once, each naming the field, the bad value and what is
 accepted. Building turns the spec into Node and workload manifests; the workloads' pod templates
 carry the sim annotations (run size, duration) that the emulated kubelet reads; node groups
-with `devices` also give a DeviceClass per driver and a ResourceSlice per node.
+with `devices` also give a DeviceClass per driver and a ResourceSlice per node. With `nodeGroups`,
+`emulated_cluster` starts the emulated cluster-autoscaler (`sim.autoscaler`) with them, each
+group's `min` nodes created with the cluster; `nodes` may then be empty.
 
 A node group's `topology` labels its nodes in domains: the n-th node of the group (from 0) has
 the level's `values[n // nodes]`, or `{prefix}-{k}` with k numbering the label's domains on
@@ -56,6 +64,7 @@ from marshmallow import EXCLUDE, Schema, ValidationError, fields, validate, vali
 
 from gangkeeper import names
 from gangkeeper.names import GROUP_LABEL, MIN_COUNT_ANNOTATION
+from sim.autoscaler import NodeGroup
 from sim.names import (
     DEVICE_CLASSES,
     DURATION_ANNOTATION,
@@ -88,6 +97,7 @@ IMAGE = "registry.example/train:latest"
 DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
 MAX_COUNT = 100_000
+DEFAULT_PROVISIONING_SECONDS = 60.0  # from scale-up to a Ready node, unless a node group says
 
 
 class SpecError(ValueError):
@@ -193,8 +203,8 @@ class NodeGroupSchema(StrictSchema):
 
     @validates_schema(skip_on_field_errors=True)
     def domains_nest(self, data, **kwargs):
-        outer, problems = data["count"], {}
-        for position, level in enumerate(data["topology"]):
+        outer, problems = data.get("count"), {}
+        for position, level in enumerate(data.get("topology", ())):
             where = "the group's count" if position == 0 else f"topology[{position - 1}].nodes"
             if outer % level["nodes"]:
                 problems[position] = {"nodes": [f"{level['nodes']} does not divide {where} ({outer}); "
@@ -205,6 +215,23 @@ class NodeGroupSchema(StrictSchema):
             outer = level["nodes"]
         if problems:
             raise ValidationError({"topology": problems})
+
+
+class AutoscaledGroupSchema(NodeGroupSchema):
+    """Nodes of one shape that the emulated cluster-autoscaler adds and removes (`sim.autoscaler`)."""
+
+    class Meta(NodeGroupSchema.Meta):
+        exclude = ("count", "namePrefix", "devices", "topology")
+
+    name = dns_label(required=True)
+    min = whole(0, load_default=0)
+    max = whole(1, required=True)
+    provisioningSeconds = seconds(0, load_default=DEFAULT_PROVISIONING_SECONDS)
+
+    @validates_schema(skip_on_field_errors=True)
+    def min_is_at_most_max(self, data, **kwargs):
+        if data["min"] > data["max"]:
+            raise ValidationError(f"{data['min']} is above max {data['max']}; use a min from 0 to {data['max']}", "min")
 
 
 class WorkloadTopologySchema(StrictSchema):
@@ -265,10 +292,15 @@ class PriorityClassSchema(StrictSchema):
 
 
 class SpecSchema(StrictSchema):
-    nodes = fields.List(fields.Nested(NodeGroupSchema), required=True, validate=validate.Length(
-        min=1, error="an empty list has no nodes; list at least one node group"))
+    nodes = fields.List(fields.Nested(NodeGroupSchema), required=True)
+    nodeGroups = fields.List(fields.Nested(AutoscaledGroupSchema), load_default=list)
     workloads = fields.List(fields.Nested(WorkloadSchema), load_default=list)
     priorityClasses = fields.List(fields.Nested(PriorityClassSchema), load_default=list)
+
+    @validates_schema(skip_on_field_errors=True)
+    def has_nodes(self, data, **kwargs):
+        if not data["nodes"] and not data["nodeGroups"]:
+            raise ValidationError("an empty list has no nodes; list at least one node group", "nodes")
 
 
 def flatten(messages, path: str = "") -> list[str]:
@@ -286,10 +318,19 @@ def flatten(messages, path: str = "") -> list[str]:
 
 def load(text: str) -> dict:
     """Parse and check a spec; raise SpecError listing every problem."""
+    return check(parse(text))
+
+
+def parse(text: str):
+    """The YAML document of a spec, not yet checked."""
     try:
-        document = yaml.safe_load(text)
+        return yaml.safe_load(text)
     except yaml.YAMLError as error:
         raise SpecError([f"spec: not valid YAML: {error}"]) from None
+
+
+def check(document) -> dict:
+    """Check a parsed spec; raise SpecError listing every problem."""
     if not isinstance(document, dict):
         raise SpecError([f"spec: {document!r} is not a mapping; write a mapping with `nodes` and `workloads`"])
     try:
@@ -299,7 +340,27 @@ def load(text: str) -> dict:
     name_workloads(spec["workloads"])
     one_class_per_driver(spec["nodes"])
     known_priority_classes(spec)
+    node_names_apart(spec)
     return spec
+
+
+def node_names_apart(spec: dict) -> None:
+    """Refuse two autoscaled groups of one name, and a group named as static nodes are: their nodes'
+    names would meet."""
+    prefixes = {group["namePrefix"]: position for position, group in enumerate(spec["nodes"])}
+    seen: dict[str, int] = {}
+    problems = []
+    for position, group in enumerate(spec["nodeGroups"]):
+        name = group["name"]
+        if name in seen:
+            problems.append(f"nodeGroups[{position}].name: {name!r} is already the name of nodeGroups[{seen[name]}]; "
+                            f"give each node group its own name")
+        elif name in prefixes:
+            problems.append(f"nodeGroups[{position}].name: {name!r} is the namePrefix of nodes[{prefixes[name]}], "
+                            f"whose nodes are named {name}-N too; give the group another name")
+        seen.setdefault(name, position)
+    if problems:
+        raise SpecError(problems)
 
 
 def known_priority_classes(spec: dict) -> None:
@@ -421,6 +482,12 @@ def device_manifests(spec: dict) -> list[tuple[str, dict]]:
     return [(DEVICE_CLASSES, c) for c in classes.values()] + [(RESOURCE_SLICES, s) for s in slices]
 
 
+def node_groups(spec: dict) -> list[NodeGroup]:
+    """The spec's autoscaled node groups, their template a node of their shape."""
+    return [NodeGroup(group["name"], node_template(group), group["min"], group["max"], group["provisioningSeconds"])
+            for group in spec["nodeGroups"]]
+
+
 def priority_class_manifests(spec: dict) -> list[dict]:
     """The spec's PriorityClasses, to create before the workloads that name them."""
     return [{"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": c["name"]},
@@ -429,14 +496,19 @@ def priority_class_manifests(spec: dict) -> list[dict]:
 
 
 def node_manifest(group: dict, name: str, domains: dict[str, str] | None = None) -> dict:
+    node = node_template(group)
+    node["metadata"] = {"name": name, "labels": {**group["labels"], **(domains or {}), HOSTNAME_LABEL: name}}
+    return node
+
+
+def node_template(group: dict) -> dict:
+    """A Ready node of the group's shape, without a name: labels, capacity and allocatable, taints."""
     capacity = {"cpu": group["cpu"], "memory": group["memory"], "pods": str(group["pods"])}
     if group["gpusPerNode"]:
         capacity[group["gpuResource"]] = str(group["gpusPerNode"])
     taints = [{k: v for k, v in taint.items() if v or k != "value"} for taint in group["taints"]]
     spec = {"taints": taints} if taints else {}
-    return {"apiVersion": "v1", "kind": "Node",
-            "metadata": {"name": name, "labels": {**group["labels"], **(domains or {}), HOSTNAME_LABEL: name}},
-            "spec": spec,
+    return {"apiVersion": "v1", "kind": "Node", "metadata": {"labels": dict(group["labels"])}, "spec": spec,
             "status": {"capacity": capacity, "allocatable": dict(capacity),
                        "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
                                        "message": "kubelet is posting ready status"}]}}

@@ -110,23 +110,26 @@ class FieldError:
     """One `field.Error` of the Go validation library: where, what kind of problem, and why."""
 
     field: str
-    type: str  # Forbidden, Invalid, Required, Duplicate, NotSupported
+    type: str  # Forbidden, Invalid, Required, Duplicate, NotSupported, TooLong, TooMany
     detail: str = ""
     value: object = None
 
     _REASONS = {"Forbidden": "FieldValueForbidden", "Invalid": "FieldValueInvalid", "Required": "FieldValueRequired",
-                "Duplicate": "FieldValueDuplicate", "NotSupported": "FieldValueNotSupported"}
+                "Duplicate": "FieldValueDuplicate", "NotSupported": "FieldValueNotSupported",
+                "TooLong": "FieldValueTooLong", "TooMany": "FieldValueTooMany"}
+    _WITHOUT_VALUE = {"Forbidden": "Forbidden", "Required": "Required value", "TooLong": "Too long"}
 
     def body(self) -> str:
         """The `ErrorBody()` text: the kind of problem, the bad value where the Go library prints one, the detail."""
-        if self.type == "Forbidden":
-            return f"Forbidden: {self.detail}"
-        if self.type == "Required":
-            return f"Required value: {self.detail}"
+        if self.type in self._WITHOUT_VALUE:
+            text = self._WITHOUT_VALUE[self.type]
+            return f"{text}: {self.detail}" if self.detail else text
         if self.type == "Duplicate":
             return f"Duplicate value: {go_value(self.value)}"
         if self.type == "NotSupported":
             return f"Unsupported value: {go_value(self.value)}: supported values: {self.detail}"
+        if self.type == "TooMany":
+            return f"Too many: {go_value(self.value)}: {self.detail}"
         return f"Invalid value: {go_value(self.value)}: {self.detail}"
 
     def cause(self) -> dict:

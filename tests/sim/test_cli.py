@@ -18,6 +18,21 @@ nodes: [{count: 2, gpusPerNode: 8, namePrefix: gpu-node}]
 workloads:
   - {kind: PyTorchJob, name: tiny, namespace: default, size: 3, gpusPerPod: 1, durationSeconds: 3600}
 """
+PROVISIONING = """
+apiVersion: v1
+kind: PodTemplate
+metadata: {name: worker, namespace: default}
+template:
+  spec:
+    containers: [{name: main, image: busybox:1.36, resources: {limits: {nvidia.com/gpu: "8"}}}]
+---
+apiVersion: autoscaling.x-k8s.io/v1
+kind: ProvisioningRequest
+metadata: {name: job, namespace: default}
+spec:
+  provisioningClassName: best-effort-atomic-scale-up.autoscaling.x-k8s.io
+  podSets: [{podTemplateRef: {name: worker}, count: 2}]
+"""
 
 
 def kubectl(kubeconfig: Path, *args: str) -> dict:
@@ -107,3 +122,59 @@ def test_run_seconds_that_are_not_a_positive_number_are_refused_naming_the_flag(
     with pytest.raises(SystemExit):
         serve_arguments("--run-seconds", "0")
     assert "argument --run-seconds: '0' is not a positive number (e.g. 30 or 2.5)" in capsys.readouterr().err
+
+
+def test_node_groups_are_read_from_their_flag_seconds_left_to_the_specs_default():
+    assert serve_arguments().node_group == []
+    assert serve_arguments("--node-group", "gpu-pool:8:4:30", "--node-group", "cpu:0:2").node_group == [
+        {"name": "gpu-pool", "gpusPerNode": 8, "max": 4, "provisioningSeconds": 30.0},
+        {"name": "cpu", "gpusPerNode": 0, "max": 2}]
+
+
+@pytest.mark.parametrize(("value", "problem"), [
+    ("gpu-pool:8", "2 parts, not 3 or 4"),
+    ("GPU:8:4", "NAME 'GPU' is not a DNS label (lowercase letters, digits and '-')"),
+    ("gpu:eight:4", "GPUS_PER_NODE 'eight' is not a whole number from 0 to 64"),
+    ("gpu:8:0", "MAX '0' is not a whole number from 1 to 1000"),
+    ("gpu:8:4:soon", "PROVISIONING_SECONDS 'soon' is not a number of seconds, 0 or more"),
+    ("gpu:8:4:-1", "PROVISIONING_SECONDS '-1' is not a number of seconds, 0 or more"),
+])
+def test_a_bad_node_group_is_refused_naming_the_part_and_what_to_write(capsys, value, problem):
+    with pytest.raises(SystemExit):
+        serve_arguments("--node-group", value)
+    assert f"argument --node-group: {value!r} is not a node group: {problem}; write " \
+           "NAME:GPUS_PER_NODE:MAX[:PROVISIONING_SECONDS], e.g. gpu-pool:8:4:60" in capsys.readouterr().err
+
+
+@pytest.mark.e2e
+def test_a_node_group_grows_for_a_provisioning_request_applied_with_kubectl(tmp_path):
+    """`--nodes 0 --node-group`: a cluster of the autoscaler's nodes only; a PodTemplate and a
+    ProvisioningRequest applied with kubectl get their nodes, Ready a second after the scale-up."""
+    kubeconfig = tmp_path / "kubeconfig"
+    process = subprocess.Popen([sys.executable, "-m", "gangkeeper.cli", "sim", "serve", "--bare", "--tls",
+                                "--nodes", "0", "--node-group", "pool:8:2:1", "--port", str(free_port()),
+                                "--work-dir", str(tmp_path)],
+                               stdout=subprocess.PIPE, stderr=(tmp_path / "sim.log").open("w"), text=True,
+                               env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    try:
+        assert process.stdout.readline().endswith(": 0 nodes, 0 GPUs\n")
+        assert process.stdout.readline() == ("  node group pool: 0 to 2 nodes of 8 GPUs, each Ready 1 s after its "
+                                             "scale-up (emulated cluster-autoscaler)\n")
+        manifests = tmp_path / "request.yaml"
+        manifests.write_text(PROVISIONING)
+        subprocess.run([str(KUBECTL), "--kubeconfig", str(kubeconfig), "apply", "-f", str(manifests)], check=True,
+                       capture_output=True, timeout=30)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            nodes = [n["metadata"]["name"] for n in kubectl(kubeconfig, "get", "nodes")["items"]]
+            if nodes:
+                break
+            time.sleep(0.5)
+        assert sorted(nodes) == ["pool-0", "pool-1"]
+        [request] = kubectl(kubeconfig, "get", "provisioningrequests", "-n", "default")["items"]
+        assert [(c["type"], c["status"]) for c in request["status"]["conditions"]] == [
+            ("Accepted", "True"), ("Provisioned", "True")]
+    finally:
+        process.send_signal(signal.SIGINT)
+        assert process.wait(timeout=15) == 0
+

@@ -15,7 +15,10 @@ Succeeded once its operator has deleted the workers its launcher no longer needs
 namespace, pods use devices (`resource.k8s.io/v1`): a DeviceClass that also serves
 `example.com/gpu`, a ResourceSlice per node, a ResourceClaimTemplate and a shared ResourceClaim;
 the resourceclaim controller makes claims from the template, the scheduler allocates and reserves
-them, and the claim of a pod that finished is deallocated and deleted.
+them, and the claim of a pod that finished is deallocated and deleted. In one more, the emulated
+cluster-autoscaler serves ProvisioningRequests on PodTemplates: one provisioned on a node it adds
+to its tainted node group and consumed by a pod, one larger than the group's max, one whose
+template is missing.
 
 Then every kind the emulated API serves is listed over HTTP, and:
 - the built-in kinds (core/v1, batch/v1, coordination.k8s.io/v1, admissionregistration.k8s.io/v1,
@@ -24,9 +27,10 @@ Then every kind the emulated API serves is listed over HTTP, and:
   required field or a wrong type) and validated against the Kubernetes 1.37 OpenAPI schema with
   `kubernetes-validate` (strict: no field the API does not define);
 - Gangs are validated against the openAPIV3Schema of deploy/base/crd-gangs.yaml, and TrainJobs,
-  (Cluster)TrainingRuntimes, RayClusters, RayJobs and MPIJobs against the real CRDs of
-  tests/fixtures/ecosystem/crds (their metadata against the 1.37 ObjectMeta schema), with unknown
-  fields refused as the API server prunes them (tests/crds.py) and timestamps checked as RFC 3339;
+  (Cluster)TrainingRuntimes, RayClusters, RayJobs, MPIJobs and ProvisioningRequests against the
+  real CRDs of tests/fixtures/ecosystem/crds (their metadata against the 1.37 ObjectMeta schema),
+  with unknown fields refused as the API server prunes them (tests/crds.py) and timestamps checked
+  as RFC 3339;
 - LeaderWorkerSets (one started LeaderCreated, one LeaderReady, run by the emulated LWS and
   StatefulSet controllers with LWS's webhooks) are validated against the openAPIV3Schema of LWS's
   own CRD (tests/fixtures/ecosystem/crds/), as LWS's example manifest is, pruned as for Gangs;
@@ -78,8 +82,13 @@ from tests.recorded import FIXTURES
 KUBERNETES = "1.37"  # the newest schemas kubernetes-validate ships; the API of the official client 37
 TOKEN = "admin-token"
 ENFORCED, PLAIN, DEVICES, TRAINING, RAY, HPC = "ml", "apps", "dra", "research", "ray", "hpc"
+CAPACITY = "capacity"
+POOL = {"example.com/pool": "provisioned"}  # the node group's nodes only: only pods that ask for it go there
 WORKLOADS = f"""
 nodes: [{{count: 3, gpusPerNode: 8}}]
+nodeGroups:
+  - {{name: provisioned, max: 2, provisioningSeconds: 30, gpusPerNode: 8, labels: {POOL},
+     taints: [{{key: example.com/pool, value: provisioned, effect: NoSchedule}}]}}
 workloads:
   - {{kind: PyTorchJob, name: pt, namespace: {ENFORCED}, size: 2, durationSeconds: 60}}
   - {{kind: JobSet, name: js, namespace: {ENFORCED}, size: 2, podsPerJob: 1, durationSeconds: 60}}
@@ -112,9 +121,10 @@ TYPED_LISTS = {
     "persistentvolumeclaims": "V1PersistentVolumeClaimList",
     "secrets": "V1SecretList",
     "configmaps": "V1ConfigMapList",
+    "podtemplates": "V1PodTemplateList",
 }
 CUSTOM = ("pytorchjobs", "jobsets", "leaderworkersets", "gangs", "podgroups", "trainjobs", "trainingruntimes",
-          "clustertrainingruntimes", "rayclusters", "rayjobs", "mpijobs")
+          "clustertrainingruntimes", "rayclusters", "rayjobs", "mpijobs", "provisioningrequests")
 WITHOUT_GENERATION = ("namespaces", "nodes", "events", "leases", "resourceclaims",
                       "resourceclaimtemplates", "secrets", "configmaps")  # their registry strategies set none
 CONTAINER_STATUS_FIELDS = {"name", "image", "imageID", "containerID", "ready", "started", "restartCount", "state",
@@ -207,7 +217,8 @@ ECOSYSTEM_SCHEMAS = {"trainjobs": ("trainer.kubeflow.org_trainjobs", "v1alpha1")
                      "trainingruntimes": ("trainer.kubeflow.org_trainingruntimes", "v1alpha1"),
                      "clustertrainingruntimes": ("trainer.kubeflow.org_clustertrainingruntimes", "v1alpha1"),
                      "rayclusters": ("ray.io_rayclusters", "v1"), "rayjobs": ("ray.io_rayjobs", "v1"),
-                     "mpijobs": ("kubeflow.org_mpijobs", "v2beta1")}
+                     "mpijobs": ("kubeflow.org_mpijobs", "v2beta1"),
+                     "provisioningrequests": ("autoscaling.x-k8s.io_provisioningrequests", "v1")}
 
 # --- the cluster, run and read back -----------------------------------------------------------
 
@@ -329,6 +340,29 @@ def run_mpijob(api: APIServer) -> None:
     api.create("mpijobs", mpijob, namespace=HPC)
 
 
+def run_provisioning(api: APIServer) -> None:
+    """ProvisioningRequests of 2 one-GPU pods of the node group's shape: one provisioned and then
+    consumed by a pod, one of 3 × 8 GPUs on a group of 2 nodes at most, one naming no template."""
+    api.create("namespaces", {"metadata": {"name": CAPACITY}})
+    tolerate = [{"key": "example.com/pool", "operator": "Equal", "value": "provisioned", "effect": "NoSchedule"}]
+    for name, gpus in (("one-gpu", 1), ("eight-gpus", 8)):
+        api.create("podtemplates", {"apiVersion": "v1", "kind": "PodTemplate", "metadata": {"name": name},
+                                    "template": {"spec": {**pod(name, gpus=gpus)["spec"], "nodeSelector": POOL,
+                                                          "tolerations": tolerate}}}, namespace=CAPACITY)
+    for name, template, count in (("booked", "one-gpu", 2), ("too-large", "eight-gpus", 3), ("orphan", "absent", 1)):
+        api.create("provisioningrequests", {
+            "apiVersion": "autoscaling.x-k8s.io/v1", "kind": "ProvisioningRequest", "metadata": {"name": name},
+            "spec": {"provisioningClassName": "best-effort-atomic-scale-up.autoscaling.x-k8s.io",
+                     "podSets": [{"podTemplateRef": {"name": template}, "count": count}]}}, namespace=CAPACITY)
+    for index in range(2):
+        consumer = pod(f"consumer-{index}")
+        consumer["metadata"]["annotations"] = {
+            "autoscaling.x-k8s.io/consume-provisioning-request": "booked",
+            "autoscaling.x-k8s.io/provisioning-class-name": "best-effort-atomic-scale-up.autoscaling.x-k8s.io"}
+        consumer["spec"].update(nodeSelector=POOL, tolerations=tolerate)
+        api.create("pods", consumer, namespace=CAPACITY)
+
+
 def run_workloads(api: APIServer, clock: VirtualClock) -> None:
     api.create("namespaces", {"metadata": {"name": ENFORCED, "labels": {names.ENFORCE_LABEL: names.ENFORCE_VALUE}}})
     for namespace in (PLAIN, names.DEFAULT_NAMESPACE):
@@ -348,6 +382,7 @@ def run_workloads(api: APIServer, clock: VirtualClock) -> None:
     run_trainjob(api)
     run_rayjob(api)
     run_mpijob(api)
+    run_provisioning(api)
     for submission in submissions(spec):
         api.create(submission.resource, declared_elsewhere(submission.manifest), namespace=ENFORCED)
     for manifest in (pod("server"), pod("leaving"), pod("parked", gates=("example.com/hold",)),
@@ -458,6 +493,15 @@ def test_every_kind_served_is_read_back_after_its_workloads_ran_to_completion(se
                       "held": ("Succeeded", False), "too-big": ("Pending", False)}
     [lease] = items(served, "leases")
     assert lease["spec"]["holderIdentity"] == "gangkeeper-controller-0_test"
+    provisioned = {r["metadata"]["name"]: [(c["type"], c["status"], c["reason"]) for c in r["status"]["conditions"]]
+                   for r in items(served, "provisioningrequests")}
+    assert provisioned == {
+        "booked": [("Accepted", "True", "Accepted"), ("Provisioned", "True", "CapacityIsProvisioned"),
+                   ("BookingExpired", "True", "CapacityBookingConsumed")],
+        "too-large": [("Accepted", "True", "Accepted"), ("Provisioned", "False", "CapacityIsNotFound")],
+        "orphan": [("Failed", "True", "FailedToCreatePods")]}
+    assert {name: (p["spec"]["nodeName"], p["status"]["phase"]) for name, p in pods(served, CAPACITY).items()} == {
+        "consumer-0": ("provisioned-0", "Running"), "consumer-1": ("provisioned-0", "Running")}
 
 
 # --- built-in kinds: the official client's typed models and the API's schema --------------------

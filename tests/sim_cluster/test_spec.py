@@ -2,7 +2,7 @@
 
 import pytest
 
-from sim.spec import SpecError, load, node_manifests, submissions
+from sim.spec import SpecError, load, node_groups, node_manifests, submissions
 
 GOOD = """
 nodes:
@@ -91,3 +91,36 @@ def test_two_workloads_may_not_share_a_name():
 def test_names_must_be_dns_labels():
     assert problems("nodes: [{count: 1, namePrefix: GPU_Node}]") == [
         "nodes[0].namePrefix: 'GPU_Node' is not a DNS label; use lowercase letters, digits and '-'"]
+
+
+def test_node_groups_for_the_autoscaler_have_a_shape_a_min_a_max_and_a_provisioning_time():
+    spec = load("""
+nodes: []
+nodeGroups:
+  - {name: pool, max: 4, gpusPerNode: 8, labels: {pool: a}, taints: [{key: k, effect: NoSchedule}]}
+  - {name: spare, min: 1, max: 1, provisioningSeconds: 300}
+""")
+    pool, spare = node_groups(spec)
+    assert (pool.name, pool.min_size, pool.max_size, pool.provisioning_seconds) == ("pool", 0, 4, 60.0)
+    assert (spare.min_size, spare.max_size, spare.provisioning_seconds) == (1, 1, 300.0)
+    node = pool.node("pool-3")
+    assert node["metadata"] == {"name": "pool-3", "labels": {"pool": "a", "kubernetes.io/hostname": "pool-3",
+                                                            "sim.gangkeeper.io/node-group": "pool"}}
+    assert node["status"]["allocatable"] == {"cpu": "64", "memory": "512Gi", "pods": "110", "nvidia.com/gpu": "8"}
+    assert node["spec"]["taints"] == [{"key": "k", "effect": "NoSchedule"}]
+    assert node_manifests(spec) == [], "a group's nodes are the autoscaler's to make"
+
+
+def test_node_groups_are_refused_with_what_to_write():
+    assert problems("nodes: []\nnodeGroups: [{name: pool, min: 3, max: 2}]") == [
+        "nodeGroups[0].min: 3 is above max 2; use a min from 0 to 2"]
+    assert problems("nodes: []\nnodeGroups: [{name: pool}]") == ["nodeGroups[0].max: Missing data for required field."]
+    [unknown] = problems("nodes: []\nnodeGroups: [{name: pool, max: 2, count: 2}]")
+    assert unknown.startswith("nodeGroups[0].count: unknown field (value 2); accepted fields: ")
+    assert "provisioningSeconds" in unknown and "namePrefix" not in unknown
+    assert problems("nodes: [{count: 1}]\nnodeGroups: [{name: node, max: 2}]") == [
+        "nodeGroups[0].name: 'node' is the namePrefix of nodes[0], whose nodes are named node-N too; give the group "
+        "another name"]
+    assert problems("nodes: []\nnodeGroups: [{name: a, max: 2}, {name: a, max: 3}]") == [
+        "nodeGroups[1].name: 'a' is already the name of nodeGroups[0]; give each node group its own name"]
+    assert problems("nodes: []\nnodeGroups: []") == ["nodes: an empty list has no nodes; list at least one node group"]
