@@ -94,7 +94,7 @@ class Metrics:
             "it asked an autoscaler for", buckets=WAIT_BUCKETS, registry=self.registry)
         self.capacity_failed = Counter(
             "gangkeeper_capacity_failed", "Asks of an autoscaler that came to nothing, by how: Failed, BookingExpired, "
-            "CapacityRevoked, PlaceholdersUnbound", ["reason"], registry=self.registry)
+            "CapacityRevoked, NotFound (it finds no capacity now), PlaceholdersUnbound", ["reason"], registry=self.registry)
         self.leader = Gauge("gangkeeper_leader", "1 while this replica leads (decides and writes), else 0",
                             registry=self.registry)
         self._phases = GroupPhases()

@@ -49,10 +49,12 @@ CAPACITY_FOR_LABEL = f"{DOMAIN}/capacity-for"
 # Which attempt of asking for the group's capacity an object belongs to ("1", "2", …): a retry after a
 # failed or expired request makes new objects, so that the old ones can go while the new ones stand.
 CAPACITY_ATTEMPT_LABEL = f"{DOMAIN}/capacity-attempt"
-# The PriorityClass of placeholder pods (deploy/ ships it): negative, so that every real pod preempts
-# them, and `preemptionPolicy: Never`, so that they preempt nothing.
+# The PriorityClass of placeholder pods (deploy/ ships it): below every real pod's (0 and up), so that
+# every real pod preempts them, yet at or above cluster-autoscaler's expendable-pods cutoff (-10: it
+# adds no node for a pod below it), as its FAQ's overprovisioning pause pods; and `preemptionPolicy:
+# Never`, so that they preempt nothing.
 PLACEHOLDER_PRIORITY_CLASS = "gangkeeper-placeholder"
-PLACEHOLDER_PRIORITY = -1000
+PLACEHOLDER_PRIORITY = -1
 PLACEHOLDER_IMAGE = "registry.k8s.io/pause:3.10"
 
 GANG_GROUP = DOMAIN
@@ -230,3 +232,8 @@ BEST_EFFORT_ATOMIC_SCALE_UP = "best-effort-atomic-scale-up.autoscaling.x-k8s.io"
 CHECK_CAPACITY = "check-capacity.autoscaling.x-k8s.io"
 CONSUME_PROVISIONING_REQUEST_ANNOTATION = "autoscaling.x-k8s.io/consume-provisioning-request"
 PROVISIONING_CLASS_ANNOTATION = "autoscaling.x-k8s.io/provisioning-class-name"
+# provisioningrequest/conditions: `Provisioned=False` for a request it cannot serve now (it keeps
+# trying by itself, and never says that the request is beyond its node groups' max), and the
+# `BookingExpired` of a booking its consumers took (no failure).
+CAPACITY_NOT_FOUND_REASON = "CapacityIsNotFound"
+BOOKING_CONSUMED_REASON = "CapacityBookingConsumed"

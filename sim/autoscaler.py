@@ -115,6 +115,9 @@ class NodeGroup:
         return {**self.template, "apiVersion": "v1", "kind": "Node", "metadata": meta}
 
 
+EXPENDABLE_PODS_PRIORITY_CUTOFF = -10  # --expendable-pods-priority-cutoff
+
+
 @dataclass(frozen=True)
 class AutoscalerSettings:
     """cluster-autoscaler's defaults: its flags (FAQ.md) and the ProvisioningRequest processor's constants."""
@@ -140,12 +143,13 @@ class Arrival:
     at: float
 
 
-def unschedulable(pod: Mapping) -> bool:
+def unschedulable(pod: Mapping, expendable_below: int = EXPENDABLE_PODS_PRIORITY_CUTOFF) -> bool:
     """What cluster-autoscaler lists as unschedulable: the scheduler found no node for the pod,
-    and nothing else holds it back (a gated pod's PodScheduled reason is SchedulingGated)."""
+    and nothing else holds it back (a gated pod's PodScheduled reason is SchedulingGated); a pod of
+    a priority below `expendable_below` is expendable, and no node is added for it."""
     spec, status = pod.get("spec") or {}, pod.get("status") or {}
     if (spec.get("nodeName") or spec.get("schedulingGates") or pod["metadata"].get("deletionTimestamp")
-            or status.get("phase") in TERMINAL_PHASES):
+            or status.get("phase") in TERMINAL_PHASES or int(spec.get("priority") or 0) < expendable_below):
         return False
     return any(c.get("type") == "PodScheduled" and c.get("status") == "False" and c.get("reason") == "Unschedulable"
                for c in status.get("conditions") or ())

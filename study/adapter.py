@@ -65,12 +65,16 @@ class InProcessKube:
             raise error_from(error.code, error.status) from error
 
 
+_LABEL_KEY_CHARACTERS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./")
+
+
 class FedInformer:
     """One resource's informer, fed by `observe(event)` instead of list and watch.
 
     Made by the controller with `Informer`'s keyword arguments (`hooks` is accepted and has nothing
     to report: no watch is ever restarted here; nor has `reading`: the objects arrive as dicts, not
-    JSON; nor has `keeps_unserved`: what is served stays served). Synced from the start: the
+    JSON; nor has `keeps_unserved`: what is served stays served). A label selector is one label
+    key: the objects that carry it (the controller's own ProvisioningRequests). Synced from the start: the
     emulated cluster hands its components every object that exists as an ADDED event first, as the
     initial list would. A resource the emulated API server does not serve is switched off, as the
     informer does: `served` False, nothing cached, `watched_as` None.
@@ -78,8 +82,11 @@ class FedInformer:
 
     def __init__(self, api: APIServer, resource: Resource, transform: Transform, *, namespace: str | None = None,
                  reading: Reading | None = None, hooks: Hooks | None = None, on_change: Callable[[str], None],
-                 on_object: Callable[[str, Any], None], keeps_unserved: bool = False):
+                 on_object: Callable[[str, Any], None], keeps_unserved: bool = False, label_selector: str = ""):
+        if label_selector and not set(label_selector) <= _LABEL_KEY_CHARACTERS:
+            raise ValueError(f"label selector {label_selector!r}: only one label key (the label exists) is fed here")
         kind = api.kinds.by_path(resource.group, resource.version, resource.plural)
+        self._label = label_selector
         self.resource, self.served, self.has_synced = resource, kind is not None, True
         self.watched_as = None if kind is None else api.resource_name(kind)  # the emulation's name of it
         self.cache = Cache(on_object)
@@ -95,6 +102,8 @@ class FedInformer:
         """What `Informer` does with one watch event (`controller.reading.informer.apply_event`)."""
         obj = event.object
         if self._namespace is not None and obj["metadata"].get("namespace") != self._namespace:
+            return
+        if self._label and self._label not in (obj["metadata"].get("labels") or {}):
             return
         if apply_event(self.cache, self._transform, event.type, obj):
             self._on_change(self.resource.name)

@@ -177,7 +177,10 @@ def _by_request(state: PassState, view: GangView, gang: Workload, requests: list
         _request(state, view, gang, 1, wanted)
         return
     name = f"ProvisioningRequest {current.name}"
-    if current.answer.closed:
+    if current.answer is Answer.CONSUMED:  # its booking was taken, and the group waits again: ask anew
+        state.actions += _deletions(key, [current], [])
+        _request(state, view, gang, current.attempt + 1, wanted)
+    elif current.answer.closed:
         retry_at = current.since + settings.backoff(current.attempt)
         message = f"{name} {current.answer.value.lower()}" + (f" ({current.message})" if current.message else "")
         _failed(state, view, current.answer.value, News(current.answer, current.message), message)
@@ -188,6 +191,11 @@ def _by_request(state: PassState, view: GangView, gang: Workload, requests: list
         state.figures.due.append(retry_at)
         state.verdicts[key] = Verdict(Phase.WAITING, Reason.PROVISIONING_FAILED,
                                       f"{message}; asking again in {retry_at - state.now:.0f}s")
+    elif current.answer is Answer.NOT_FOUND:  # beyond what it can add now: it keeps trying by itself
+        message = (f"the autoscaler finds no capacity for {name} ({current.message}); it keeps looking, and the "
+                   f"group keeps waiting")
+        _failed(state, view, current.answer.value, News(current.answer, current.message), message)
+        state.verdicts[key] = Verdict(Phase.WAITING, Reason.PROVISIONING_FAILED, message)
     elif current.answer is Answer.PROVISIONED:
         state.verdicts[key] = Verdict(Phase.WAITING, Reason.PROVISIONING,
                                       f"{name} provisioned; waiting for its nodes to take the group: {why}")

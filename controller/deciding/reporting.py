@@ -68,6 +68,11 @@ def incomplete_or_queued(group: Group) -> Verdict:
     return Verdict(Phase.WAITING, Reason.QUEUED, f"{present}/{group.min_count} pods present, waiting for a planning pass")
 
 
+# Waiting for reasons whose news the pass's parts report themselves: a rollback, and what an
+# autoscaler was asked and answered (`controller.deciding.provisioning`).
+_REPORTED_BY_THEMSELVES = frozenset({Reason.ROLLED_BACK, Reason.PROVISIONING, Reason.PROVISIONING_FAILED})
+
+
 def report_and_status(state: PassState, view: GangView) -> None:
     """Events and audit lines when the group's state changed, and its Gang's status when that did.
 
@@ -75,7 +80,7 @@ def report_and_status(state: PassState, view: GangView) -> None:
     details, which change with every bit of capacity freed); a problem, when its message does.
     """
     key, verdict = view.group.key, verdict_of(state, view)
-    if verdict.phase is Phase.WAITING and verdict.reason is not Reason.ROLLED_BACK:  # a rollback was reported
+    if verdict.phase is Phase.WAITING and verdict.reason not in _REPORTED_BY_THEMSELVES:
         problem = view.problem is not None
         report(state, view, GangEvent.WAITING, verdict.reason, verdict.message, warning=problem,
                news=News(verdict.reason, verdict.message if problem else None))

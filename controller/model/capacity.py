@@ -20,15 +20,17 @@ class Answer(enum.StrEnum):
 
     FAILED = "Failed"                    # it will not provision it
     CAPACITY_REVOKED = "CapacityRevoked"  # it provisioned it, then took the capacity back
+    CONSUMED = "Consumed"                # BookingExpired because its consumers took it: no failure
     BOOKING_EXPIRED = "BookingExpired"   # provisioned, not consumed in time: no longer kept for the group
     PROVISIONED = "Provisioned"          # the nodes are there (or on their way), kept for the group
+    NOT_FOUND = "NotFound"               # Provisioned=False, CapacityIsNotFound: it finds none now, and keeps trying
     ACCEPTED = "Accepted"                # it took the request and is working on it
     PENDING = "Pending"                  # no answer yet
 
     @property
     def closed(self) -> bool:
         """Whether nothing more comes of the request: a new one must be made to ask again."""
-        return self in (Answer.FAILED, Answer.CAPACITY_REVOKED, Answer.BOOKING_EXPIRED)
+        return self in (Answer.FAILED, Answer.CAPACITY_REVOKED, Answer.CONSUMED, Answer.BOOKING_EXPIRED)
 
 
 @dataclass(frozen=True, slots=True)

@@ -178,6 +178,37 @@ def test_a_failed_request_is_reported_once_and_asked_again_after_a_backoff_that_
     assert "asking again in 120s" in _status(run.world)[1]
 
 
+def test_a_request_the_autoscaler_finds_no_capacity_for_is_reported_once_and_left_to_it():
+    run = waiting_job(CapacityProvisioning.PROVISIONING_REQUEST)
+    run.step()
+    run.step()
+    (request,) = run.world.requests()
+    request = copy.deepcopy(request)
+    request["status"] = {"conditions": [
+        {"type": "Accepted", "status": "True", "reason": "Accepted", "message": "", "lastTransitionTime": "2027-01-15T08:00:00Z"},
+        {"type": "Provisioned", "status": "False", "reason": names.CAPACITY_NOT_FOUND_REASON,
+         "message": "Capacity is not found, CA will try to find it later.", "lastTransitionTime": "2027-01-15T08:00:00Z"}]}
+    run.world.put_request(request)
+    told = run.step()
+    (said,) = reports(told, "gang.provisioning_failed")
+    assert said.warning and "finds no capacity" in said.message and "keeps looking" in said.message
+    later = [run.step(600) for _ in range(3)]
+    assert not any(reports(o, "gang.provisioning_failed") or of(o, CreateObject) or of(o, DeleteObject) for o in later), \
+        "the autoscaler retries by itself: the request stands, nothing is asked again"
+    assert _status(run.world)[0] == Reason.PROVISIONING_FAILED.value
+
+
+def test_a_booking_its_consumers_took_is_no_failure():
+    run = waiting_job(CapacityProvisioning.PROVISIONING_REQUEST)
+    run.step()
+    run.step()
+    answered(run.world, "BookingExpired", reason=names.BOOKING_CONSUMED_REASON, message="all pods scheduled")
+    again = run.step()
+    assert reports(again, "gang.provisioning_failed") == [] and again.capacity_failed == {}
+    (request,) = run.world.requests()
+    assert request["metadata"]["labels"][names.CAPACITY_ATTEMPT_LABEL] == "2", "the group waits again: it asks anew"
+
+
 def test_an_expired_booking_is_asked_again():
     run = waiting_job(CapacityProvisioning.PROVISIONING_REQUEST)
     run.step()

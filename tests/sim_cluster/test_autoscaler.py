@@ -67,11 +67,14 @@ class Emulation:
         self.api.create("provisioningrequests", {"apiVersion": "autoscaling.x-k8s.io/v1", "kind": "ProvisioningRequest",
                                                  "metadata": {"name": name}, "spec": spec}, namespace=NS)
 
-    def pod(self, name: str, gpus: int = 8, *, gated: bool = False, consumes: str = "", seconds: int = 0) -> None:
+    def pod(self, name: str, gpus: int = 8, *, gated: bool = False, consumes: str = "", seconds: int = 0,
+            priority_class: str = "") -> None:
         annotations = {CONSUME: consumes} if consumes else {}
         if seconds:
             annotations[DURATION_ANNOTATION] = str(seconds)
         spec = pod_spec(gpus)
+        if priority_class:
+            spec["priorityClassName"] = priority_class
         if gated:
             spec["schedulingGates"] = [{"name": "example.com/hold"}]
         self.api.create("pods", {"apiVersion": "v1", "kind": "Pod",
@@ -236,6 +239,18 @@ def test_pending_unschedulable_pods_get_nodes_and_gated_ones_do_not():
     assert emulation.phases() == {"free-0": ("Running", "pool-0"), "free-1": ("Running", "pool-1"),
                                   "free-2": ("Running", "pool-2"), "gated-0": ("Pending", ""),
                                   "gated-1": ("Pending", "")}
+
+
+def test_expendable_pods_below_the_priority_cutoff_get_no_node():
+    """cluster-autoscaler's --expendable-pods-priority-cutoff (-10): a pending pod of a lower priority
+    is expendable and adds no node; its FAQ's overprovisioning pause pods sit at -1, above it."""
+    emulation = Emulation(POOL + "priorityClasses: [{name: expendable, value: -11}, {name: pause, value: -1}]\n")
+    emulation.pod("expendable-0", priority_class="expendable")
+    emulation.at(1000)
+    assert emulation.nodes() == []
+    emulation.pod("pause-0", priority_class="pause")
+    emulation.at(2000)
+    assert emulation.nodes() == ["pool-0"]
 
 
 def test_pods_that_nodes_in_flight_will_hold_ask_for_no_more_nodes():
