@@ -6,6 +6,7 @@ import pytest
 
 from gangkeeper import names
 from sim.api import ADMIN, APIError
+from sim.names import GPU, HOSTNAME_LABEL
 from tests.e2e.checks import (
     all_succeeded,
     assert_admitted_by_webhook,
@@ -14,7 +15,7 @@ from tests.e2e.checks import (
     placed,
 )
 from tests.e2e.stack import is_gated
-from tests.e2e.workloads import new_team
+from tests.e2e.workloads import POOL_LABEL, new_team
 
 pytestmark = pytest.mark.e2e
 
@@ -86,3 +87,67 @@ def test_while_the_webhook_is_down_enforced_namespaces_refuse_pods_and_others_do
     group = assert_admitted_by_webhook(enforced.pods_created(), source=names.SOURCE_ACCELERATOR_POD, count=1)
     assert group == "trainer"
     assert_placed_whole_and_succeeded(enforced, "trainer", 1)
+
+
+def _waiting_pair(stack, name: str):
+    """A team with one 4-GPU node and a group of two 4-GPU pods: complete, gated, waiting for a second node."""
+    team = new_team(stack, name, nodes=1)
+    pair = {"gpus": 4, "world_size": 2, "labels": {names.GROUP_LABEL: "pair"},
+            "annotations": {names.MIN_COUNT_ANNOTATION: "2"}}
+    team.pod("pair-0", **pair)
+    team.pod("pair-1", **pair)
+    team.wait_for_gang("pair", "Waiting", reason="NoFit")
+    return team
+
+
+def _second_node(team) -> None:
+    """The room the pair waits for: a second 4-GPU node in the team's pool."""
+    team.api.create("nodes", {"apiVersion": "v1", "kind": "Node", "metadata": {
+        "name": f"{team.name}-1", "labels": {POOL_LABEL: team.name, HOSTNAME_LABEL: f"{team.name}-1"}},
+        "status": {"allocatable": {"cpu": "32", "memory": "256Gi", "pods": "110", GPU: "4"},
+                   "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}]}}, user=ADMIN)
+
+
+def test_while_the_webhook_is_down_the_controller_still_releases_a_waiting_group(stack, webhook):
+    """On 1.28 and later the validating webhook's matchConditions skip the controller's own pod
+    updates (deploy/ ships them): with no webhook answering, new pods are refused but what waits is
+    released when room comes."""
+    team = _waiting_pair(stack, "webhook-down-release")
+    webhook.stop()
+    try:
+        _second_node(team)
+        team.wait_until(lambda: all_succeeded(team.pods(), 2), "both members Succeeded while the webhook is down")
+    finally:
+        webhook.start()
+    assert_placed_whole_and_succeeded(team, "pair", 2)
+
+
+def test_without_match_conditions_a_waiting_group_waits_for_the_webhook(stack, webhook):
+    """A 1.27 API server (matchConditions behind a gate that is off) drops them from the webhook
+    configurations: every pod UPDATE in an enforced namespace, the controller's release too, needs
+    the webhook, and fails closed while none answers."""
+    configurations = {kind: stack.api.get(kind, name) for kind, name in (
+        ("validatingwebhookconfigurations", names.WEBHOOK_CONFIGURATION),
+        ("mutatingwebhookconfigurations", names.WEBHOOK_CONFIGURATION))}
+    for kind, configuration in configurations.items():
+        stripped = {**configuration, "webhooks": [{key: value for key, value in hook.items() if key != "matchConditions"}
+                                                  for hook in configuration["webhooks"]]}
+        stack.api.update(kind, stripped, user=ADMIN)
+    try:
+        team = _waiting_pair(stack, "webhook-down-127")
+        webhook.stop()
+        try:
+            _second_node(team)
+            team.wait_for_event("Gang", team.gangs()["pair"]["metadata"]["name"], "Reserved")
+            with pytest.raises(AssertionError, match="not within"):
+                team.stack.wait_until(lambda: any(p["spec"].get("nodeName") for p in team.pods().values()),
+                                      "a member bound while the webhook is down", timeout=3)
+            assert all(is_gated(pod) for pod in team.pods().values()), "the release fails closed"
+        finally:
+            webhook.start()
+        team.wait_until(lambda: all_succeeded(team.pods(), 2), "both members Succeeded once the webhook is back")
+        assert_placed_whole_and_succeeded(team, "pair", 2)
+    finally:
+        for kind, configuration in configurations.items():
+            current = stack.api.get(kind, names.WEBHOOK_CONFIGURATION)
+            stack.api.update(kind, {**configuration, "metadata": current["metadata"]}, user=ADMIN)
