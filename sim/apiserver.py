@@ -1,8 +1,10 @@
 """The API server's request pipeline, in process: `APIServer` implements `sim.api.ClusterAPI`.
 
-Every write takes the real server's path: defaulting, mutating admission, identity and initial
-status, validation (the pod rules, a PodDisruptionBudget's, a ProvisioningRequest's CRD rules),
-validating admission, then one commit under the store lock with an optimistic-concurrency check. Webhooks are called outside the lock.
+Every write takes the real server's path (and is written down first, as an audit log at level
+Metadata would: `writes`): defaulting, mutating admission, identity and initial status, validation
+(the pod rules, a PodDisruptionBudget's, a ProvisioningRequest's CRD rules), validating admission,
+then one commit under the store lock with an optimistic-concurrency check. Webhooks are called
+outside the lock.
 The HTTP front end (`sim.server`) and the emulated scheduler, kubelet and operators all go through
 this class. Besides the verbs it serves the pods/binding and pods/eviction subresources.
 """
@@ -13,7 +15,8 @@ import itertools
 import random
 import re
 import time
-from typing import Callable, Iterable
+from collections import deque
+from typing import Callable, Iterable, NamedTuple
 
 from sim import disruption, podrules, priority, provisioningrequests
 from sim.admission import Admission, Attributes, InProcessWebhook
@@ -69,6 +72,17 @@ _SUBDOMAIN_HELP = ("a lowercase RFC 1123 subdomain must consist of lower case al
 _UPDATE_RETRIES = 8
 # Kinds whose DELETE orphans dependents unless the client asks otherwise (kept for compatibility upstream).
 _ORPHAN_BY_DEFAULT = {"jobs"}
+WRITES_KEPT = 10_000
+
+
+class Write(NamedTuple):
+    """One write request, allowed or refused, as an audit log names it: the verb, the resource with
+    its subresource (`pods/binding`), the object's name and who asked."""
+
+    verb: str
+    resource: str
+    name: str
+    user: str
 
 
 class APIServer:
@@ -86,6 +100,7 @@ class APIServer:
         self.store = Store(history_size)
         self.admission = Admission(self._webhook_configurations, self._namespace_labels, webhook_services)
         self.clock = clock
+        self.writes: deque[Write] = deque(maxlen=WRITES_KEPT)  # the latest, oldest first
         self._draw = random.Random(seed) if seed is not None else None
         for name in INITIAL_NAMESPACES:
             self.create("namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
@@ -106,6 +121,10 @@ class APIServer:
 
     def _now(self) -> str:
         return rfc3339(self.clock())
+
+    def _written(self, verb: str, kind: Kind, subresource: str, name: str, user: User) -> None:
+        self.writes.append(Write(verb, self.resource_name(kind) + (f"/{subresource}" if subresource else ""), name,
+                                 user.username))
 
     def _namespace_labels(self, name: str) -> dict | None:
         namespace = self.store.get(self.kinds.by_name("namespaces"), ("", name))
@@ -156,6 +175,7 @@ class APIServer:
                                        warnings=warnings)
         obj = clone(obj)
         meta = obj.setdefault("metadata", {})
+        self._written("create", kind, "", meta.get("name") or meta.get("generateName", ""), user)
         namespace = self._scope(kind, namespace or meta.get("namespace"))
         if kind.namespaced and meta.get("namespace", namespace) != namespace:
             raise bad_request("the namespace of the provided object does not match the namespace sent on the request")
@@ -238,6 +258,7 @@ class APIServer:
         """PUT: replace the object; a resourceVersion in the body makes it conditional."""
         kind = self.kind(resource)
         name = (obj.get("metadata") or {}).get("name", "")
+        self._written("update", kind, subresource, name, user)
         return self._update(kind, self._scope(kind, namespace or (obj.get("metadata") or {}).get("namespace")), name,
                             lambda current: clone(obj), subresource, user, dry_run, options, warnings)
 
@@ -245,6 +266,7 @@ class APIServer:
               patch_type: str = MERGE_PATCH, subresource: str = "", user: User = ADMIN, dry_run: bool = False,
               options: dict | None = None, warnings: list[str] | None = None) -> dict:
         kind = self.kind(resource)
+        self._written("patch", kind, subresource, name, user)
         apply = _patcher(kind, patch_type, patch)
         return self._update(kind, self._scope(kind, namespace), name, apply, subresource, user, dry_run,
                             options, warnings)
@@ -353,6 +375,7 @@ class APIServer:
                warnings: list[str] | None = None) -> dict:
         """DELETE; returns the object as deleted, or as marked for deletion (finalizers, graceful pod deletion)."""
         kind = self.kind(resource)
+        self._written("delete", kind, "", name, user)
         namespace = self._scope(kind, namespace)
         current = self._current(kind, namespace, name)
         _check_preconditions(kind, current, preconditions or {})
@@ -453,6 +476,7 @@ class APIServer:
                        warnings: list[str] | None = None) -> dict:
         """POST pods/NAME/binding: set spec.nodeName of a pod that is neither bound, gated nor being deleted."""
         pods = self.kinds.by_name("pods")
+        self._written("create", pods, "binding", name, user)
         target = binding.get("target") or {}
         if (binding.get("metadata") or {}).get("name", name) != name:
             raise bad_request(f"the name of the object ({binding['metadata']['name']}) does not match the name on "
@@ -496,6 +520,7 @@ class APIServer:
         store lock, none of them through admission again. (Upstream writes the budget's status
         through its loopback client, so webhooks on poddisruptionbudgets/status would see it.)"""
         pods = self.kinds.by_name("pods")
+        self._written("create", pods, "eviction", name, user)
         check_request(namespace, name, body)
         attrs = Attributes(pods, "CREATE", name, namespace, user, "eviction", dry_run=dry_run,
                            options=dict(options or {}), request_kind=EVICTION_KIND)

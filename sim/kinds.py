@@ -94,13 +94,27 @@ class Registry:
 
     def __init__(self, native_pod_groups: bool = False, unserved: frozenset[str] = frozenset()):
         """`unserved` names resources (`pytorchjobs.kubeflow.org`) left out, as when a CRD is not installed."""
-        kinds = list(_CORE) + ([NATIVE_POD_GROUP] if native_pod_groups else [])
-        self.kinds = [k for k in kinds if k.qualified_resource not in unserved]
-        self._by_path = {(k.group, k.version, k.plural): k for k in self.kinds}
-        self._by_name: dict[str, Kind] = {}
-        for k in self.kinds:
-            self._by_name.setdefault(k.plural, k)
-            self._by_name[k.qualified_resource] = k
+        self._known = list(_CORE) + ([NATIVE_POD_GROUP] if native_pod_groups else [])
+        self._index(frozenset(unserved))
+
+    def _index(self, unserved: frozenset[str]) -> None:
+        """The lookups for the kinds served: each built whole, then put in place, for readers on other threads."""
+        self.unserved = unserved
+        kinds = [k for k in self._known if k.qualified_resource not in unserved]
+        by_name: dict[str, Kind] = {}
+        for k in kinds:
+            by_name.setdefault(k.plural, k)
+            by_name[k.qualified_resource] = k
+        self.kinds, self._by_path, self._by_name = kinds, {(k.group, k.version, k.plural): k for k in kinds}, by_name
+
+    def serve(self, resource: str, served: bool = True) -> None:
+        """Serve `resource` (`pytorchjobs.kubeflow.org`) from now on, or stop serving it: a CRD
+        installed late, or one whose handlers are not ready (an API server starting again) and
+        answer 404 meanwhile. What is stored of it stays stored."""
+        if not any(k.qualified_resource == resource for k in self._known):
+            raise ValueError(f"serve {resource!r}: the emulation knows no such resource; "
+                             f"give one of {', '.join(sorted(k.qualified_resource for k in self._known))}")
+        self._index(self.unserved - {resource} if served else self.unserved | {resource})
 
     def by_path(self, group: str, version: str, plural: str) -> Kind | None:
         return self._by_path.get((group, version, plural))

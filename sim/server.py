@@ -20,11 +20,12 @@ import ssl
 import threading
 import time
 import urllib.parse
-from collections import Counter, OrderedDict
+from collections import Counter, OrderedDict, deque
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import NamedTuple
 
-from sim import discovery, openapi, protobuf, tables
+from sim import discovery, openapi, protobuf, rbac, tables
 from sim.api import APIError, User
 from sim.apiserver import APIServer
 from sim.auth import Authenticator
@@ -45,6 +46,7 @@ INITIAL_EVENTS_END = "k8s.io/initial-events-end"  # the annotation of the bookma
 _EVENT_LINES_KEPT = 256  # the latest watch events' encodings shared by the watchers writing them
 _LIST_OPTIONS = Kind("meta.k8s.io", "v1", "ListOptions", "", False)
 _SERVED_MEDIA = ("application/json", "application/*", "*/*")
+REQUESTS_KEPT = 10_000
 
 
 @dataclass(frozen=True, order=True)
@@ -55,6 +57,14 @@ class Decision:
     verb: str
     target: str
     allowed: bool
+
+
+class Arrival(NamedTuple):
+    """One request as it arrived: its verb as RBAC names it (`list`, `watch`, `patch`, ...), its path and query."""
+
+    verb: str
+    path: str
+    query: dict[str, str]
 
 
 @dataclass(frozen=True)
@@ -147,7 +157,13 @@ class _Handler(BaseHTTPRequestHandler):
             # unread would make the next request on this kept-alive connection start mid-body.
             self.raw_body = self._read_body()
             user = self.server.auth.user(self.headers.get("Authorization"))
-            self.server.authorize(user, method, url.path, self.query)
+            request = request_from_http(user, method, url.path, self.query)
+            self.server.requests.append(Arrival(request.verb, url.path, dict(self.query)))
+            self.server.authorize(request, method)
+            answer = self.server.faults.scripted(request.verb, url.path)
+            if answer is not None:
+                self._send(answer.code, answer.body, dict(answer.headers))
+                return
             error = self.server.faults.injected_error(method)
             if error is not None:
                 raise error
@@ -375,10 +391,14 @@ class _Handler(BaseHTTPRequestHandler):
                 self._write_event({"type": "ADDED", "object": obj}, target.kind)
             if initial_events and self.query.get("allowWatchBookmarks") in ("1", "true"):
                 self._write_event(_bookmark(target.kind, rv, initial_events_end=True))
-            if self._follow(target, watcher, selected, deadline, faults.cut_watch_after):
-                faults.count("watch-cut")
+            with faults.streaming(target.kind, watcher):
+                ended = self._follow(target, watcher, selected, rv, deadline, faults.cut_watch_after)
         finally:
             api.store.stop_watch(watcher)
+        if ended == "cut":
+            faults.count("watch-cut")
+        elif ended == "dropped":
+            return
         self._end_stream()
 
     def _open_watch(self, target: Target, requested: str, selected, initial_events: bool | None):
@@ -401,18 +421,30 @@ class _Handler(BaseHTTPRequestHandler):
             objects, rv = api.select(target.kind, target.namespace)
             return api.watch(target.kind, rv), [o for o in objects if selected(o)], rv
 
-    def _follow(self, target: Target, watcher, selected, deadline: float, cut_after: int | None) -> bool:
-        """Stream events until the deadline; True when the stream was cut after `cut_after` events."""
+    def _follow(self, target: Target, watcher, selected, since: int, deadline: float, cut_after: int | None) -> str:
+        """Stream events until the deadline (`timeout`), the stream is cut after `cut_after` events
+        (`cut`), or a scripted act ends it (`expired`: its ERROR event sent, `dropped`: the
+        connection gone). Scripted acts wait for the events already due."""
         sent, bookmarked = 0, 0
         bookmarks = self.query.get("allowWatchBookmarks") in ("1", "true")
+        faults = self.server.faults
         while time.monotonic() < deadline and (cut_after is None or sent < cut_after):
-            change = watcher.next(timeout=min(_BOOKMARK_SECONDS, max(deadline - time.monotonic(), 0.01)))
+            idle = min(_BOOKMARK_SECONDS, max(deadline - time.monotonic(), 0.01))
+            change = watcher.next(timeout=0.0 if faults.has_act(target.kind) else idle)
             if change is None:
                 latest = self.server.api.store.resource_version
-                if bookmarks and latest != bookmarked:
+                act = faults.next_act(target.kind)
+                if act == "expire":
+                    self._write_event({"type": "ERROR", "object": _gone(str(since), latest)})
+                    return "expired"
+                if act == "cut":
+                    self._drop_mid_chunk()
+                    return "dropped"
+                if bookmarks and (act == "bookmark" or latest != bookmarked):
                     self._write_event(_bookmark(target.kind, latest))
-                    bookmarked = latest
+                    bookmarked = since = latest
                 continue
+            since = change.rv
             shown = _visible_type(change, selected)
             if shown is None:
                 continue
@@ -421,7 +453,7 @@ class _Handler(BaseHTTPRequestHandler):
             else:
                 self._write_line(self.server.event_lines.line(change, shown))
             sent += 1
-        return cut_after is not None and sent >= cut_after
+        return "cut" if cut_after is not None and sent >= cut_after else "timeout"
 
     def _start_stream(self) -> None:
         self.send_response(200)
@@ -444,20 +476,29 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(f"{len(line):x}\r\n".encode() + line + b"\r\n")
         self.wfile.flush()
 
+    def _drop_mid_chunk(self) -> None:
+        """The connection lost in the middle of a chunk, as when a proxy or the network drops it."""
+        self.wfile.write(b'400\r\n{"type":"MODI')
+        self.wfile.flush()
+        self.close_connection = True
+        self.connection.shutdown(socket.SHUT_RDWR)
+
     def _end_stream(self) -> None:
         self.wfile.write(b"0\r\n\r\n")
         self.wfile.flush()
         self.close_connection = True
 
-    def _send(self, code: int, body: dict) -> None:
-        payload = to_json(body)
+    def _send(self, code: int, body: dict | None, headers: dict[str, str] | None = None) -> None:
+        payload = b"" if body is None else to_json(body)
         self.send_response(code)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(payload)))
         self.send_header("Cache-Control", "no-cache, private")
-        retry_after = (body.get("details") or {}).get("retryAfterSeconds")
-        if retry_after:
+        retry_after = ((body or {}).get("details") or {}).get("retryAfterSeconds")
+        if retry_after and "Retry-After" not in (headers or {}):
             self.send_header("Retry-After", str(retry_after))
+        for key, value in (headers or {}).items():
+            self.send_header(key, value)
         for warning in self.warnings:
             self.send_header("Warning", f'299 - "{warning}"')
         self.end_headers()
@@ -501,6 +542,7 @@ class _Server(ThreadingHTTPServer):
         self._documents: tuple[tuple, openapi.Documents] | None = None
         self._documents_lock = threading.Lock()
         self.event_lines = _EventLines()
+        self.requests: deque[Arrival] = deque(maxlen=REQUESTS_KEPT)  # the latest, oldest first
 
     def crds(self) -> list[dict]:
         """The CRDs custom resources are described by: stored ones when CRDs are served, else deploy/base's."""
@@ -520,20 +562,19 @@ class _Server(ThreadingHTTPServer):
                 self._documents = (fingerprint, openapi.Documents(self.api.kinds, crds))
             return self._documents[1]
 
-    def authorize(self, user: User, method: str, path: str, query: dict[str, str]) -> None:
+    def authorize(self, request: rbac.Request, method: str) -> None:
         """Refuse with the real 403 what the authorizer does not allow; without one, allow everything.
 
         Decided before any fault is drawn: a refused request is refused every time, and never uses
         up an injected fault meant for the requests that get through."""
         if self.authorizer is None:
             return
-        request = request_from_http(user, method, path, query)
         allowed = self.authorizer.allows(request)
         with self._decisions_lock:
-            self._decisions[Decision(user.username, request.verb, request.target, allowed)] += 1
+            self._decisions[Decision(request.user.username, request.verb, request.target, allowed)] += 1
         if not allowed:
             error = refusal(request)
-            log.info("403 %s %s: %s", method, path, error.status["message"])
+            log.info("403 %s %s: %s", method, request.path, error.status["message"])
             raise error
 
     def decisions(self) -> Counter[Decision]:
@@ -570,6 +611,11 @@ class RunningServer:
         self._thread = threading.Thread(target=self._http.serve_forever, args=(0.05,), name="sim-apiserver",
                                         daemon=True)
         self._thread.start()
+
+    @property
+    def requests(self) -> list[Arrival]:
+        """The latest requests (up to `REQUESTS_KEPT`), oldest first, each as it arrived."""
+        return list(self._http.requests)
 
     @property
     def decisions(self) -> Counter[Decision]:

@@ -12,8 +12,9 @@ import json
 import logging
 import threading
 from collections import deque
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Iterator
 
 import orjson
 
@@ -68,6 +69,7 @@ class Watcher:
         self.kind = kind
         self._changes: deque[Change] = deque()
         self._ready = threading.Condition()
+        self._woken = False
         self.closed = False
 
     def push(self, change: Change) -> None:
@@ -76,11 +78,18 @@ class Watcher:
             self._ready.notify()
 
     def next(self, timeout: float) -> Change | None:
-        """The next change, or None when `timeout` passes first or the watcher is closed."""
+        """The next change, or None when `timeout` passes first, the watcher is closed or woken."""
         with self._ready:
-            if not self._changes and not self.closed:
+            if not self._changes and not self.closed and not self._woken:
                 self._ready.wait(timeout)
+            self._woken = False
             return self._changes.popleft() if self._changes else None
+
+    def wake(self) -> None:
+        """The stream reading this watcher has something else to do: its wait (or its next) ends at once."""
+        with self._ready:
+            self._woken = True
+            self._ready.notify_all()
 
     def close(self) -> None:
         with self._ready:
@@ -140,6 +149,7 @@ class Store:
         self._undelivered: deque[Change] = deque()
         self._delivery = threading.Lock()
         self._delivering = threading.local()
+        self._unseen = False
 
     def _table(self, kind: Kind) -> _Table:
         return self._tables.setdefault(kind, _Table())
@@ -218,9 +228,24 @@ class Store:
         for ref in obj["metadata"].get("ownerReferences") or []:
             _drop(self._dependents, ref.get("uid", ""), (kind, key))
 
+    @contextmanager
+    def unseen(self) -> Iterator[None]:
+        """Changes committed meanwhile (by this thread: others wait for the store) reach no watcher
+        or subscriber and leave no history, and a watch from before them is answered 410: what a
+        client sees when etcd compacted past changes its watch never showed."""
+        with self.lock:
+            self._unseen = True
+            try:
+                yield
+            finally:
+                self._unseen = False
+                self.compacted_rv = self.resource_version
+
     def _record(self, change: Change) -> None:
+        if self._unseen:
+            return
         if len(self._history) == self._history.maxlen:
-            self.compacted_rv = self._history[0].rv
+            self.compacted_rv = max(self.compacted_rv, self._history[0].rv)
         self._history.append(change)
         for watcher in list(self._watchers):
             if watcher.kind == change.kind:

@@ -7,8 +7,9 @@ from gangkeeper.controller.model.members import Group, Member, group_of
 from gangkeeper.controller.model.nodes import Node
 from gangkeeper.controller.reading.nodes import node_from_api
 from gangkeeper.controller.reading.pods import member_from_api
+from tests import builders
 
-GPU = "nvidia.com/gpu"
+GPU = builders.GPU
 
 
 def node_object(name, gpus=8, cpu="96", memory="1Ti", pods=110, labels=None, taints=(), ready=True,
@@ -34,30 +35,22 @@ def node(name, **kwargs) -> Node:
 def pod_object(name, gpus=8, cpu="4", memory="64Gi", namespace="team", uid=None, gated=True, node_name=None,
                node_selector=None, tolerations=None, affinity_terms=None, priority=None, phase="Pending",
                reserved_node=None, init_containers=(), overhead=None, created="2025-01-01T00:00:00Z"):
+    """A pod as the cache reads it: requests only (what the controller counts), gated unless told."""
     requests = {"cpu": cpu, "memory": memory}
     if gpus:
         requests[GPU] = str(gpus)
-    spec = {"containers": [{"name": "main", "resources": {"requests": requests}}],
-            "initContainers": list(init_containers)}
-    if overhead:
-        spec["overhead"] = overhead
-    if gated:
-        spec["schedulingGates"] = [{"name": names.SCHEDULING_GATE}]
-    if node_name:
-        spec["nodeName"] = node_name
-    if node_selector:
-        spec["nodeSelector"] = node_selector
-    if tolerations:
-        spec["tolerations"] = tolerations
+    spec = {"initContainers": list(init_containers)}
+    spec.update((field, value) for field, value in (("overhead", overhead), ("nodeSelector", node_selector),
+                                                    ("tolerations", tolerations)) if value)
+    if priority is not None:
+        spec["priority"] = priority
     if affinity_terms is not None:
         spec["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution":
                                              {"nodeSelectorTerms": affinity_terms}}}
-    if priority is not None:
-        spec["priority"] = priority
     annotations = {names.RESERVED_NODE_ANNOTATION: reserved_node} if reserved_node else {}
-    return {"metadata": {"name": name, "namespace": namespace, "uid": uid or f"uid-{namespace}-{name}",
-                         "annotations": annotations, "creationTimestamp": created},
-            "spec": spec, "status": {"phase": phase}}
+    return builders.pod(name, namespace=namespace, uid=uid or f"uid-{namespace}-{name}", created=created,
+                        annotations=annotations, gates=(names.SCHEDULING_GATE,) if gated else (), node_name=node_name,
+                        phase=phase, requests=requests, **spec)
 
 
 def member(name, **kwargs) -> Member:

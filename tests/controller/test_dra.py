@@ -17,6 +17,7 @@ from gangkeeper.controller.reading.nodes import node_from_api
 from gangkeeper.controller.reading.pods import pinned_node, required_affinity_terms
 from gangkeeper.names import EXTENDED_RESOURCE_CLAIM_ANNOTATION
 from gangkeeper.resources import pod_requests
+from tests import builders
 from tests.controller.builders import node_object
 from tests.recorded import SCHEDULER
 
@@ -99,10 +100,8 @@ def template_object(name, requests):
 def pod_object(name, templates=(), shared=(), statuses=None, uid=None):
     claims = [{"name": f"t{i}", "resourceClaimTemplateName": t} for i, t in enumerate(templates)]
     claims += [{"name": f"s{i}", "resourceClaimName": s} for i, s in enumerate(shared)]
-    pod = {"metadata": {"name": name, "namespace": NAMESPACE, "uid": uid or f"uid-{name}"},
-           "spec": {"containers": [{"name": "main"}], "resourceClaims": claims}, "status": {}}
-    if statuses is not None:
-        pod["status"]["resourceClaimStatuses"] = statuses
+    pod = builders.pod(name, namespace=NAMESPACE, uid=uid or f"uid-{name}", resourceClaims=claims)
+    pod["status"] = {} if statuses is None else {"resourceClaimStatuses": statuses}
     return pod
 
 

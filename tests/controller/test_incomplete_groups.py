@@ -6,8 +6,7 @@ from gangkeeper import names
 from gangkeeper.controller.cache.groups import PYTORCHJOBS
 from gangkeeper.controller.deciding.decisions import Report
 from gangkeeper.controller.deciding.settings import Settings
-from tests.controller.test_reconciler import CREATED, Run, nodes, of
-from tests.controller.world import NS, World, booked, member_object
+from tests.controller.world import CREATED, NS, Run, World, booked, member_object, nodes, of
 
 SET_TIME = 300.0
 

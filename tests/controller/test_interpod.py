@@ -24,6 +24,7 @@ from gangkeeper.controller.reading.pods import member_from_api, pinned_node, req
 from gangkeeper.controller.reading.rules import rules_of, term_from_api
 from gangkeeper.controller.reading.selectors import selector_from_api
 from gangkeeper.names import PIN_FIELD
+from tests import builders
 from tests.controller.builders import node
 from tests.recorded import SCHEDULER
 
@@ -57,10 +58,8 @@ def spread(key=ZONE, max_skew=1, when="DoNotSchedule", **fields):
 
 def pod(name, labels=None, namespace="team", affinity=(), anti=(), constraints=(), host_port=None,
         node_selector=None, tolerations=None, pin=None):
-    container = {"name": "main"}
-    if host_port:
-        container["ports"] = [{"containerPort": host_port, "hostPort": host_port}]
-    spec = {"containers": [container]}
+    ports = {"ports": [{"containerPort": host_port, "hostPort": host_port}]} if host_port else {}
+    spec = {"containers": [builders.container(**ports)]}
     pod_affinity = {}
     if affinity:
         pod_affinity["podAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": list(affinity)}
@@ -77,8 +76,7 @@ def pod(name, labels=None, namespace="team", affinity=(), anti=(), constraints=(
         spec["nodeSelector"] = node_selector
     if tolerations:
         spec["tolerations"] = tolerations
-    return {"metadata": {"name": name, "namespace": namespace, "uid": f"uid-{namespace}-{name}",
-                         "labels": dict(labels or {})}, "spec": spec}
+    return builders.pod(name, namespace=namespace, uid=f"uid-{namespace}-{name}", labels=dict(labels or {}), **spec)
 
 
 class World:

@@ -9,7 +9,7 @@ from gangkeeper.controller.reading import kube
 from gangkeeper.controller.reading.objects import cached_object
 from gangkeeper.controller.reading.pods import member_from_api, pod_facts
 from tests.controller.builders import node, pod_object
-from tests.controller.test_planner_occupancy import (
+from tests.controller.occupied import (
     claiming,
     device_class,
     device_slice,

@@ -17,7 +17,8 @@ from gangkeeper.controller.planning.preemption import preempt
 from gangkeeper.controller.planning.queue import plan_pass
 from gangkeeper.controller.reading.pods import member_from_api
 from tests.controller.builders import busy, cluster, member, node
-from tests.controller.test_planner_occupancy import (
+from tests.controller.generated import BUSY, GROUP, NODES, build
+from tests.controller.occupied import (
     HOSTNAME,
     anti_affinity,
     claiming,
@@ -29,8 +30,7 @@ from tests.controller.test_planner_occupancy import (
     template,
     world,
 )
-from tests.controller.test_planner_occupancy import placement as occupancy_placement
-from tests.controller.test_planner_properties import BUSY, GROUP, NODES, build
+from tests.controller.occupied import placement as occupancy_placement
 
 ZONE = "topology.kubernetes.io/zone"
 RACK = "example.com/rack"

@@ -3,17 +3,15 @@ import pytest
 from gangkeeper.controller.checks.ports import UsedPorts, conflicts, members_per_node
 from gangkeeper.controller.model.rules import HostPort
 from gangkeeper.controller.reading.rules import host_ports
+from tests import builders
 
 
 def pod(containers=(), init_containers=()):
-    return {"spec": {"containers": list(containers), "initContainers": list(init_containers)}}
+    return builders.pod(containers=list(containers), initContainers=list(init_containers))
 
 
 def container(*ports, restart_policy=None):
-    raw = {"name": "c", "ports": list(ports)}
-    if restart_policy:
-        raw["restartPolicy"] = restart_policy
-    return raw
+    return builders.container("c", ports=list(ports), **({"restartPolicy": restart_policy} if restart_policy else {}))
 
 
 def test_host_ports_take_the_defaults_and_skip_ports_without_a_host_port():

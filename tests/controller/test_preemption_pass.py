@@ -15,8 +15,8 @@ from gangkeeper.controller.deciding.gangs import STATUS_DETAILS_REFRESH_SECONDS
 from gangkeeper.controller.deciding.preempting import RETAKE_SECONDS
 from gangkeeper.controller.deciding.settings import Preempting, Settings
 from tests.controller.builders import pod_object
-from tests.controller.test_rollback import BACKOFF, CREATED, JobController, Owners, Run, nodes, of, reports
-from tests.controller.world import NS, booked, member_object
+from tests.controller.owners import BACKOFF, JobController, Owners
+from tests.controller.world import CREATED, NS, Run, booked, member_object, nodes, of, reports
 
 HIGH = 1000
 

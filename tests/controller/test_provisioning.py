@@ -4,7 +4,6 @@ member, what the group does with what comes of it, and nothing left behind."""
 
 import copy
 from dataclasses import replace
-from datetime import datetime, timezone
 from fractions import Fraction
 
 from gangkeeper import names
@@ -17,34 +16,11 @@ from gangkeeper.controller.deciding.decisions import (
     Release,
     Report,
 )
-from gangkeeper.controller.deciding.memory import Memory
-from gangkeeper.controller.deciding.reconciler import reconcile
 from gangkeeper.controller.deciding.settings import CapacityProvisioning, Provisioning, Settings
 from tests.controller.builders import node_object
-from tests.controller.world import NS, World, booked, member_object
+from tests.controller.world import NOW, NS, Run, World, booked, member_object, of, reports, rfc3339
 
-NOW = 1_800_000_000.0
 GROUP = "train"
-
-
-class Run:
-    """The world and the controller's memory, one pass at a time, `seconds` apart."""
-
-    def __init__(self, world: World, mode: CapacityProvisioning, **provisioning):
-        self.world, self.memory, self.now = world, Memory(), NOW
-        self.settings = Settings(provisioning=Provisioning(mode=mode, **provisioning))
-        self.capabilities = ApiCapabilities()
-
-    def step(self, seconds: float = 1.0):
-        outcome = reconcile(self.world.index(), self.memory, self.now, self.settings, self.capabilities)
-        self.memory = outcome.memory
-        self.world.created = _rfc3339(self.now)
-        self.world.apply(outcome.actions)
-        self.now += seconds
-        return outcome
-
-    def verdict(self, outcome):
-        return outcome.decided_phases[(NS, GROUP)], _status(self.world)
 
 
 def _status(world: World) -> tuple[str, str]:
@@ -52,14 +28,6 @@ def _status(world: World) -> tuple[str, str]:
     gang = world.gang(GROUP)
     (admitted,) = [c for c in gang["status"]["conditions"] if c["type"] == "Admitted"]
     return admitted["reason"], admitted["message"]
-
-
-def of(outcome, kind):
-    return [a for a in outcome.actions if isinstance(a, kind)]
-
-
-def reports(outcome, event: str) -> list[Report]:
-    return [a for a in of(outcome, Report) if a.event == event]
 
 
 def waiting_job(mode: CapacityProvisioning, *, members: int = 4, nodes: int = 2, **provisioning) -> Run:
@@ -72,7 +40,7 @@ def waiting_job(mode: CapacityProvisioning, *, members: int = 4, nodes: int = 2,
         world.add(member_object(f"{GROUP}-{i}", group=GROUP, min_count=members,
                                 node_selector={"cloud.example.com/accelerator": "h100"},
                                 tolerations=[{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]))
-    return Run(world, mode, **provisioning)
+    return Run(world, Settings(provisioning=Provisioning(mode=mode, **provisioning)))
 
 
 def new_nodes(world: World, count: int, prefix: str = "new") -> None:
@@ -84,15 +52,11 @@ def answered(world: World, condition: str, *, reason: str = "", message: str = "
     """The group's request, with the autoscaler's condition set."""
     (request,) = world.requests()
     request = copy.deepcopy(request)
-    stamp = _rfc3339(at)
+    stamp = rfc3339(at)
     request.setdefault("status", {}).setdefault("conditions", []).append(
         {"type": condition, "status": "True", "reason": reason, "message": message, "lastTransitionTime": stamp})
     world.put_request(request)
     return request
-
-
-def _rfc3339(moment: float) -> str:
-    return datetime.fromtimestamp(moment, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def ours(objects: list[dict]) -> list[dict]:
@@ -124,7 +88,8 @@ def test_a_group_short_of_nodes_asks_for_them_once_in_one_request_of_its_shape()
         assert made["metadata"]["labels"][names.CAPACITY_FOR_LABEL] == gang["metadata"]["uid"]
     (said,) = reports(asked, "gang.provisioning")
     assert "32 nvidia.com/gpu" in said.message and request["metadata"]["name"] in said.message
-    assert run.verdict(asked) == ("Waiting", (Reason.PROVISIONING.value, said.message))
+    assert asked.decided_phases[(NS, GROUP)] == "Waiting"
+    assert _status(run.world) == (Reason.PROVISIONING.value, said.message)
     for _ in range(3):
         assert of(run.step(), CreateObject) == [], "at most one request stands for a group"
 
@@ -163,8 +128,8 @@ def test_a_failed_request_is_reported_once_and_asked_again_after_a_backoff_that_
     failing = run.step()
     (said,) = reports(failing, "gang.provisioning_failed")
     assert said.warning and "no node group fits" in said.message
-    assert run.verdict(failing)[1][0] == Reason.PROVISIONING_FAILED.value
-    assert "asking again in 60s" in run.verdict(failing)[1][1]
+    assert _status(run.world)[0] == Reason.PROVISIONING_FAILED.value
+    assert "asking again in 60s" in _status(run.world)[1]
     quiet = [run.step(10) for _ in range(5)]
     assert not any(reports(o, "gang.provisioning_failed") or of(o, CreateObject) for o in quiet)
     run.now += 15
@@ -245,7 +210,7 @@ def test_a_group_kept_out_by_pods_it_must_sit_beside_asks_for_nothing():
         pod = member_object(f"{GROUP}-{i}", group=GROUP, min_count=2, gpus=4)
         pod["spec"]["affinity"] = affinity
         world.add(pod)
-    run = Run(world, CapacityProvisioning.PROVISIONING_REQUEST)
+    run = Run(world, Settings(provisioning=Provisioning(mode=CapacityProvisioning.PROVISIONING_REQUEST)))
     for _ in range(3):
         assert of(run.step(), CreateObject) == []
 
@@ -337,7 +302,7 @@ def test_placeholders_not_bound_in_time_are_taken_back_and_asked_again_after_the
     run = waiting_job(CapacityProvisioning.PLACEHOLDERS, placeholder_seconds=100)
     run.step()
     run.step()
-    created = _rfc3339(run.now - 1)
+    created = rfc3339(run.now - 1)
     for pod in placeholders(run.world):
         pod["metadata"]["creationTimestamp"] = created
         run.world.add(pod)

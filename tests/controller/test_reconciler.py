@@ -15,49 +15,10 @@ from gangkeeper.controller.deciding.decisions import (
     SaveGang,
 )
 from gangkeeper.controller.deciding.memory import Memory
-from gangkeeper.controller.deciding.reconciler import reconcile
 from gangkeeper.controller.deciding.settings import Ownerless, Settings
 from gangkeeper.controller.planning.queue import Order, QueuePolicy
-from tests.controller.builders import node_object, pod_object
-from tests.controller.world import NS, World, booked, member_object
-
-NOW = 1_800_000_000.0
-CREATED = "2027-01-15T08:00:00Z"  # NOW is 2027-01-15T08:00:00Z
-
-
-class Run:
-    """A world and the controller's memory, advanced one pass at a time."""
-
-    def __init__(self, world: World, settings: Settings = Settings()):
-        self.world, self.settings, self.memory, self.now = world, settings, Memory(), NOW
-
-    def step(self, seconds: float = 1.0, bind: bool = False):
-        outcome = reconcile(self.world.index(self.settings.accelerator_patterns), self.memory, self.now,
-                            self.settings)
-        self.memory = outcome.memory
-        self.world.apply(outcome.actions)
-        if bind:
-            self.world.bind()
-        self.now += seconds
-        return outcome
-
-
-def nodes(count, gpus=8):
-    return [node_object(f"n{i}", gpus=gpus) for i in range(count)]
-
-
-def add_group(world, group, size, gpus=8, created=CREATED, **kwargs):
-    for i in range(size):
-        world.add(member_object(f"{group}-{i}", group=group, min_count=kwargs.pop("min_count", size), gpus=gpus,
-                                created=created, **kwargs))
-
-
-def of(outcome, kind, group=None):
-    return [a for a in outcome.actions if isinstance(a, kind) and (group is None or a.group[1] == group)]
-
-
-def reports(outcome, event):
-    return [a for a in of(outcome, Report) if a.event == event]
+from tests.controller.builders import pod_object
+from tests.controller.world import CREATED, NOW, NS, Run, World, add_group, booked, member_object, nodes, of, reports
 
 
 def pod(world, name):

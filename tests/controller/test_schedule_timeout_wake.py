@@ -4,8 +4,7 @@ import pytest
 
 from gangkeeper.controller.deciding.decisions import Report
 from gangkeeper.controller.deciding.settings import Settings
-from tests.controller.test_reconciler import NOW, Run, add_group, nodes
-from tests.controller.world import World
+from tests.controller.world import NOW, Run, World, add_group, nodes
 
 
 def _timed_out(outcome) -> list[Report]:

@@ -9,6 +9,7 @@ from gangkeeper.controller.cache.groups import GANGS, build_groups
 from gangkeeper.controller.model.members import NO_TOPOLOGY, UNRANKED, TopologyRule, rank_order
 from gangkeeper.controller.reading.pods import member_from_api, pod_facts
 from gangkeeper.controller.reading.workloads import workload_from_api
+from tests import builders
 
 ZONE, BLOCK, RACK, CLIQUE = ("topology.kubernetes.io/zone", "cloud.google.com/gce-topology-block", "rack",
                              "nvidia.com/gpu.clique")
@@ -20,12 +21,9 @@ SLICE_REQUIRED, SLICE_SIZE = names.TOPOLOGY_SLICE_REQUIRED_ANNOTATION, names.TOP
 
 def pod(name, annotations=None, labels=None, phase="Pending"):
     """A gated pod of group `g` in namespace `ns`, with `annotations` and `labels` added."""
-    return {"metadata": {"name": name, "namespace": "ns", "uid": f"u-{name}",
-                         "labels": {names.GROUP_LABEL: "g", **(labels or {})},
-                         "annotations": {names.GROUP_SOURCE_ANNOTATION: names.SOURCE_EXPLICIT, **(annotations or {})}},
-            "spec": {"schedulingGates": [{"name": names.SCHEDULING_GATE}],
-                     "containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "8"}}}]},
-            "status": {"phase": phase}}
+    return builders.pod(name, namespace="ns", uid=f"u-{name}", labels={names.GROUP_LABEL: "g", **(labels or {})},
+                        annotations={names.GROUP_SOURCE_ANNOTATION: names.SOURCE_EXPLICIT, **(annotations or {})},
+                        gates=(names.SCHEDULING_GATE,), containers=[builders.container("c", gpus=8)], phase=phase)
 
 
 def members(count, size=None, **annotations_by_pod):

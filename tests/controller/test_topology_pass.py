@@ -5,8 +5,8 @@ held to the domain their group sits in."""
 from gangkeeper import names
 from gangkeeper.controller.deciding.settings import Settings
 from tests.controller.builders import node_object
-from tests.controller.test_rollback import CREATED, Owners, Run
-from tests.controller.world import booked, member_object
+from tests.controller.owners import Owners
+from tests.controller.world import CREATED, Run, booked, member_object
 
 ZONE = "topology.kubernetes.io/zone"
 

@@ -10,6 +10,7 @@ feed a `ClusterIndex` incrementally and be compared with full rebuilds.
 """
 
 import copy
+from datetime import datetime, timezone
 from typing import NamedTuple
 
 import jsonpatch
@@ -18,16 +19,21 @@ from gangkeeper import names
 from gangkeeper.controller.cache.asked import PROVISIONING_REQUESTS
 from gangkeeper.controller.cache.groups import GANGS
 from gangkeeper.controller.cache.index import NODES, PODS, Change, ClusterIndex
+from gangkeeper.controller.deciding.capabilities import ApiCapabilities
 from gangkeeper.controller.deciding.decisions import (
     CreateObject,
     DeleteGang,
     DeleteObject,
     DeletePod,
     Release,
+    Report,
     Reserve,
     ReserveGroup,
     SaveGang,
 )
+from gangkeeper.controller.deciding.memory import Memory
+from gangkeeper.controller.deciding.reconciler import reconcile
+from gangkeeper.controller.deciding.settings import Settings
 from gangkeeper.controller.reading.capacity import capacity_request_from_api
 from gangkeeper.controller.reading.nodes import node_from_api
 from gangkeeper.controller.reading.pods import pod_facts
@@ -259,3 +265,54 @@ class World:
         for key in bound:
             self._store(self.pods[key])
         return bound
+
+
+# --- passes, one at a time ---------------------------------------------------------------------
+
+NOW = 1_800_000_000.0  # 2027-01-15T08:00:00Z
+
+
+def rfc3339(moment: float) -> str:
+    return datetime.fromtimestamp(moment, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+CREATED = "2027-01-15T08:00:00Z"  # NOW
+
+
+class Run:
+    """A world and the controller's memory, advanced one pass at a time; with `jobs` (a stand-in
+    owner's controller), it syncs before each pass."""
+
+    def __init__(self, world: World, settings: Settings = Settings(), jobs=None,
+                 capabilities: ApiCapabilities = ApiCapabilities()):
+        self.world, self.settings, self.jobs, self.capabilities = world, settings, jobs, capabilities
+        self.memory, self.now = Memory(), NOW
+
+    def step(self, seconds: float = 1.0, bind: bool = False):
+        if self.jobs is not None:
+            self.jobs.sync()
+        outcome = reconcile(self.world.index(self.settings.accelerator_patterns), self.memory, self.now,
+                            self.settings, self.capabilities)
+        self.memory = outcome.memory
+        self.world.created = rfc3339(self.now)  # what the pass creates, it creates now
+        self.world.apply(outcome.actions)
+        if bind:
+            self.world.bind()
+        self.now += seconds
+        return outcome
+
+
+def nodes(count, gpus=8):
+    return [node_object(f"n{i}", gpus=gpus) for i in range(count)]
+
+
+def add_group(world, group, size, gpus=8, created=CREATED, **kwargs):
+    for i in range(size):
+        world.add(member_object(f"{group}-{i}", group=group, min_count=kwargs.pop("min_count", size), gpus=gpus,
+                                created=created, **kwargs))
+
+
+def of(outcome, kind, group=None):
+    return [a for a in outcome.actions if isinstance(a, kind) and (group is None or a.group[1] == group)]
+
+
+def reports(outcome, event):
+    return [a for a in of(outcome, Report) if a.event == event]

@@ -30,6 +30,7 @@ from sim.invariants import Checker, Watch
 from sim.rbac import deployed_rbac
 from sim.reservations import GANGS, Reservations
 from sim.server import RunningServer
+from tests import builders
 
 NS = "team"
 WEBHOOK_SERVICE = f"{names.WEBHOOK_SERVICE}.{names.DEFAULT_NAMESPACE}.svc:443"
@@ -123,13 +124,10 @@ def pytorchjob(emulation: Emulation, name: str, workers: int) -> tuple[dict, str
 def member(emulation: Emulation, job: dict, index: int, gpus: int = 8, namespace: str = NS) -> dict:
     """A pod as the training operator creates it; the webhook labels and gates it."""
     name = job["metadata"]["name"]
-    return emulation.api.create("pods", {
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": f"{name}-{index}", "labels": {names.KUBEFLOW_JOB_NAME_LABEL: name},
-                     "ownerReferences": [{"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "name": name,
-                                          "uid": job["metadata"]["uid"], "controller": True}]},
-        "spec": {"containers": [{"name": "c", "image": "busybox",
-                                 "resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}]}}, namespace=namespace)
+    return emulation.api.create("pods", builders.pod(
+        f"{name}-{index}", namespace=namespace, labels={names.KUBEFLOW_JOB_NAME_LABEL: name},
+        owners=[builders.owner("PyTorchJob", name, job["metadata"]["uid"], "kubeflow.org/v1")],
+        containers=[builders.container("c", image="busybox", gpus=gpus)]))
 
 
 def eventually(condition, timeout: float = 15.0, what: str = "condition"):

@@ -19,20 +19,18 @@ from gangkeeper.controller.deciding.patches import release_patch
 from gangkeeper.controller.reading.pods import pod_facts
 from gangkeeper.controller.reading.workloads import workload_from_api
 from gangkeeper.integrations import lws, mpijob
+from tests import builders
 
 
 def pod(name, group, source, labels=None, annotations=None, owner=None, affinity=None):
-    meta = {"name": name, "namespace": "ns", "uid": f"u-{name}", "resourceVersion": "7",
-            "labels": {names.GROUP_LABEL: group, **(labels or {})},
-            "annotations": {names.GROUP_SOURCE_ANNOTATION: source, **(annotations or {})}}
-    if owner:
-        meta["ownerReferences"] = [{"apiVersion": "x/v1", "kind": owner[0], "name": owner[1], "uid": owner[2],
-                                    "controller": True}]
-    spec = {"schedulingGates": [{"name": "other.io/gate"}, {"name": names.SCHEDULING_GATE}],
-            "containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "8"}}}]}
-    if affinity:
-        spec["affinity"] = affinity
-    return pod_facts({"metadata": meta, "spec": spec})
+    manifest = builders.pod(name, namespace="ns", uid=f"u-{name}", labels={names.GROUP_LABEL: group, **(labels or {})},
+                            annotations={names.GROUP_SOURCE_ANNOTATION: source, **(annotations or {})},
+                            owners=[builders.owner(owner[0], owner[1], owner[2], "x/v1")] if owner else (),
+                            gates=("other.io/gate", names.SCHEDULING_GATE),
+                            containers=[builders.container("c", gpus=8)],
+                            **({"affinity": affinity} if affinity else {}))
+    manifest["metadata"]["resourceVersion"] = "7"
+    return pod_facts(manifest)
 
 
 LEADERWORKERSETS = lws.RESOURCE.name

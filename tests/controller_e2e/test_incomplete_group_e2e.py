@@ -11,6 +11,7 @@ from sim.clock import VirtualClock
 from sim.cluster import emulated_cluster
 from sim.spec import load
 from study import policies
+from tests import builders
 
 pytestmark = pytest.mark.e2e
 
@@ -20,12 +21,9 @@ SET_TIME = 100.0  # --incomplete-group-seconds: no multiple of the 30 s resync, 
 
 def train_pod(api, index: int) -> dict:
     """A pod of group `train`, declared as 4 with gangkeeper.io/min-count; only 2 are ever created."""
-    return api.create("pods", {
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": f"train-{index}", "labels": {names.GROUP_LABEL: "train"},
-                     "annotations": {names.MIN_COUNT_ANNOTATION: "4"}},
-        "spec": {"containers": [{"name": "c", "image": "trainer",
-                                 "resources": {"limits": {"nvidia.com/gpu": "8"}}}]}}, namespace=NS)
+    return api.create("pods", builders.pod(f"train-{index}", namespace=NS, labels={names.GROUP_LABEL: "train"},
+                                           annotations={names.MIN_COUNT_ANNOTATION: "4"},
+                                           containers=[builders.container("c", image="trainer", gpus=8)]))
 
 
 def gated(pod: dict) -> bool:

@@ -12,6 +12,7 @@ from gangkeeper import names
 from gangkeeper.controller.deciding.settings import Settings
 from sim.names import ZONE_LABEL
 from sim.spec import submissions
+from tests import builders
 from tests.controller_e2e.emulation import NS, eventually
 
 pytestmark = pytest.mark.e2e
@@ -54,12 +55,11 @@ TEMPLATE = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
 
 
 def claiming_pod(name, group, size):
-    return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": name, "labels": {names.GROUP_LABEL: group},
-                         "annotations": {names.MIN_COUNT_ANNOTATION: str(size)}},
-            "spec": {"restartPolicy": "Never", "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}],
-                     "containers": [{"name": "main", "image": "registry.example/train:1",
-                                     "resources": {"requests": {"cpu": "1"}, "claims": [{"name": "gpu"}]}}]}}
+    main = builders.container(requests={"cpu": "1"})
+    main["resources"]["claims"] = [{"name": "gpu"}]
+    return builders.pod(name, namespace=None, labels={names.GROUP_LABEL: group},
+                        annotations={names.MIN_COUNT_ANNOTATION: str(size)}, containers=[main], restartPolicy="Never",
+                        resourceClaims=[{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}])
 
 
 def test_a_dra_group_larger_than_the_devices_waits_with_nothing_bound_while_a_smaller_one_binds(cluster):

@@ -6,6 +6,7 @@ kube-controller-manager v1.36 does) and Eviction API are those of a real control
 import pytest
 
 from gangkeeper.controller.deciding.settings import Preempting, Settings
+from tests import builders
 from tests.controller_e2e.emulation import NS, eventually
 
 pytestmark = pytest.mark.e2e
@@ -29,11 +30,10 @@ def completed(emulation, name: str) -> dict | None:
 
 def lone_pod(emulation, name: str, gpus: int = 2, priority_class: str = "low", **labels) -> None:
     """A pod of no group in the LONE namespace (not enforced), gone as soon as it is deleted."""
-    emulation.api.create("pods", {"metadata": {"name": name, "labels": labels}, "spec": {
-        "priorityClassName": priority_class, "terminationGracePeriodSeconds": 0,
-        "containers": [{"name": "c", "image": "busybox:1.36",
-                        "resources": {"limits": {"nvidia.com/gpu": str(gpus), "cpu": "1", "memory": "1Gi"}}}]}},
-        namespace=LONE)
+    limits = {builders.GPU: str(gpus), "cpu": "1", "memory": "1Gi"}
+    emulation.api.create("pods", builders.pod(name, namespace=LONE, labels=labels,
+                                              containers=[builders.container("c", image="busybox:1.36", limits=limits)],
+                                              priorityClassName=priority_class, terminationGracePeriodSeconds=0))
 
 
 def preempted(audit) -> list[str]:

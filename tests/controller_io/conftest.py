@@ -3,15 +3,28 @@ import time
 import pytest
 
 from gangkeeper.controller.reading.kube import load
+from sim.apiserver import APIServer
+from sim.kubeconfig import write_kubeconfig
+from sim.server import RunningServer
 
-from .fakeapi import FakeAPI
+NAMESPACES = ("ml", "gangkeeper")
 
 
 @pytest.fixture
-def fake():
-    api = FakeAPI().start()
-    yield api
-    api.stop()
+def api():
+    """The emulated API server, with the tests' namespaces; PyTorchJob's CRD is not installed yet
+    (the tests that want it install it), Gang's is."""
+    server = APIServer(unserved=("pytorchjobs.kubeflow.org",))
+    for name in NAMESPACES:
+        server.create("namespaces", {"metadata": {"name": name}})
+    return server
+
+
+@pytest.fixture
+def served(api):
+    """The emulated API server over HTTP: what the controller's client talks to, with its faults to script."""
+    with RunningServer(api) as running:
+        yield running
 
 
 @pytest.fixture
@@ -21,8 +34,9 @@ def sleeps():
 
 
 @pytest.fixture
-def kube(fake, tmp_path, sleeps):
-    client = load(fake.kubeconfig(tmp_path / "kubeconfig"), sleep=sleeps.append, discovery_ttl=0)
+def kube(served, tmp_path, sleeps):
+    client = load(str(write_kubeconfig(tmp_path / "kubeconfig", served.url, "token")), sleep=sleeps.append,
+                  discovery_ttl=0)
     yield client
     client.api_client.close()
 

@@ -5,63 +5,52 @@ and the audit line, each once, and all of them gone when the group completes."""
 from gangkeeper.audit import AuditLog
 from gangkeeper.controller.deciding.settings import Settings
 from gangkeeper.controller.metrics import Metrics
-from gangkeeper.controller.reading import kube
 from gangkeeper.controller.runner import Controller
-from tests.controller_io.test_metrics_groups import delete, leading, pod, sample
-from tests.controller_io.test_runner import DEBOUNCE, WALL, FakeClock, FakeInformer, FakeKube, _Discard, node, reserved
+from tests.controller_io.loop import (
+    DEBOUNCE,
+    NS,
+    WALL,
+    AuditEvents,
+    FakeClock,
+    World,
+    leading,
+    member,
+    node,
+    reserved,
+    sample,
+)
 
-NS = "ml"
 SET_TIME = 300.0
-
-
-class EventsKube(FakeKube):
-    """A FakeKube that keeps the Events written (created, or their count bumped)."""
-
-    def __init__(self):
-        super().__init__()
-        self.events: dict[str, dict] = {}
-
-    def create(self, resource, namespace, body):
-        if resource == kube.EVENTS:
-            self.events[body["metadata"]["name"]] = dict(body)
-        return super().create(resource, namespace, body)
-
-    def patch(self, resource, namespace, name, body, patch_type=kube.MERGE_PATCH, *, subresource=""):
-        if resource == kube.EVENTS:
-            self.events[name] = {**self.events[name], **body}
-            return self.events[name]
-        return super().patch(resource, namespace, name, body, patch_type, subresource=subresource)
-
-    def warnings(self, reason: str = "IncompleteGroup") -> list[tuple[str, str, int]]:
-        return sorted((e["involvedObject"]["kind"], e["involvedObject"]["name"], e["count"])
-                      for e in self.events.values() if e["reason"] == reason and e["type"] == "Warning")
 
 
 class Loop:
     """The controller's loop (Events written in order, no background writers) and what it writes."""
 
     def __init__(self):
-        self.clock, self.api, self.audit = FakeClock(), EventsKube(), _Discard()
-        self.controller = Controller(self.api, Settings(incomplete_group_seconds=SET_TIME),
+        self.clock, self.audit = FakeClock(), AuditEvents()
+        self.world = World(self.clock)
+        self.controller = Controller(self.world.kube, Settings(incomplete_group_seconds=SET_TIME),
                                      AuditLog("controller", self.audit), Metrics(), debounce_seconds=DEBOUNCE,
-                                     clock=self.clock.clock(), make_informer=FakeInformer, concurrent_writes=1)
+                                     clock=self.clock.clock(), make_informer=self.world.informer, concurrent_writes=1)
 
     def submit(self, *names: str, size: int = 4) -> None:
-        for name in names:
-            obj = pod(name, NS, "train", size=size, created=self.clock.wall())
-            self.api.pods[f"{NS}/{name}"] = obj
-            self.controller.pods.add(obj)
+        self.world.add(*(member(name, "train", size) for name in names))
 
     def turn(self, after: float = 0.0):
         """A turn `after` seconds from now; the Gangs it wrote reach its cache, as their watch brings them."""
         self.clock.now += after
         outcome = self.controller.turn(leading)
-        for gang in self.api.gangs.values():
-            self.controller.gangs.add(gang)
+        self.world.deliver("gangs")
         return outcome
 
+    def warnings(self, reason: str = "IncompleteGroup") -> list[tuple[str, str, int]]:
+        """The Warning Events written (created, or their count bumped)."""
+        return sorted((e["involvedObject"]["kind"], e["involvedObject"]["name"], e["count"])
+                      for e in self.world.api.list("events", namespace=NS)
+                      if e["reason"] == reason and e["type"] == "Warning")
+
     def stuck_condition(self) -> dict | None:
-        conditions = self.api.gangs[f"{NS}/train"]["status"]["conditions"]
+        conditions = self.world.gang("train")["status"]["conditions"]
         return next((c for c in conditions if c["type"] == "Stuck"), None)
 
     def stuck_groups(self) -> float | None:
@@ -70,15 +59,14 @@ class Loop:
 
 def test_two_of_four_gated_with_no_new_pod_for_the_set_time_are_reported_once_and_cleared_when_complete():
     loop = Loop()
-    loop.controller.nodes.add(node("n0"))
-    loop.controller.nodes.add(node("n1"))
+    loop.world.add(node("n0"), node("n1"))
     loop.submit("train-0", "train-1")
     first = loop.turn()
     assert loop.stuck_groups() == 0 and loop.stuck_condition() is None
     assert first.next_due == WALL + SET_TIME, "the loop wakes when the set time falls due"
 
     loop.turn(after=SET_TIME)
-    assert loop.api.warnings() == [("Gang", "train", 1), ("Pod", "train-0", 1), ("Pod", "train-1", 1)]
+    assert loop.warnings() == [("Gang", "train", 1), ("Pod", "train-0", 1), ("Pod", "train-1", 1)]
     condition = loop.stuck_condition()
     assert (condition["status"], condition["reason"]) == ("True", "IncompleteGroup")
     assert "2 of 4 pods present" in condition["message"] and "waiting for 2 more pods" in condition["message"]
@@ -87,7 +75,7 @@ def test_two_of_four_gated_with_no_new_pod_for_the_set_time_are_reported_once_an
 
     loop.turn(after=60)
     loop.turn(after=600)
-    assert loop.api.warnings() == [("Gang", "train", 1), ("Pod", "train-0", 1), ("Pod", "train-1", 1)], \
+    assert loop.warnings() == [("Gang", "train", 1), ("Pod", "train-0", 1), ("Pod", "train-1", 1)], \
         "no second Event: it said the same"
     assert loop.audit.events.count("gang.stuck") == 1 and loop.stuck_groups() == 1
 
@@ -106,7 +94,7 @@ def test_a_group_still_receiving_pods_is_not_reported():
         loop.submit(name)
         loop.turn()
     loop.turn(after=SET_TIME - 10)
-    assert loop.api.warnings() == [] and loop.stuck_condition() is None and loop.stuck_groups() == 0
+    assert loop.warnings() == [] and loop.stuck_condition() is None and loop.stuck_groups() == 0
     assert "gang.stuck" not in loop.audit.events
     loop.turn(after=10)
     assert loop.stuck_groups() == 1, "the set time from the last pod that came"
@@ -117,8 +105,8 @@ def test_a_complete_group_waiting_for_capacity_is_not_reported_as_incomplete():
     loop.submit("train-0", "train-1", size=2)
     loop.turn()
     loop.turn(after=10 * SET_TIME)
-    assert loop.api.gangs[f"{NS}/train"]["status"]["reason"] == "NoFit"
-    assert loop.api.warnings() == [] and loop.stuck_condition() is None and loop.stuck_groups() == 0
+    assert loop.world.gang("train")["status"]["reason"] == "NoFit"
+    assert loop.warnings() == [] and loop.stuck_condition() is None and loop.stuck_groups() == 0
     assert "gang.stuck" not in loop.audit.events
 
 
@@ -136,7 +124,7 @@ def test_a_new_leader_counts_the_set_time_from_the_newest_pods_creation():
     assert loop.stuck_groups() == 0, "not from the oldest pod's creation"
     loop.turn(after=1)
     assert loop.stuck_groups() == 1, "from the newest pod's creation, not from when the new leader saw it"
-    assert loop.api.warnings() == [("Gang", "train", 1), ("Pod", "train-0", 1), ("Pod", "train-1", 1)]
+    assert loop.warnings() == [("Gang", "train", 1), ("Pod", "train-0", 1), ("Pod", "train-1", 1)]
 
 
 def test_the_gauge_is_by_namespace_and_goes_with_the_namespaces_last_group_and_with_the_lead():
@@ -149,6 +137,6 @@ def test_the_gauge_is_by_namespace_and_goes_with_the_namespaces_last_group_and_w
     assert loop.stuck_groups() is None, "a standby reports no groups"
     loop.turn()
     assert loop.stuck_groups() == 1, "the next term counts it again, from the newest pod's creation"
-    delete(loop.controller, loop.api, NS, "train-0")
+    loop.world.delete(NS, "train-0")
     loop.turn()
     assert loop.stuck_groups() is None, "no series left for a namespace without groups"

@@ -29,9 +29,10 @@ from gangkeeper.controller.reading.kube import (
     split_lines,
 )
 from gangkeeper.integrations import gang, native_pod_group, pytorchjob
+from sim.kubeconfig import write_kubeconfig
+from sim.server import RunningServer
+from tests.builders import pod
 from tests.recorded import API
-
-from .fakeapi import FakeAPI
 
 FIXTURES = API
 
@@ -156,55 +157,61 @@ def test_the_workload_resources_are_the_integrations_own():
     assert GANGS is gang.RESOURCE and PYTORCHJOBS is pytorchjob.RESOURCE
 
 
-# --- over HTTP with the real client ---------------------------------------------------------
+# --- over HTTP with the real client, against the emulated API server -------------------------
 
-def pod(name, namespace="ml", **labels):
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": namespace, "labels": labels}}
+def created(api, *pods):
+    for obj in pods:
+        api.create("pods", obj)
+    return api.store.resource_version
 
 
-def test_list_reads_every_page(fake, kube):
-    for i in range(5):
-        fake.put(PODS, pod(f"p{i}"))
+def lists(served):
+    return [request.query for request in served.requests if request.verb == "list"]
+
+
+def test_list_reads_every_page(api, served, kube):
+    rv = created(api, *(pod(f"p{i}") for i in range(5)))
     items, resource_version = kube.with_options(page_size=2).list(PODS, "ml")
     assert [i["metadata"]["name"] for i in items] == [f"p{i}" for i in range(5)]
-    assert resource_version == str(fake.rv)
-    assert [q.get("limit") for m, _, q in fake.requests if m == "GET"] == ["2", "2", "2"]
+    assert resource_version == str(rv)
+    assert [query.get("limit") for query in lists(served)] == ["2", "2", "2"]
 
 
-def test_an_expired_continuation_lists_again_in_one_request(fake, kube):
-    fake.put(PODS, pod("p"))
-    fake.inject("GET", "/api/v1/pods", 410, {"kind": "Status", "code": 410, "reason": "Expired"})
+def test_an_expired_continuation_lists_again_in_one_request(api, served, kube):
+    created(api, pod("p"))
+    served.faults.answer_next("list", "/api/v1/pods", 410, {"kind": "Status", "code": 410, "reason": "Expired"})
     items, _ = kube.list(PODS, label_selector="a=b")
     assert items == []
-    assert [q for m, _, q in fake.requests] == [{"labelSelector": "a=b", "limit": "500"}, {"labelSelector": "a=b"}]
+    assert [request.query for request in served.requests] == [{"labelSelector": "a=b", "limit": "500"},
+                                                               {"labelSelector": "a=b"}]
 
 
-def test_get_create_patch_delete(fake, kube):
-    created = kube.create(PODS, "ml", pod("p", app="x"))
+def test_get_create_patch_delete(kube):
+    made = kube.create(PODS, "ml", pod("p", labels={"app": "x"}))
     with pytest.raises(AlreadyExists):
         kube.create(PODS, "ml", pod("p"))
-    patched = kube.patch(PODS, "ml", "p", {"metadata": {"resourceVersion": created["metadata"]["resourceVersion"],
+    patched = kube.patch(PODS, "ml", "p", {"metadata": {"resourceVersion": made["metadata"]["resourceVersion"],
                                                         "labels": {"app": "y"}}})
     assert kube.get(PODS, "ml", "p")["metadata"]["labels"] == {"app": "y"} == patched["metadata"]["labels"]
     with pytest.raises(Conflict):  # stale resourceVersion
-        kube.patch(PODS, "ml", "p", {"metadata": {"resourceVersion": created["metadata"]["resourceVersion"]}})
+        kube.patch(PODS, "ml", "p", {"metadata": {"resourceVersion": made["metadata"]["resourceVersion"]}})
     with pytest.raises(Conflict):  # another object of the same name
         kube.delete(PODS, "ml", "p", uid="not-the-uid")
-    kube.delete(PODS, "ml", "p", uid=created["metadata"]["uid"])
+    kube.delete(PODS, "ml", "p", uid=made["metadata"]["uid"])
     with pytest.raises(NotFound):
         kube.get(PODS, "ml", "p")
 
 
-def test_recorded_refusals_arrive_as_typed_errors(fake, kube):
+def test_recorded_refusals_arrive_as_typed_errors(served, kube):
     path = "/api/v1/namespaces/ml/pods/p"
-    fake.inject("PATCH", path, 422, fixture("jsonpatch-test-stale-rv")["body"])
+    served.faults.answer_next("patch", path, 422, fixture("jsonpatch-test-stale-rv")["body"])
     with pytest.raises(Conflict):
         kube.patch(PODS, "ml", "p", [{"op": "test", "path": "/metadata/resourceVersion", "value": "1"}], JSON_PATCH)
-    fake.inject("PATCH", path, 422, fixture("add-gate-after-create")["body"])
+    served.faults.answer_next("patch", path, 422, fixture("add-gate-after-create")["body"])
     with pytest.raises(Invalid) as refused:
         kube.patch(PODS, "ml", "p", [{"op": "add", "path": "/spec/schedulingGates/-", "value": {}}], JSON_PATCH)
     assert refused.value.body["details"]["causes"][0]["reason"] == "FieldValueForbidden"
-    assert [m for m, p, _ in fake.requests] == ["PATCH", "PATCH"]
+    assert [request.verb for request in served.requests] == ["patch", "patch"]
 
 
 def test_a_json_patch_must_be_a_list():
@@ -212,111 +219,116 @@ def test_a_json_patch_must_be_a_list():
         Kube.patch(None, PODS, "ml", "p", {"op": "add"}, JSON_PATCH)
 
 
-def test_throttling_honours_retry_after(fake, kube, sleeps):
-    fake.put(PODS, pod("p"))
-    fake.inject("GET", "/api/v1/namespaces/ml/pods/p", 429, {"kind": "Status", "code": 429}, {"Retry-After": "3"})
+def test_throttling_honours_retry_after(api, served, kube, sleeps):
+    created(api, pod("p"))
+    served.faults.answer_next("get", "/api/v1/namespaces/ml/pods/p", 429, {"kind": "Status", "code": 429},
+                              {"Retry-After": "3"})
     assert kube.get(PODS, "ml", "p")["metadata"]["name"] == "p"
     assert sleeps == [3.0]
 
 
-def test_server_errors_are_retried_with_backoff_then_raised(fake, kube, sleeps):
+def test_server_errors_are_retried_with_backoff_then_raised(served, kube, sleeps):
     for _ in range(5):
-        fake.inject("GET", "/api/v1/nodes/n", 500, {"kind": "Status", "code": 500, "reason": "InternalError"})
+        served.faults.answer_next("get", "/api/v1/nodes/n", 500, {"kind": "Status", "code": 500,
+                                                                   "reason": "InternalError"})
     with pytest.raises(ServerError):
         kube.with_options(retries=4).get(NODES, None, "n")
     assert len(sleeps) == 4 and all(0 < s <= 10 for s in sleeps)
-    assert sum(1 for _, p, _ in fake.requests if p == "/api/v1/nodes/n") == 5
+    assert sum(1 for request in served.requests if request.path == "/api/v1/nodes/n") == 5
 
 
-def test_no_answer_is_a_temporary_error(tmp_path):
-    api = FakeAPI().start()
-    config = api.kubeconfig(tmp_path / "kubeconfig")
-    api.stop()
+def test_no_answer_is_a_temporary_error(api, tmp_path):
+    with RunningServer(api) as gone:
+        config = write_kubeconfig(tmp_path / "kubeconfig", gone.url, "token")
     with pytest.raises(ServerError) as failed:
-        load(config, retries=0).get(PODS, "ml", "p")
+        load(str(config), retries=0).get(PODS, "ml", "p")
     assert failed.value.status == 0 and failed.value.temporary
 
 
-def test_patch_status_goes_to_the_subresource(fake, kube):
-    fake.serve(GANGS.group, GANGS.version, GANGS.plural, "Gang")
-    fake.put(GANGS, {"metadata": {"name": "g", "namespace": "ml"}})
+def test_patch_status_goes_to_the_subresource(api, served, kube):
+    api.create(GANGS.name, {"metadata": {"name": "g", "namespace": "ml"}})
     kube.patch_status(GANGS, "ml", "g", {"status": {"phase": "Waiting"}})
-    assert fake.requests[-1][:2] == ("PATCH", "/apis/gangkeeper.io/v1alpha1/namespaces/ml/gangs/g/status")
+    assert served.requests[-1][:2] == ("patch", "/apis/gangkeeper.io/v1alpha1/namespaces/ml/gangs/g/status")
+    assert api.get(GANGS.name, "g", namespace="ml")["status"] == {"phase": "Waiting"}
 
 
-def test_served_follows_discovery_and_caches_it(fake, tmp_path):
+def test_served_follows_discovery_and_caches_it(api, served, tmp_path):
     now = [0.0]
-    client = load(fake.kubeconfig(tmp_path / "kc"), clock=lambda: now[0], discovery_ttl=60)
+    client = load(str(write_kubeconfig(tmp_path / "kc", served.url, "token")), clock=lambda: now[0],
+                  discovery_ttl=60)
     assert client.served("", "v1", "pods")
     assert not client.served(*names.PYTORCHJOB_API)
-    fake.serve(*names.PYTORCHJOB_API, "PyTorchJob")
+    api.kinds.serve(PYTORCHJOBS.name)
     assert not client.served(*names.PYTORCHJOB_API)  # cached
     now[0] = 60.0
     assert client.served(*names.PYTORCHJOB_API)
     assert not client.served("kubeflow.org", "v1", "tfjobs")
-    assert sum(1 for _, p, _ in fake.requests if p == "/apis/kubeflow.org/v1") == 2
+    assert sum(1 for request in served.requests if request.path == "/apis/kubeflow.org/v1") == 2
 
 
-def test_watch_streams_events_bookmarks_and_raises_410(fake, kube):
-    fake.put(PODS, pod("a"))
-    start = str(fake.rv)
-    fake.put(PODS, pod("b"))
-    fake.bookmark(PODS)
-    fake.expire(PODS)
+def test_watch_streams_events_bookmarks_and_raises_410(api, served, kube):
+    start = str(created(api, pod("a")))
+    created(api, pod("b"))
+    pods = api.kind(PODS.name)
+    served.faults.act_on_watch(pods, "bookmark")
+    served.faults.act_on_watch(pods, "expire")
     seen = []
     with pytest.raises(Gone):
         for kind, obj in kube.watch(PODS, start, 30):
             seen.append((kind, obj["metadata"].get("name")))
     assert seen == [("ADDED", "b"), ("BOOKMARK", None)]
-    assert fake.requests[-1][2]["allowWatchBookmarks"] == "true"
+    assert served.requests[-1].query["allowWatchBookmarks"] == "true"
 
 
-def test_a_cut_watch_is_a_temporary_error(fake, kube):
-    fake.cut(PODS)
+def test_a_cut_watch_is_a_temporary_error(api, served, kube):
+    served.faults.act_on_watch(api.kind(PODS.name), "cut")
     with pytest.raises(ServerError):
-        list(kube.watch(PODS, str(fake.rv), 30))
+        list(kube.watch(PODS, str(api.store.resource_version), 30))
 
 
-def test_a_watch_refused_with_410(fake, kube):
-    fake.inject("WATCH", "/api/v1/pods", 410, {"kind": "Status", "code": 410, "reason": "Expired"})
+def test_a_watch_refused_with_410(served, kube):
+    served.faults.answer_next("watch", "/api/v1/pods", 410, {"kind": "Status", "code": 410, "reason": "Expired"})
     with pytest.raises(Gone):
         kube.watch(PODS, "1", 30)
 
 
-def test_a_watch_ends_when_the_server_ends_it(fake, kube):
-    assert list(kube.watch(PODS, str(fake.rv), 1)) == []
+def test_a_watch_ends_when_the_server_ends_it(api, kube):
+    rv = str(api.store.resource_version)
+    assert list(kube.watch(PODS, rv, 1)) == [("BOOKMARK", {"kind": "Pod", "apiVersion": "v1",
+                                                           "metadata": {"resourceVersion": rv}})], \
+        "nothing changed: the bookmark the idle stream sends, then its end"
 
 
-def test_list_transforms_page_by_page_and_drops_none(fake, kube):
-    for i in range(5):
-        fake.put(PODS, pod(f"p{i}"))
+def test_list_transforms_page_by_page_and_drops_none(api, kube):
+    created(api, *(pod(f"p{i}") for i in range(5)))
     names_kept, _ = kube.with_options(page_size=2).list(
         PODS, transform=lambda obj: None if obj["metadata"]["name"] == "p3" else obj["metadata"]["name"])
     assert names_kept == ["p0", "p1", "p2", "p4"]
 
 
-def test_an_eviction_names_the_pod_and_its_uid_and_a_budgets_refusal_is_not_retried(fake, kube, sleeps):
+def test_an_eviction_names_the_pod_and_its_uid_and_a_budgets_refusal_is_not_retried(served, kube, sleeps):
     path = "/api/v1/namespaces/ml/pods/p/eviction"
-    fake.inject("POST", path, 201, {"kind": "Status", "apiVersion": "v1", "status": "Success", "code": 201})
+    served.faults.answer_next("create", path, 201, {"kind": "Status", "apiVersion": "v1", "status": "Success",
+                                                    "code": 201})
     kube.evict("ml", "p", "uid-p")
-    assert fake.requests[-1][:2] == ("POST", path)
+    assert served.requests[-1][:2] == ("create", path)
     refusal = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 429, "reason": "TooManyRequests",
                "message": "Cannot evict pod as it would violate the pod's disruption budget.",
                "details": {"causes": [{"reason": "DisruptionBudget",
                                        "message": "The disruption budget web needs 2 healthy pods and has 2 currently"}]}}
-    fake.inject("POST", path, 429, refusal)
+    served.faults.answer_next("create", path, 429, refusal)
     with pytest.raises(Throttled) as refused:
         kube.evict("ml", "p", "uid-p")
     assert "disruption budget" in str(refused.value) and sleeps == []
 
 
-def test_the_resource_versions_of_a_group_are_read_by_label_and_a_list_without_items_is_a_bad_answer(fake, kube):
-    fake.put(PODS, pod("a", app="x"))
-    fake.put(PODS, pod("b", app="y"))
+def test_the_resource_versions_of_a_group_are_read_by_label_and_a_list_without_items_is_a_bad_answer(api, served,
+                                                                                                     kube):
+    created(api, pod("a", labels={"app": "x"}), pod("b", labels={"app": "y"}))
     versions = kube.resource_versions(PODS, "ml", "app=x")
-    assert list(versions) == ["a"] and versions["a"] == fake.objects[("", "v1", "pods")][("ml", "a")]["metadata"][
+    assert list(versions) == ["a"] and versions["a"] == api.get("pods", "a", namespace="ml")["metadata"][
         "resourceVersion"]
-    fake.inject("GET", "/api/v1/namespaces/ml/pods", 200, {"kind": "Status"})
+    served.faults.answer_next("list", "/api/v1/namespaces/ml/pods", 200, {"kind": "Status"})
     with pytest.raises(ServerError) as bad:
         kube.resource_versions(PODS, "ml", "app=x")
     assert bad.value.reason == "BadResponse"

@@ -17,6 +17,7 @@ from gangkeeper.controller.leader import (
     release,
 )
 from gangkeeper.controller.reading.kube import LEASES
+from sim.api import APIError
 
 from .conftest import eventually
 
@@ -112,11 +113,9 @@ class Candidate:
         self.elector.step()
         return self.elector.is_leader
 
-    def watched(self, fake, record):
+    def watched(self, api, record):
         """The Lease changes to `record` and the watch delivers the change (the thread is not running)."""
-        stored = fake.put(LEASES, {"metadata": {"name": "gangkeeper-controller", "namespace": "gangkeeper"},
-                                   "spec": record.to_spec()}, event=False)
-        self.elector._seen("gangkeeper/gangkeeper-controller", LeaseRecord.from_lease(stored))
+        self.elector._seen("gangkeeper/gangkeeper-controller", LeaseRecord.from_lease(put_lease(api, record)))
 
 
 @pytest.fixture
@@ -124,57 +123,66 @@ def clock():
     return [0.0]
 
 
-def lease(fake):
-    return fake.objects[("coordination.k8s.io", "v1", "leases")][("gangkeeper", "gangkeeper-controller")]["spec"]
+def put_lease(api, record):
+    """The Lease written as another client would write it: created, or its spec replaced."""
+    body = {"metadata": {"name": "gangkeeper-controller", "namespace": "gangkeeper"}, "spec": record.to_spec()}
+    try:
+        return api.create(LEASES.name, body)
+    except APIError:
+        return api.update(LEASES.name, body)
 
 
-def test_one_leader_and_a_takeover_when_it_stops_renewing(fake, kube, clock):
+def lease(api):
+    return api.get(LEASES.name, "gangkeeper-controller", namespace="gangkeeper")["spec"]
+
+
+def test_one_leader_and_a_takeover_when_it_stops_renewing(api, kube, clock):
     a, b = Candidate(kube, clock, "a"), Candidate(kube, clock, "b")
     assert a.step() and not b.step()
-    assert lease(fake)["holderIdentity"] == "a" and a.calls == ["started"]
+    assert lease(api)["holderIdentity"] == "a" and a.calls == ["started"]
     clock[0] = 2
-    assert a.step() and lease(fake)["renewTime"] == "2026-11-30T09:00:02.000000Z"
+    assert a.step() and lease(api)["renewTime"] == "2026-11-30T09:00:02.000000Z"
     clock[0] = 16  # b sees the renewal only now: its countdown starts at 16, whatever renewTime says
     assert not b.step()
     clock[0] = 30.9
     assert not b.step()
     clock[0] = 31
     assert b.step() and b.calls == ["started"]
-    assert lease(fake)["holderIdentity"] == "b" and lease(fake)["leaseTransitions"] == 1
+    assert lease(api)["holderIdentity"] == "b" and lease(api)["leaseTransitions"] == 1
     assert not a.step() and a.calls == ["started", "stopped"]  # someone else holds it: step down at once
 
 
-def test_a_leader_that_cannot_renew_steps_down_at_the_deadline(fake, kube, clock):
+def test_a_leader_that_cannot_renew_steps_down_at_the_deadline(served, kube, clock):
     a = Candidate(kube, clock, "a")
     assert a.step()
     for second in (4, 9.9, 10):
-        fake.inject("GET", LEASE_PATH, 503, {"kind": "Status", "code": 503})
+        served.faults.answer_next("get", LEASE_PATH, 503, {"kind": "Status", "code": 503})
         clock[0] = second
         a.step()
         assert a.calls == (["started"] if second < 10 else ["started", "stopped"])
-    assert sum(1 for m, p, _ in fake.requests if p == LEASE_PATH and m == "GET") == 4  # no retries inside
+    assert sum(1 for r in served.requests if r[:2] == ("get", LEASE_PATH)) == 4  # no retries inside
 
 
-def test_a_write_that_loses_the_race_is_a_failed_try(fake, kube, clock):
+def test_a_write_that_loses_the_race_is_a_failed_try(served, kube, clock):
     a, b = Candidate(kube, clock, "a"), Candidate(kube, clock, "b")
     assert a.step() and not b.step()
     clock[0] = 20
-    fake.inject("PATCH", LEASE_PATH, 409, {"kind": "Status", "code": 409, "reason": "Conflict"})
+    served.faults.answer_next("patch", LEASE_PATH, 409, {"kind": "Status", "code": 409, "reason": "Conflict"})
     assert not b.step() and b.calls == []
 
 
-def test_stopping_releases_the_lease_for_a_quick_takeover(fake, kube, clock):
+def test_stopping_releases_the_lease_for_a_quick_takeover(api, kube, clock):
     a = Candidate(kube, clock, "a", lease_duration=1, renew_deadline=0.5, retry_period=0.01)
     a.elector.start()
     eventually(lambda: a.elector.is_leader)
     a.elector.stop()
     assert a.calls == ["started", "stopped"]
-    assert lease(fake)["holderIdentity"] == "" and lease(fake)["leaseDurationSeconds"] == 1
+    assert lease(api)["holderIdentity"] == "" and lease(api)["leaseDurationSeconds"] == 1
     b = Candidate(kube, clock, "b")
-    assert b.step() and lease(fake)["leaseTransitions"] == 1
+    assert b.step() and lease(api)["leaseTransitions"] == 1
 
 
-def test_a_leader_stops_acting_at_its_renew_deadline_even_before_its_loop_runs(fake, kube, clock):
+def test_a_leader_stops_acting_at_its_renew_deadline_even_before_its_loop_runs(api, kube, clock):
     a = Candidate(kube, clock, "a")
     assert a.step()
     clock[0] = 9.9
@@ -184,7 +192,7 @@ def test_a_leader_stops_acting_at_its_renew_deadline_even_before_its_loop_runs(f
     assert a.step() and a.calls == ["started", "stopped", "started"]  # a late renewal is a new term
 
 
-def test_the_renew_deadline_counts_from_when_the_renewal_was_sent(fake, kube):
+def test_the_renew_deadline_counts_from_when_the_renewal_was_sent(kube):
     """A renewal that took 3 s to answer: the follower's countdown may have started when it was
     committed, so the leader's authority runs from the moment it sent it, not from the answer."""
     readings = iter([0.0])
@@ -198,7 +206,7 @@ def test_the_renew_deadline_counts_from_when_the_renewal_was_sent(fake, kube):
     assert not elector.is_leader
 
 
-def test_a_leader_wakes_at_its_deadline_to_step_down(fake, kube, clock):
+def test_a_leader_wakes_at_its_deadline_to_step_down(api, kube, clock):
     a = Candidate(kube, clock, "a")
     assert a.step()
     assert a.elector.pause() == 2
@@ -206,9 +214,9 @@ def test_a_leader_wakes_at_its_deadline_to_step_down(fake, kube, clock):
     assert a.elector.pause() == 1
 
 
-def test_a_candidate_wakes_when_the_lease_it_watches_expires(fake, kube, clock):
+def test_a_candidate_wakes_when_the_lease_it_watches_expires(api, kube, clock):
     b = Candidate(kube, clock, "b", random=lambda: 1.0)
-    b.watched(fake, held("a"))
+    b.watched(api, held("a"))
     assert b.step() is False
     assert b.elector.pause() == pytest.approx(4.4)  # retry period × (1 + 1.2)
     clock[0] = 13
@@ -217,31 +225,29 @@ def test_a_candidate_wakes_when_the_lease_it_watches_expires(fake, kube, clock):
     assert b.elector.pause() == 0 and b.step()
 
 
-def test_a_renewal_the_watch_delivers_restarts_the_countdown(fake, kube, clock):
+def test_a_renewal_the_watch_delivers_restarts_the_countdown(api, kube, clock):
     b = Candidate(kube, clock, "b")
-    b.watched(fake, held("a"))
+    b.watched(api, held("a"))
     assert not b.step()
     clock[0] = 5
-    b.watched(fake, held("a", renew="2026-11-30T09:00:05.000000Z"))  # seen at once, not at b's next read
+    b.watched(api, held("a", renew="2026-11-30T09:00:05.000000Z"))  # seen at once, not at b's next read
     clock[0] = 15
     assert not b.step()
     clock[0] = 20
     assert b.step()
 
 
-def test_the_watch_wakes_a_candidate_when_the_lease_is_released(fake, kube):
+def test_the_watch_wakes_a_candidate_when_the_lease_is_released(api, served, kube):
     """A candidate between two slow tries (30 s or more) takes a released Lease at once."""
-    fake.put(LEASES, {"metadata": {"name": "gangkeeper-controller", "namespace": "gangkeeper"},
-                      "spec": held("a", duration=60).to_spec()})
+    put_lease(api, held("a", duration=60))
     started = []
     b = LeaderElector(kube, "gangkeeper", "gangkeeper-controller", "b", lease_duration=60, renew_deadline=40,
                       retry_period=30, on_started_leading=lambda: started.append(True)).start()
     try:
-        eventually(lambda: any(m == "WATCH" for m, _, _ in fake.requests))
-        eventually(lambda: any(m == "GET" and p == LEASE_PATH for m, p, _ in fake.requests))
-        fake.put(LEASES, {"metadata": {"name": "gangkeeper-controller", "namespace": "gangkeeper"},
-                          "spec": release(held("a"), T0).to_spec()})
+        eventually(lambda: any(r.verb == "watch" for r in served.requests))
+        eventually(lambda: any(r[:2] == ("get", LEASE_PATH) for r in served.requests))
+        put_lease(api, release(held("a"), T0))
         eventually(lambda: started == [True])
-        assert lease(fake)["holderIdentity"] == "b"
+        assert lease(api)["holderIdentity"] == "b"
     finally:
         b.stop()

@@ -2,45 +2,19 @@
 by namespace and phase (settled groups too, which a pass no longer decides), the accelerators
 waiting groups request, the longest wait, and a namespace's series gone with its last group."""
 
-from datetime import datetime, timezone
-
 from gangkeeper.controller.metrics import PHASES, GroupPhases
-from gangkeeper.controller.reading.informer import object_key
-from tests.controller_io.test_runner import WALL, FakeClock, FakeKube, controller, member, node, released, submit
-
-
-def leading() -> bool:
-    return True
-
-
-def pod(name: str, namespace: str, group: str, size: int = 2, created: float = WALL) -> dict:
-    obj = member(name, group, size)
-    obj["metadata"]["namespace"] = namespace
-    obj["metadata"]["uid"] = f"uid-{namespace}-{name}"
-    obj["metadata"]["creationTimestamp"] = datetime.fromtimestamp(created, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-    return obj
-
-
-def bind(loop, api: FakeKube, namespace: str, *pods: str) -> None:
-    """The scheduler binds released members to the node they are pinned to, and they run."""
-    for name in pods:
-        obj = api.pods[f"{namespace}/{name}"]
-        assert not obj["spec"].get("schedulingGates"), f"{name} is still gated"
-        obj = {**obj, "spec": {**obj["spec"], "nodeName": "n0"}, "status": {"phase": "Running"},
-               "metadata": {**obj["metadata"], "resourceVersion": str(int(obj["metadata"]["resourceVersion"]) + 1)}}
-        api.pods[object_key(obj)] = obj
-        loop.pods.add(obj)
-
-
-def delete(loop, api: FakeKube, namespace: str, *pods: str) -> None:
-    for name in pods:
-        del api.pods[f"{namespace}/{name}"]
-        loop.pods.cache.remove(f"{namespace}/{name}")
-        loop.pods.on_change("pods")
-
-
-def sample(loop, name: str, **labels) -> float | None:
-    return loop.metrics.registry.get_sample_value(name, labels)
+from tests.controller_io.loop import (
+    START,
+    WALL,
+    FakeClock,
+    World,
+    controller,
+    leading,
+    member,
+    node,
+    released,
+    sample,
+)
 
 
 def groups(loop, namespace: str) -> dict[str, float | None]:
@@ -48,17 +22,18 @@ def groups(loop, namespace: str) -> dict[str, float | None]:
 
 
 def test_groups_are_counted_by_namespace_and_phase_also_once_settled_and_not_decided_again():
-    clock, api = FakeClock(), FakeKube()
-    loop = controller(clock, api)
-    loop.nodes.add(node("n0"))
-    submit(loop, api, pod("pair-0", "ml", "pair"), pod("pair-1", "ml", "pair"), pod("solo-0", "vision", "solo"))
+    clock = FakeClock()
+    world = World(clock)
+    loop = controller(clock, world)
+    world.add(node("n0"))
+    world.add(member("pair-0"), member("pair-1"), member("solo-0", "solo", namespace="vision"))
     first = loop.turn(leading)
     assert groups(loop, "ml") == {"Waiting": 0, "Admitted": 1, "Running": 0, "Succeeded": 0, "Failed": 0}
     assert groups(loop, "vision") == {"Waiting": 1, "Admitted": 0, "Running": 0, "Succeeded": 0, "Failed": 0}, \
         "1 of 2 members: incomplete"
     assert sum(first.phases.values()) == 2
     assert released(loop.turn(leading)) == {"pair-0", "pair-1"}
-    bind(loop, api, "ml", "pair-0", "pair-1")
+    world.bind("ml", "pair-0", "pair-1")
     loop.turn(leading)
     assert groups(loop, "ml")["Running"] == 1
     clock.now += 60
@@ -69,17 +44,22 @@ def test_groups_are_counted_by_namespace_and_phase_also_once_settled_and_not_dec
 
 
 def test_waiting_accelerators_and_the_longest_wait_are_by_namespace_and_resource():
-    clock, api = FakeClock(), FakeKube()
-    loop = controller(clock, api)
-    submit(loop, api, pod("big-0", "ml", "big", created=WALL - 100), pod("big-1", "ml", "big", created=WALL - 100),
-           pod("solo-0", "vision", "solo", created=WALL - 30))
+    clock = FakeClock(START - 100)  # the pods were created before the controller started
+    world = World(clock)
+    world.api.create("pods", member("big-0", "big"))
+    world.api.create("pods", member("big-1", "big"))
+    clock.now = START - 30
+    world.api.create("pods", member("solo-0", "solo", namespace="vision"))
+    clock.now = START
+    loop = controller(clock, world)
+    world.deliver()
     loop.turn(leading)
     waiting = {namespace: sample(loop, "gangkeeper_waiting_accelerators", namespace=namespace,
                                  resource="nvidia.com/gpu") for namespace in ("ml", "vision")}
     assert waiting == {"ml": 8, "vision": 4}, "no node: both wait, with every member's GPUs"
     assert sample(loop, "gangkeeper_longest_wait_seconds", namespace="ml") == clock.wall() - (WALL - 100)
     assert sample(loop, "gangkeeper_longest_wait_seconds", namespace="vision") == clock.wall() - (WALL - 30)
-    loop.nodes.add(node("n0"))
+    world.add(node("n0"))
     loop.turn(leading)
     assert groups(loop, "ml")["Admitted"] == 1
     assert sample(loop, "gangkeeper_waiting_accelerators", namespace="ml", resource="nvidia.com/gpu") == 0, \
@@ -89,15 +69,16 @@ def test_waiting_accelerators_and_the_longest_wait_are_by_namespace_and_resource
 
 
 def test_a_namespace_without_groups_has_no_series_left_but_its_waits():
-    clock, api = FakeClock(), FakeKube()
-    loop = controller(clock, api)
-    loop.nodes.add(node("n0"))
-    submit(loop, api, pod("pair-0", "ml", "pair"), pod("pair-1", "ml", "pair"), pod("solo-0", "vision", "solo"))
+    clock = FakeClock()
+    world = World(clock)
+    loop = controller(clock, world)
+    world.add(node("n0"))
+    world.add(member("pair-0"), member("pair-1"), member("solo-0", "solo", namespace="vision"))
     loop.turn(leading)
     loop.turn(leading)
     assert sample(loop, "gangkeeper_group_wait_seconds_count", namespace="ml") == 1
-    delete(loop, api, "ml", "pair-0", "pair-1")
-    delete(loop, api, "vision", "solo-0")
+    world.delete("ml", "pair-0", "pair-1")
+    world.delete("vision", "solo-0")
     loop.turn(leading)
     assert groups(loop, "ml") == dict.fromkeys(PHASES), "no series left for the namespace"
     assert groups(loop, "vision") == dict.fromkeys(PHASES)

@@ -12,7 +12,7 @@ import pytest
 from gangkeeper import names
 from gangkeeper.controller.reading import shapes
 from gangkeeper.controller.reading.informer import object_key
-from gangkeeper.controller.reading.kube import NODES, PODS, Gone, parse_watch_line
+from gangkeeper.controller.reading.kube import PODS, Gone, parse_watch_line
 from gangkeeper.controller.reading.nodes import node_from_api
 from gangkeeper.controller.reading.pods import pod_facts
 from tests.controller.builders import node_object, pod_object
@@ -206,16 +206,23 @@ def test_an_error_event_is_read_whole_and_malformed_json_is_refused():
 
 # --- over HTTP with the real client ---------------------------------------------------------
 
-def test_list_and_watch_read_through_the_shape(fake, kube):
-    fake.put(PODS, listed_pod())
-    start = str(fake.rv)
+def test_list_and_watch_read_through_the_shape(api, served, kube):
+    api.create("namespaces", {"metadata": {"name": "team"}})
+    api.create("priorityclasses", {"metadata": {"name": "training"}, "value": 100, "preemptionPolicy": "Never"})
+    created = listed_pod()
+    del created["spec"]["priority"], created["spec"]["preemptionPolicy"]  # the server's to set, from the class
+    resources = created["spec"]["containers"][0]["resources"]
+    resources["limits"] = {GPU_TAINT: resources["requests"][GPU_TAINT]}  # the server refuses a GPU without a limit
+    api.create("pods", {**created, "spec": {**created["spec"], "priorityClassName": "training"}})
+    start = str(api.store.resource_version)
     items, _ = kube.list(PODS, reading=shapes.PODS)
     assert items and all("managedFields" not in item["metadata"] for item in items)
-    fake.put(PODS, listed_pod(priority=5))
-    fake.put(NODES, node_object("n1"))
-    fake.expire(PODS)
+    assert all("managedFields" in obj["metadata"] for obj in api.list("pods")), "served whole, read through the shape"
+    api.patch("pods", "worker-0", {"status": {"phase": "Succeeded"}}, namespace="team", subresource="status")
+    api.create("nodes", node_object("n1"))
+    served.faults.act_on_watch(api.kind(PODS.name), "expire")
     seen = []
     with pytest.raises(Gone):  # the ERROR event, read whole, is still the typed error of its Status
         for kind, obj in kube.watch(PODS, start, 30, reading=shapes.PODS):
-            seen.append((kind, obj["spec"]["priority"], "managedFields" in obj["metadata"]))
-    assert seen == [("MODIFIED", 5, False)]
+            seen.append((kind, obj["status"]["phase"], obj["spec"]["priority"], "managedFields" in obj["metadata"]))
+    assert seen == [("MODIFIED", "Succeeded", 100, False)]

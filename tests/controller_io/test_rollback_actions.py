@@ -14,7 +14,7 @@ from gangkeeper.controller.deciding.decisions import (
 )
 from gangkeeper.controller.reading.kube import GANGS, MERGE_PATCH, PODS, Conflict, Throttled
 from gangkeeper.integrations import job
-from tests.controller_io.test_actions import GANG, GROUP, RecordingKube, executor
+from tests.controller_io.recording import GANG, GROUP, RecordingKube, executor
 
 SUSPEND = SuspendOwner(GROUP, job.RESOURCE, "train", job.SUSPENSION.suspending("41", "2027-01-15T08:00:30Z"))
 RESUME = ResumeOwner(GROUP, job.RESOURCE, "train", job.SUSPENSION.resuming("42"))

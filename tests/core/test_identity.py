@@ -4,32 +4,18 @@ import pytest
 
 from gangkeeper import names
 from gangkeeper.identity import classify, is_valid_label_value, to_label_value
+from tests import builders
+from tests.builders import owner
 
 JOB_UID = "6f1c7c1e-8f31-4a44-9f7e-1b2f2c8e9a01"
 JOBSET_UID = "5c1d0f4e-2b7a-4c55-9d7e-7a1c0e2f9b10"
 
 
 def pod(name="p", labels=None, annotations=None, owners=(), gpus=0, node_name=None, gates=(), **spec):
-    containers = [{"name": "main", "resources": {"requests": {"cpu": "1"}}}]
-    if gpus:
-        containers[0]["resources"] = {"limits": {"nvidia.com/gpu": str(gpus)}, "requests": {"nvidia.com/gpu": str(gpus)}}
-    body = {"metadata": {"name": name, "namespace": "ml"}, "spec": {"containers": containers, **spec}}
-    if labels:
-        body["metadata"]["labels"] = dict(labels)
-    if annotations:
-        body["metadata"]["annotations"] = dict(annotations)
-    if owners:
-        body["metadata"]["ownerReferences"] = list(owners)
-    if node_name:
-        body["spec"]["nodeName"] = node_name
-    if gates:
-        body["spec"]["schedulingGates"] = [{"name": gate} for gate in gates]
-    return body
-
-
-def owner(kind, name, uid, api_version="v1"):
-    return {"apiVersion": api_version, "kind": kind, "name": name, "uid": uid, "controller": True,
-            "blockOwnerDeletion": True}
+    """A pod asking `gpus` GPUs (requested as the API server defaults them), else a CPU."""
+    resources = {"gpus": gpus, "requests": {}} if gpus else {"requests": {"cpu": "1"}}
+    return builders.pod(name, labels=labels or None, annotations=annotations or None, owners=owners,
+                        node_name=node_name, gates=gates, **resources, **spec)
 
 
 def pytorchjob_pod(job="pytorch-dist", role="worker", index=0, uid=JOB_UID):

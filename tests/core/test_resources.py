@@ -10,24 +10,17 @@ from gangkeeper.resources import (
     shortfall,
     subtract,
 )
+from tests import builders
 
 
 def container(name="main", requests=None, limits=None, restart_policy=None):
-    spec = {"name": name, "resources": {}}
-    if requests is not None:
-        spec["resources"]["requests"] = requests
-    if limits is not None:
-        spec["resources"]["limits"] = limits
-    if restart_policy:
-        spec["restartPolicy"] = restart_policy
-    return spec
+    return builders.container(name, requests=requests, limits=limits,
+                              **({"restartPolicy": restart_policy} if restart_policy else {}))
 
 
 def pod(containers, init_containers=(), overhead=None):
-    spec = {"containers": list(containers), "initContainers": list(init_containers)}
-    if overhead:
-        spec["overhead"] = overhead
-    return {"metadata": {"name": "p"}, "spec": spec}
+    return builders.pod("p", namespace=None, containers=list(containers), initContainers=list(init_containers),
+                        **({"overhead": overhead} if overhead else {}))
 
 
 def test_app_containers_add_up():

@@ -3,21 +3,17 @@ node) are told apart from starting ones (every member has a node, containers not
 
 from demo.observe import Observer
 from gangkeeper import names
+from tests import builders
 
 JOB = "train-a"
 
 
 def pod(name: str, *, node: str = "", phase: str = "Pending", gated: bool = False, reserved: bool = False) -> dict:
     """`reserved`: released by the controller to its node (a gated member is reserved on its Gang: `booking`)."""
-    meta = {"name": name, "namespace": "ml", "uid": f"uid-{name}", "labels": {names.KUBEFLOW_JOB_NAME_LABEL: JOB}}
-    if reserved:
-        meta["annotations"] = {names.RELEASED_AT_ANNOTATION: "2027-01-01T00:00:00.000000Z"}
-    spec = {"containers": [{"name": "pytorch", "resources": {"requests": {"nvidia.com/gpu": "1"}}}]}
-    if node:
-        spec["nodeName"] = node
-    if gated:
-        spec["schedulingGates"] = [{"name": names.SCHEDULING_GATE}]
-    return {"metadata": meta, "spec": spec, "status": {"phase": phase}}
+    return builders.pod(name, uid=f"uid-{name}", labels={names.KUBEFLOW_JOB_NAME_LABEL: JOB},
+                        annotations={names.RELEASED_AT_ANNOTATION: "2027-01-01T00:00:00.000000Z"} if reserved else None,
+                        containers=[builders.container("pytorch", requests={builders.GPU: "1"})], node_name=node,
+                        gates=(names.SCHEDULING_GATE,) if gated else (), phase=phase)
 
 
 def test_a_job_holding_gpus_while_a_member_is_unplaced_accrues_stranded_gpu_seconds():

@@ -25,9 +25,17 @@ import pytest
 import yaml
 
 from gangkeeper import names
-from tests.deploy.rendered_manifests import KUBECTL, REPO, find, of_kind, render_with
+from tests.deploy.rendered_manifests import (
+    CHART,
+    KUBECTL,
+    OTHER_NAMESPACE,
+    REPO,
+    find,
+    of_kind,
+    render_chart,
+    render_with,
+)
 
-CHART = REPO / "charts" / "gangkeeper"
 CRD_COPY = CHART / "crds" / "gangs.yaml"
 CRD_HEADER = """\
 # The Gang CRD as `kubectl kustomize deploy/default` renders deploy/base/crd-gangs.yaml: do not edit
@@ -37,21 +45,6 @@ CRD_HEADER = """\
 # "Upgrade and uninstall"); `helm uninstall` never deletes it.
 """
 CERT_MANAGER = {"certificates": {"source": "cert-manager"}}
-OTHER_NAMESPACE = "gpu-scheduling"
-
-
-def render_chart(values: dict | None = None) -> list[dict]:
-    """The objects `helm template --include-crds` would print (NOTES.txt is not an object)."""
-    with helm.Chart.load(CHART) as chart:
-        manifests = chart.render(values, name="gangkeeper", namespace="default")
-        crds = chart.crds
-    objects = []
-    for path, text in sorted(manifests.items()):
-        if not path.endswith(".txt"):
-            objects += [doc for doc in yaml.safe_load_all(text) if doc]
-    for crd in crds:
-        objects += [doc for doc in yaml.safe_load_all(crd["data"]) if doc]
-    return objects
 
 
 def _key(obj: dict) -> tuple:

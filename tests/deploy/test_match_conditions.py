@@ -6,8 +6,7 @@ every supported Kubernetes (1.27+) knows."""
 import kubernetes_validate
 
 from gangkeeper import names
-from tests.deploy.rendered_manifests import find
-from tests.deploy.test_chart import OTHER_NAMESPACE, render_chart
+from tests.deploy.rendered_manifests import OTHER_NAMESPACE, find, render_chart
 
 OLDEST_SUPPORTED = "1.27"  # alpha there (dropped unless its gate is on), beta and on by default in 1.28
 

@@ -1,13 +1,13 @@
-"""Pods shaped the way each kind's operator creates them (metadata only: rules read no spec but requests)."""
+"""Pods shaped the way each kind's operator creates them: labels and annotations always there,
+a GPU limit or a CPU request (the rules read no spec but requests); built by `tests.builders`."""
+
+from tests import builders
 
 
 def pod(name="p", labels=None, annotations=None, owners=(), gpus=0):
-    resources = {"limits": {"nvidia.com/gpu": str(gpus)}} if gpus else {"requests": {"cpu": "1"}}
-    metadata = {"name": name, "namespace": "ml", "labels": dict(labels or {}), "annotations": dict(annotations or {})}
-    if owners:
-        metadata["ownerReferences"] = list(owners)
-    return {"metadata": metadata, "spec": {"containers": [{"name": "main", "resources": resources}]}}
+    resources = {"gpus": gpus} if gpus else {"requests": {"cpu": "1"}}
+    return builders.pod(name, labels=labels or {}, annotations=annotations or {}, owners=owners, **resources)
 
 
 def owner(kind, name, uid, api_version="v1", controller=True):
-    return {"apiVersion": api_version, "kind": kind, "name": name, "uid": uid, "controller": controller}
+    return builders.owner(kind, name, uid, api_version, controller)

@@ -1,5 +1,6 @@
 """Builders and fixture access shared by the emulated API server's tests."""
 
+import base64
 import datetime
 import ipaddress
 import json
@@ -11,6 +12,8 @@ from pathlib import Path
 from gangkeeper.certs.issue import issue
 from sim.apiserver import APIServer
 from sim.clock import VirtualClock
+from tests import builders
+from tests.builders import GPU
 from tests.recorded import RECORDED
 
 FIXTURES = RECORDED
@@ -42,15 +45,11 @@ def recorded_pod(name: str) -> dict:
 
 
 def pod(name: str, *, gates=(), node: str = "", labels=None, gpus: int = 1, **spec) -> dict:
-    container = {"name": "c", "image": "busybox:1.36",
-                 "resources": {"limits": {"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": str(gpus)}}}
-    body = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": dict(labels or {})},
-            "spec": {"containers": [container], **spec}}
-    if gates:
-        body["spec"]["schedulingGates"] = [{"name": g} for g in gates]
-    if node:
-        body["spec"]["nodeName"] = node
-    return body
+    """A pod as the emulation's tests send it: no namespace (the request's), one container limited
+    to a CPU, a GiB and `gpus` GPUs (0 too)."""
+    limits = {"cpu": "1", "memory": "1Gi", GPU: str(gpus)}
+    return builders.pod(name, namespace=None, labels=dict(labels or {}), gates=gates, node_name=node,
+                        containers=[builders.container("c", image="busybox:1.36", limits=limits)], **spec)
 
 
 def namespace(name: str, **labels) -> dict:
@@ -98,3 +97,47 @@ def throwaway_certs(directory: Path, service: str = "webhook", namespace_: str =
     paths["cert"].write_bytes(issued.tls_crt)
     paths["key"].write_bytes(issued.tls_key)
     return paths
+
+
+# --- a webhook served in process ------------------------------------------------------------
+
+WEBHOOK_SERVICE = "webhook.gangkeeper.svc:443"  # where `configuration` sends its webhook
+GATE_PATCH = [{"op": "add", "path": "/spec/schedulingGates", "value": [{"name": "gangkeeper.io/gang"}]}]
+
+
+def configuration(kind: str, path: str, operations=("CREATE",), failure_policy="Fail") -> dict:
+    return {"apiVersion": "admissionregistration.k8s.io/v1", "kind": kind,
+            "metadata": {"name": f"inproc-{path.strip('/')}"},
+            "webhooks": [{"name": f"{path.strip('/')}.inproc.test", "admissionReviewVersions": ["v1"],
+                          "sideEffects": "None", "timeoutSeconds": 5, "failurePolicy": failure_policy,
+                          "clientConfig": {"service": {"name": "webhook", "namespace": "gangkeeper", "path": path}},
+                          "namespaceSelector": {"matchLabels": {"gangkeeper.io/enforce": "true"}},
+                          "rules": [{"operations": list(operations), "apiGroups": [""], "apiVersions": ["v1"],
+                                     "resources": ["pods"], "scope": "*"}]}]}
+
+
+class Handler:
+    """Records (path, review) and answers what `decide(path, request)` says."""
+
+    def __init__(self):
+        self.calls: list[tuple[str, dict]] = []
+        self.decide = lambda path, request: {"allowed": True}
+
+    def __call__(self, path: str, review: dict) -> dict:
+        self.calls.append((path, review))
+        response = dict(self.decide(path, review["request"]), uid=review["request"]["uid"])
+        return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response}
+
+
+def patched(ops: list[dict]) -> dict:
+    return {"allowed": True, "patchType": "JSONPatch", "patch": base64.b64encode(json.dumps(ops).encode()).decode()}
+
+
+def mutated_api(clock: VirtualClock, handler: Handler, *namespaces: str) -> APIServer:
+    """An emulated API server on the virtual clock whose mutating webhook (`/mutate`) is `handler`
+    for the pods created in `namespaces` (labelled enforced, as its namespace selector asks)."""
+    api = APIServer(clock=clock.now, webhook_services={WEBHOOK_SERVICE: handler})
+    for name in namespaces:
+        api.create("namespaces", namespace(name, **{"gangkeeper.io/enforce": "true"}))
+    api.create("mutatingwebhookconfigurations", configuration("MutatingWebhookConfiguration", "/mutate"))
+    return api

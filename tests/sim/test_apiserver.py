@@ -1,6 +1,6 @@
 import pytest
 
-from sim.api import APIError
+from sim.api import ADMIN, SCHEDULER, APIError, User
 from sim.apiserver import APIServer
 from tests.sim.helpers import namespace, node, pod
 
@@ -177,3 +177,43 @@ def test_native_pod_groups_only_when_switched_on():
     native.create("podgroups.scheduling.k8s.io", {"metadata": {"name": "pg"}, "spec": {}}, namespace="default")
     assert native.list("podgroups") == []
     assert len(native.list("podgroups.scheduling.k8s.io")) == 1
+
+
+def test_changes_made_unseen_reach_no_watcher_and_a_watch_from_before_them_is_410(api):
+    api.create("nodes", node("seen"))
+    before = api.store.resource_version
+    watcher, heard = api.watch(api.kind("nodes"), before), []
+    unsubscribe = api.subscribe(heard.append)
+    with api.store.unseen():
+        api.create("nodes", node("unseen"))
+    assert watcher.next(timeout=0) is None and heard == []
+    assert refused(lambda: api.watch(api.kind("nodes"), before)).code == 410
+    api.create("nodes", node("after"))
+    assert watcher.next(timeout=0).object["metadata"]["name"] == "after" and len(heard) == 1, "what follows is seen"
+    unsubscribe()
+
+
+def test_a_resource_stops_being_served_and_is_served_again_with_what_it_stored(api):
+    api.create("pytorchjobs", {"metadata": {"name": "train"}, "spec": {}}, namespace="ml")
+    api.kinds.serve("pytorchjobs.kubeflow.org", False)
+    assert refused(lambda: api.list("pytorchjobs")).code == 404
+    assert api.kinds.by_path("kubeflow.org", "v1", "pytorchjobs") is None
+    api.kinds.serve("pytorchjobs.kubeflow.org")
+    assert [job["metadata"]["name"] for job in api.list("pytorchjobs")] == ["train"]
+    with pytest.raises(ValueError, match="tfjobs.kubeflow.org.*give one of"):
+        api.kinds.serve("tfjobs.kubeflow.org")
+
+
+def test_every_write_is_written_down_with_its_user_refused_ones_too(api):
+    kubelet = User("system:node")
+    api.create("pods", pod("p"), namespace="ml")
+    api.patch("pods", "p", {"metadata": {"labels": {"a": "b"}}}, namespace="ml")
+    api.bind("ml", "p", "n1")
+    api.patch("pods", "p", {"status": {"phase": "Running"}}, namespace="ml", subresource="status", user=kubelet)
+    with pytest.raises(APIError):
+        api.create("pods", pod("p"), namespace="ml")
+    api.delete("pods", "p", namespace="ml", grace_period_seconds=0)
+    assert list(api.writes)[-6:] == [
+        ("create", "pods", "p", ADMIN.username), ("patch", "pods", "p", ADMIN.username),
+        ("create", "pods/binding", "p", SCHEDULER.username), ("patch", "pods/status", "p", "system:node"),
+        ("create", "pods", "p", ADMIN.username), ("delete", "pods", "p", ADMIN.username)]

@@ -6,6 +6,7 @@ from sim.claims import ClaimController, generate_name
 from sim.cluster import Cluster
 from sim.scheduler import Scheduler
 from sim.spec import load, node_manifests
+from tests import builders
 
 NS = "ml"
 CLASS = {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "gpu.example.com"},
@@ -26,14 +27,11 @@ def gpu_slice(node, devices=1):
 
 
 def pod(name, *, template="one-gpu", claim=None, gates=(), node_name=None):
+    """A pod whose container uses the claim `gpu`: its own from `template`, or the shared `claim`."""
     entry = {"name": "gpu", **({"resourceClaimName": claim} if claim else {"resourceClaimTemplateName": template})}
-    spec = {"containers": [{"name": "main", "image": "busybox:1.36", "resources": {"claims": [{"name": "gpu"}]}}],
-            "resourceClaims": [entry]}
-    if gates:
-        spec["schedulingGates"] = [{"name": g} for g in gates]
-    if node_name:
-        spec["nodeName"] = node_name
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": NS}, "spec": spec}
+    main = builders.container(image="busybox:1.36", resources={"claims": [{"name": "gpu"}]})
+    return builders.pod(name, namespace=NS, gates=gates, node_name=node_name, containers=[main],
+                        resourceClaims=[entry])
 
 
 @pytest.fixture

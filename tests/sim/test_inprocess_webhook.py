@@ -1,39 +1,11 @@
 """A webhook service served in process: same configuration matching and answers, no transport."""
 
-import base64
-import json
 
 import pytest
 
 from sim.api import APIError
 from sim.apiserver import APIServer
-from tests.sim.helpers import namespace, pod
-
-GATE_PATCH = [{"op": "add", "path": "/spec/schedulingGates", "value": [{"name": "gangkeeper.io/gang"}]}]
-
-
-def configuration(kind: str, path: str, operations=("CREATE",), failure_policy="Fail") -> dict:
-    return {"apiVersion": "admissionregistration.k8s.io/v1", "kind": kind,
-            "metadata": {"name": f"inproc-{path.strip('/')}"},
-            "webhooks": [{"name": f"{path.strip('/')}.inproc.test", "admissionReviewVersions": ["v1"],
-                          "sideEffects": "None", "timeoutSeconds": 5, "failurePolicy": failure_policy,
-                          "clientConfig": {"service": {"name": "webhook", "namespace": "gangkeeper", "path": path}},
-                          "namespaceSelector": {"matchLabels": {"gangkeeper.io/enforce": "true"}},
-                          "rules": [{"operations": list(operations), "apiGroups": [""], "apiVersions": ["v1"],
-                                     "resources": ["pods"], "scope": "*"}]}]}
-
-
-class Handler:
-    """Records (path, review) and answers what `decide(path, request)` says."""
-
-    def __init__(self):
-        self.calls: list[tuple[str, dict]] = []
-        self.decide = lambda path, request: {"allowed": True}
-
-    def __call__(self, path: str, review: dict) -> dict:
-        self.calls.append((path, review))
-        response = dict(self.decide(path, review["request"]), uid=review["request"]["uid"])
-        return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response}
+from tests.sim.helpers import GATE_PATCH, WEBHOOK_SERVICE, Handler, configuration, namespace, patched, pod
 
 
 @pytest.fixture()
@@ -43,17 +15,13 @@ def handler():
 
 @pytest.fixture()
 def api(handler):
-    server = APIServer(webhook_services={"webhook.gangkeeper.svc:443": handler})
+    server = APIServer(webhook_services={WEBHOOK_SERVICE: handler})
     server.create("namespaces", namespace("ml", **{"gangkeeper.io/enforce": "true"}))
     server.create("namespaces", namespace("free"))
     server.create("mutatingwebhookconfigurations", configuration("MutatingWebhookConfiguration", "/mutate"))
     server.create("validatingwebhookconfigurations",
                   configuration("ValidatingWebhookConfiguration", "/validate", ("CREATE", "UPDATE")))
     return server
-
-
-def patched(ops: list[dict]) -> dict:
-    return {"allowed": True, "patchType": "JSONPatch", "patch": base64.b64encode(json.dumps(ops).encode()).decode()}
 
 
 def test_the_handler_gets_the_review_on_the_configured_path_and_its_patch_is_applied(api, handler):

@@ -9,6 +9,7 @@ from sim.interpod import (
     placed_pod,
 )
 from sim.placement import node_facts
+from tests import builders
 
 ZONE = "topology.kubernetes.io/zone"
 HOST = "kubernetes.io/hostname"
@@ -27,12 +28,12 @@ def term(key, labels, **more):
 
 
 def pod(name, labels=None, namespace="ml", affinity=(), anti=()):
-    spec = {"affinity": {}}
+    rules = {}
     if affinity:
-        spec["affinity"]["podAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": list(affinity)}
+        rules["podAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": list(affinity)}
     if anti:
-        spec["affinity"]["podAntiAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": list(anti)}
-    return {"metadata": {"name": name, "namespace": namespace, "labels": labels or {}}, "spec": spec}
+        rules["podAntiAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": list(anti)}
+    return builders.pod(name, namespace=namespace, labels=labels or {}, affinity=rules)
 
 
 def reasons(incoming, placed, namespaces=None):

@@ -5,8 +5,7 @@ from gangkeeper import names
 from sim.apiserver import APIServer
 from sim.invariants import Checker, Watch
 from sim.reservations import GANGS
-
-GATE = [{"name": names.SCHEDULING_GATE}]
+from tests import builders
 
 
 def node(name: str, gpus: int = 8) -> dict:
@@ -20,20 +19,15 @@ def pod(name: str, group: str = "g", size: int = 2, gpus: int = 4, node_name: st
     annotations = {names.MIN_COUNT_ANNOTATION: str(size)}
     if reserved:
         annotations[names.RESERVED_NODE_ANNOTATION] = reserved
-    stored = {"nvidia.com/gpu": str(gpus)}  # the API server copies the limit into the request
-    spec = {"containers": [{"name": "c", "image": "i", "resources": {"limits": stored, "requests": dict(stored)}}]}
-    if node_name:
-        spec["nodeName"] = node_name
-    if gated:
-        spec["schedulingGates"] = GATE
+    spec = {}
     if pinned:
         pin = {"key": names.PIN_FIELD, "operator": "In", "values": [pinned]}
         spec["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
             "nodeSelectorTerms": [{"matchFields": [pin]}]}}}
-    labels = {names.GROUP_LABEL: group} if group else {}
-    return {"metadata": {"name": name, "namespace": namespace, "uid": f"uid-{name}", "labels": labels,
-                         "annotations": annotations},
-            "spec": spec, "status": {"phase": phase}}
+    return builders.pod(name, namespace=namespace, uid=f"uid-{name}",
+                        labels={names.GROUP_LABEL: group} if group else {}, annotations=annotations,
+                        gates=(names.SCHEDULING_GATE,) if gated else (), node_name=node_name, phase=phase,
+                        gpus=gpus, requests={}, **spec)  # as stored: the API server copies the limit into the request
 
 
 def gang(reservations: dict[str, str], name: str = "g", namespace: str = "ns") -> dict:

@@ -7,8 +7,7 @@ import pytest
 from sim import admission
 from sim.api import ADMIN, APIError, User, service_account
 from sim.apiserver import APIServer
-from tests.sim.helpers import namespace, pod
-from tests.sim.test_inprocess_webhook import Handler, configuration
+from tests.sim.helpers import WEBHOOK_SERVICE, Handler, configuration, namespace, pod
 
 CONTROLLER = service_account("gangkeeper", "gangkeeper-controller")
 ALICE = User("alice", ("team-a", "system:authenticated"))
@@ -22,7 +21,7 @@ def handler():
 def api_with(handler: Handler, *conditions: tuple[str, str], failure_policy: str = "Fail",
              kind: str = "ValidatingWebhookConfiguration", operations=("CREATE", "UPDATE")) -> APIServer:
     """An API server whose one webhook (at /hook) has these (name, expression) matchConditions."""
-    server = APIServer(webhook_services={"webhook.gangkeeper.svc:443": handler})
+    server = APIServer(webhook_services={WEBHOOK_SERVICE: handler})
     server.create("namespaces", namespace("ml", **{"gangkeeper.io/enforce": "true"}))
     hook = configuration(kind, "/hook", operations, failure_policy)
     hook["webhooks"][0]["matchConditions"] = [{"name": name, "expression": expression}

@@ -30,6 +30,7 @@ from sim.preemption import (
 )
 from sim.scheduler import Scheduler
 from sim.spread import REASON_MISSING_LABEL, REASON_SKEW
+from tests import builders
 
 GPU = "nvidia.com/gpu"
 SHORT = f"Insufficient {GPU}"
@@ -218,15 +219,14 @@ def pod(name: str, priority: int, gpus: int, *, on: str | None = None, grace: in
         labels=None, **spec) -> dict:
     """A pod of the given priority (its PriorityClass, `p<priority>`, `-never` when it may not
     preempt) asking GPUs, pinned to `on` the way gangkeeper pins (or free)."""
-    container = {"name": "c", "image": "busybox:1.36", "resources": {"limits": {GPU: str(gpus)}}}
+    container = builders.container("c", image="busybox:1.36", limits={GPU: str(gpus)})
     container.update(spec.pop("container", {}))
-    body = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": NS, "labels": labels or {}},
-            "spec": {"containers": [container], "priorityClassName": f"p{priority}" + ("-never" if never else ""),
-                     "terminationGracePeriodSeconds": grace, **spec}}
     if on:
-        body["spec"]["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        spec["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
             "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": [on]}]}]}}}
-    return body
+    return builders.pod(name, namespace=NS, labels=labels or {}, containers=[container],
+                        priorityClassName=f"p{priority}" + ("-never" if never else ""),
+                        terminationGracePeriodSeconds=grace, **spec)
 
 
 def priority_class(api, name: str) -> None:

@@ -7,22 +7,19 @@ from sim.cluster import Cluster
 from sim.resources import accelerators, pod_requests, scheduled_requests
 from sim.scheduler import Scheduler
 from sim.spec import load, node_manifests
+from tests import builders
 
 NS = "ml"
 
 
 def container(name, restart_policy=None, **requests):
-    made = {"name": name, "image": "busybox:1.36", "resources": {"requests": dict(requests)}}
-    if restart_policy:
-        made["restartPolicy"] = restart_policy
-    return made
+    return builders.container(name, image="busybox:1.36", requests=requests,
+                              **({"restartPolicy": restart_policy} if restart_policy else {}))
 
 
 def pod(name="p", containers=(), init=(), overhead=None):
-    spec = {"containers": list(containers), "initContainers": list(init)}
-    if overhead:
-        spec["overhead"] = overhead
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": NS}, "spec": spec}
+    return builders.pod(name, namespace=NS, containers=list(containers), initContainers=list(init),
+                        **({"overhead": overhead} if overhead else {}))
 
 
 def test_containers_add_up():

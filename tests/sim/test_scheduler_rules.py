@@ -7,6 +7,7 @@ from sim.claims import ClaimController
 from sim.cluster import Cluster
 from sim.scheduler import Scheduler
 from sim.spec import load, node_manifests
+from tests import builders
 
 NS = "ml"
 ZONE = "topology.kubernetes.io/zone"
@@ -23,10 +24,9 @@ def scheduler(api, clock) -> Cluster:
 
 
 def pod(name, labels=None, gpus=1, **spec):
-    container = {"name": "c", "image": "busybox:1.36", "resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}
+    container = builders.container("c", image="busybox:1.36", limits={builders.GPU: str(gpus)})
     container.update(spec.pop("container", {}))
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": NS, "labels": labels or {}},
-            "spec": {"containers": [container], **spec}}
+    return builders.pod(name, namespace=NS, labels=labels or {}, containers=[container], **spec)
 
 
 def anti(key, labels):

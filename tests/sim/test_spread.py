@@ -3,6 +3,7 @@
 from sim.interpod import placed_pod
 from sim.placement import node_facts
 from sim.spread import REASON_MISSING_LABEL, REASON_SKEW, spread_filter, spread_scores
+from tests import builders
 
 ZONE = "topology.kubernetes.io/zone"
 HOST = "kubernetes.io/hostname"
@@ -23,8 +24,7 @@ def pod(name, *, when="DoNotSchedule", key=ZONE, skew=1, pin=None, labels=None, 
     if pin:
         spec["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
             {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [pin]}]}]}}}
-    return {"metadata": {"name": name, "namespace": "ml", "labels": {"app": "t"} if labels is None else labels},
-            "spec": spec}
+    return builders.pod(name, labels={"app": "t"} if labels is None else labels, **spec)
 
 
 def on(*placements):

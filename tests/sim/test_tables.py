@@ -6,6 +6,7 @@ from sim.apiserver import APIServer
 from sim.kinds import Registry
 from sim.server import RunningServer
 from sim.tables import age, human_duration, json_path, pod_status, table
+from tests import builders
 from tests.sim.helpers import http, namespace, node, pod
 
 TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json"
@@ -17,13 +18,14 @@ def stored_pod(phase="Pending", *, gated=False, containers=(), deleting=False, n
     conditions = [{"type": "PodScheduled", "status": "False", "reason": "SchedulingGated"}] if gated else []
     if phase == "Running":
         conditions.append({"type": "Ready", "status": "True"})
-    metadata = {"name": "p", "namespace": "ml", "creationTimestamp": "2027-01-15T07:59:00Z"}
+    stored = builders.pod(created="2027-01-15T07:59:00Z", node_name=node_name, phase=phase,
+                          containers=[builders.container("c")])
     if deleting:
-        metadata["deletionTimestamp"] = "2027-01-15T08:00:30Z"
-    status = {"phase": phase, "conditions": conditions, "containerStatuses": list(containers)}
+        stored["metadata"]["deletionTimestamp"] = "2027-01-15T08:00:30Z"
+    stored["status"].update(conditions=conditions, containerStatuses=list(containers))
     if ip:
-        status["podIPs"] = [{"ip": ip}]
-    return {"metadata": metadata, "spec": {"containers": [{"name": "c"}], "nodeName": node_name}, "status": status}
+        stored["status"]["podIPs"] = [{"ip": ip}]
+    return stored
 
 
 RUNNING = {"name": "c", "ready": True, "restartCount": 0, "state": {"running": {"startedAt": "2027-01-15T07:59:30Z"}}}

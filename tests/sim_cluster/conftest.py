@@ -2,13 +2,15 @@ import json
 
 import pytest
 
+from sim.apiserver import APIServer
 from sim.clock import VirtualClock
 from sim.cluster import emulated_cluster
 from sim.spec import load
 from tests.recorded import ADMISSION
-from tests.sim_cluster.fakes import FakeAPI
+from tests.sim.helpers import namespace
 
 FIXTURES = ADMISSION
+NAMESPACES = ("ml", "ml-training", "hpc", "research", "serving", "staged")
 
 
 def fixture_pod(name: str) -> dict:
@@ -23,12 +25,16 @@ def clock():
 
 @pytest.fixture
 def api(clock):
-    return FakeAPI(clock)
+    """The emulated API server on the virtual clock, with the namespaces the tests submit to."""
+    api = APIServer(clock=clock.now, seed=0)
+    for name in NAMESPACES:
+        api.create("namespaces", namespace(name))
+    return api
 
 
 @pytest.fixture
 def make_cluster(api, clock):
-    """A cluster of the default components on the fake API, from spec YAML."""
+    """A cluster of the default components on the emulated API server, from spec YAML."""
     def make(spec_yaml: str, **options):
         return emulated_cluster(api, clock, spec=load(spec_yaml), **options)
     return make

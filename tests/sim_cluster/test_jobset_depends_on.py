@@ -19,7 +19,7 @@ from sim.operators.jobset import child_job, reconcile
 from sim.spec import load
 from study.policies import gangkeeper_api
 from tests.crds import ecosystem_crd, openapi_schema, structural
-from tests.sim_cluster.test_served_shapes import validator
+from tests.sim_cluster.served_schemas import validator
 
 ECOSYSTEM = Path(__file__).parents[1] / "fixtures" / "ecosystem"
 NS = "staged"

@@ -5,15 +5,15 @@ from sim.accounting import Accounting
 from sim.cluster import Cluster
 from sim.kubelet import Kubelet
 from sim.names import DURATION_ANNOTATION, WORLD_SIZE_ANNOTATION
+from tests import builders
 
 
 def member(name, world="run", size=2, duration=100, node="node-0"):
     annotations = {WORLD_SIZE_ANNOTATION: str(size)}
     if duration is not None:
         annotations[DURATION_ANNOTATION] = str(duration)
-    return {"metadata": {"name": name, "namespace": "ml", "labels": {"gangkeeper.io/group": world},
-                         "annotations": annotations},
-            "spec": {"nodeName": node, "containers": [{"name": "trainer", "image": "img"}]}}
+    return builders.pod(name, labels={"gangkeeper.io/group": world}, annotations=annotations, node_name=node,
+                        containers=[builders.container("trainer", image="img")])
 
 
 def phase(api, name):
@@ -34,7 +34,7 @@ def test_a_bound_pod_runs_after_the_start_delay(api, clock):
     assert status["phase"] == "Running"
     assert {c["type"]: c["status"] for c in status["conditions"]}["Ready"] == "True"
     assert status["containerStatuses"][0]["state"]["running"]["startedAt"] == status["startTime"]
-    assert ("patch/status", "pods", "a", "system:node") in api.requests
+    assert ("patch", "pods/status", "a", "system:node") in api.writes
 
 
 def test_unbound_pods_do_not_start(api, clock):

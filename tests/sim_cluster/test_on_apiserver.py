@@ -1,15 +1,12 @@
-"""The cluster components on the real emulated API server (sim.apiserver), not the test fake:
-the deadlock must hold where every write goes through defaulting, the pod rules and watch."""
+"""The cluster components on the emulated API server (sim.apiserver): the deadlock holds where
+every write goes through defaulting, the pod rules and watch."""
 
 from collections import Counter
-
-import pytest
 
 from gangkeeper.names import KUBEFLOW_JOB_NAME_LABEL
 from sim.accounting import Accounting
 from sim.cluster import emulated_cluster
 from sim.spec import load
-from tests.sim.helpers import api_server
 
 TWO_JOBS_ON_48_GPUS = """
 nodes: [{count: 6, gpusPerNode: 8}]
@@ -17,12 +14,6 @@ workloads:
   - {kind: PyTorchJob, name: a, namespace: ml, size: 32, durationSeconds: 600}
   - {kind: PyTorchJob, name: b, namespace: ml, size: 32, durationSeconds: 600}
 """
-
-
-@pytest.fixture
-def api(clock):
-    """The real emulated API server rather than the package's fake (the clock is conftest's)."""
-    return api_server(clock)
 
 
 def pods_of(api, job):

@@ -11,6 +11,7 @@ from sim.operators.jobset import jobset_operator
 from sim.operators.pytorchjob import pytorchjob_operator
 from sim.scheduler import Scheduler
 from sim.spec import load, node_manifests
+from tests.sim.helpers import Handler, mutated_api
 from tests.sim_cluster.conftest import fixture_pod, pods_of
 
 CONTAINER = {"name": "pytorch", "image": "img", "ports": [{"name": "pytorchjob-port", "containerPort": 23456}],
@@ -75,7 +76,7 @@ def test_pytorchjob_pods_look_like_the_training_operators(api, clock):
         "MASTER_ADDR": "pytorch-dist-master-0", "MASTER_PORT": "23456", "WORLD_SIZE": "4", "RANK": "0",
         "PYTHONUNBUFFERED": "1"}
     assert env(pods["pytorch-dist-worker-2"])["RANK"] == "3"
-    creators = {r[3] for r in api.requests if r[:2] == ("create", "pods")}
+    creators = {w.user for w in api.writes if w[:2] == ("create", "pods")}
     assert creators == {"system:serviceaccount:kubeflow:training-operator"}
 
 
@@ -84,7 +85,7 @@ def test_jobs_submitted_together_get_their_pods_interleaved(api, clock):
     api.create("pytorchjobs", pytorchjob("a", workers=2))
     api.create("pytorchjobs", pytorchjob("b", workers=2))
     cluster.settle()
-    order = [r[2] for r in api.requests if r[:2] == ("create", "pods")]
+    order = [w.name for w in api.writes if w[:2] == ("create", "pods")]
     assert order == ["a-master-0", "b-master-0", "a-worker-0", "b-worker-0", "a-worker-1", "b-worker-1"]
 
 
@@ -145,7 +146,7 @@ def test_indexed_job_pods_carry_index_and_job_labels(api, clock):
             "controller-uid": uid, "job-name": "train", "batch.kubernetes.io/job-completion-index": str(index)}
         assert pod["metadata"]["annotations"]["batch.kubernetes.io/job-completion-index"] == str(index)
         assert pod["metadata"]["ownerReferences"][0]["kind"] == "Job"
-    assert {r[3] for r in api.requests if r[:2] == ("create", "pods")} == {
+    assert {w.user for w in api.writes if w[:2] == ("create", "pods")} == {
         "system:serviceaccount:kube-system:job-controller"}
 
 
@@ -195,7 +196,7 @@ def test_jobset_pods_carry_the_labels_and_annotations_of_the_recorded_pod(api, c
     cluster.settle()
     jobs = sorted(j["metadata"]["name"] for j in api.list("jobs"))
     assert jobs == ["trainer-workers-0", "trainer-workers-1"]
-    assert {r[3] for r in api.requests if r[:2] == ("create", "jobs")} == {
+    assert {w.user for w in api.writes if w[:2] == ("create", "jobs")} == {
         "system:serviceaccount:jobset-system:jobset-controller-manager"}
     pod = next(p for p in api.list("pods") if p["metadata"]["labels"]["job-name"] == "trainer-workers-0")
     recorded = fixture_pod("05-mutate-create-trainer-workers-0-0-x7k2p.json")
@@ -246,21 +247,20 @@ def test_a_jobset_completes_when_all_its_jobs_do(api, clock):
 
 
 def test_a_refused_create_is_retried_after_a_delay_not_in_a_loop(clock):
-    from sim.api import APIError
-    from tests.sim_cluster.fakes import FakeAPI
-
     refusing = {"on": True}
 
-    def admit(obj):
-        if refusing["on"] and obj["kind"] == "Pod":
-            raise APIError({"code": 500, "reason": "InternalError", "message": "webhook unavailable"})
-        return obj
+    def decide(path, request):
+        if refusing["on"]:
+            raise ConnectionRefusedError("the webhook is not reachable")  # answered 500 by the API server
+        return {"allowed": True}
 
-    api = FakeAPI(clock, admit=admit)
+    handler = Handler()
+    handler.decide = decide
+    api = mutated_api(clock, handler, "ml-training")
     cluster = operators_only(api, clock)
     api.create("pytorchjobs", pytorchjob(workers=1))
     cluster.settle()
-    attempts = len([r for r in api.requests if r[:2] == ("create", "pods")])
+    attempts = len([w for w in api.writes if w[:2] == ("create", "pods")])
     assert attempts == 1
     refusing["on"] = False
     cluster.run_until(clock.now() + 5)

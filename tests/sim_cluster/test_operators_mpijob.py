@@ -17,7 +17,7 @@ from sim.operators.job import job_pod
 from sim.spec import load
 from study.policies import gangkeeper_api
 from tests.crds import defaulted, ecosystem_crd, openapi_schema, resource_schema
-from tests.sim_cluster.test_served_shapes import OBJECT_META, validator
+from tests.sim_cluster.served_schemas import OBJECT_META, validator
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "fixtures" / "ecosystem" / "examples" / "mpijob-pi.yaml"
 NS = "hpc"

@@ -16,7 +16,7 @@ from sim.operators.job import job_operator
 from sim.operators.jobset import jobset_operator
 from sim.operators.pytorchjob import pytorchjob_operator
 from study.policies import gangkeeper_api
-from tests.sim_cluster.test_served_shapes import JOBSET, KUBERNETES, PYTORCHJOB, validator
+from tests.sim_cluster.served_schemas import JOBSET, KUBERNETES, PYTORCHJOB, validator
 
 NS = "ml"
 CONTAINER = {"name": "pytorch", "image": "img", "resources": {"limits": {"nvidia.com/gpu": "1"}}}

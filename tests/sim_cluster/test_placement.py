@@ -14,6 +14,7 @@ from sim.placement import (
     requirement_matches,
     static_reasons,
 )
+from tests.builders import pod
 
 
 def node(name, gpus=8, cpu="64", pods=110, labels=None, taints=None, unschedulable=False, ready=True):
@@ -22,10 +23,6 @@ def node(name, gpus=8, cpu="64", pods=110, labels=None, taints=None, unschedulab
                        "spec": {"taints": taints or [], "unschedulable": unschedulable},
                        "status": {"allocatable": allocatable,
                                   "conditions": [{"type": "Ready", "status": "True" if ready else "False"}]}})
-
-
-def pod(**spec):
-    return {"metadata": {"name": "p", "namespace": "ns"}, "spec": {"containers": [{"name": "c"}], **spec}}
 
 
 GPU1 = {"nvidia.com/gpu": Fraction(1), "cpu": Fraction(1)}

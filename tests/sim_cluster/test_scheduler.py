@@ -6,6 +6,8 @@ from gangkeeper.names import KUBEFLOW_JOB_NAME_LABEL, SCHEDULING_GATE
 from sim.cluster import Cluster
 from sim.scheduler import Scheduler
 from sim.spec import load, node_manifests
+from tests import builders
+from tests.sim.helpers import Handler, mutated_api, patched
 from tests.sim_cluster.conftest import pods_of
 
 UNSCHEDULABLE_GPU = ("0/1 nodes are available: 1 Insufficient nvidia.com/gpu. no new claims to deallocate, "
@@ -19,8 +21,7 @@ def scheduler_only(api, clock, nodes=1, gpus=8):
 
 
 def gpu_pod(name, gpus=1, **spec):
-    return {"metadata": {"name": name, "namespace": "ml"},
-            "spec": {"containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}], **spec}}
+    return builders.pod(name, containers=[builders.container("c", limits={builders.GPU: str(gpus)})], **spec)
 
 
 def node_of(api, name):
@@ -32,7 +33,7 @@ def test_binds_a_pod_through_the_binding_subresource(api, clock):
     api.create("pods", gpu_pod("a"))
     cluster.settle()
     assert node_of(api, "a") == "node-0"
-    assert ("bind", "pods", "a", "system:kube-scheduler") in api.requests
+    assert ("create", "pods/binding", "a", "system:kube-scheduler") in api.writes
 
 
 def test_higher_priority_first_then_creation_order(api, clock):
@@ -40,7 +41,8 @@ def test_higher_priority_first_then_creation_order(api, clock):
     api.create("pods", gpu_pod("early", gpus=8))
     clock.advance(1)
     api.create("pods", gpu_pod("late", gpus=8))
-    api.create("pods", gpu_pod("urgent", gpus=8, priority=1000))
+    api.create("priorityclasses", {"metadata": {"name": "urgent"}, "value": 1000})
+    api.create("pods", gpu_pod("urgent", gpus=8, priorityClassName="urgent"))
     cluster.settle()
     assert [node_of(api, n) for n in ("urgent", "early", "late")] == ["node-0", None, None]
     api.delete("pods", "urgent", namespace="ml", grace_period_seconds=0)
@@ -53,7 +55,7 @@ def test_gated_pods_wait_until_their_gate_is_removed(api, clock):
     api.create("pods", gpu_pod("gated", schedulingGates=[{"name": SCHEDULING_GATE}]))
     cluster.settle()
     assert node_of(api, "gated") is None
-    assert not [r for r in api.requests if r[0] != "create" and r[2] == "gated"]
+    assert [w[:2] for w in api.writes if w.name == "gated"] == [("create", "pods")], "created, nothing else"
     api.patch("pods", "gated", {"spec": {"schedulingGates": None}}, namespace="ml")
     cluster.settle()
     assert node_of(api, "gated") == "node-0"
@@ -76,7 +78,7 @@ def test_an_unschedulable_pod_is_reported_once_and_retried_when_capacity_frees(a
         ("PodScheduled", "False", "Unschedulable", UNSCHEDULABLE_GPU)
     api.create("pods", gpu_pod("unrelated", gpus=0))
     cluster.settle()
-    status_patches = [r for r in api.requests if r[:3] == ("patch/status", "pods", "waiting")]
+    status_patches = [w for w in api.writes if w[:3] == ("patch", "pods/status", "waiting")]
     assert len(status_patches) == 1
     api.patch("pods", "big", {"status": {"phase": "Succeeded"}}, namespace="ml", subresource="status")
     cluster.settle()
@@ -137,18 +139,16 @@ workloads:
     assert cluster.next_due() is None  # nothing will ever change: a deadlock
 
 
-def test_gated_groups_released_whole_with_pins_both_complete(api, clock):
-    """What gangkeeper does, by hand: the webhook stand-in gates every pod; releasing job a whole,
+def test_gated_groups_released_whole_with_pins_both_complete(clock):
+    """What gangkeeper does, by hand: a webhook stand-in gates every pod; releasing job a whole,
     each member pinned to its node, lets it finish, and then job b runs."""
     from sim.accounting import Accounting
     from sim.cluster import emulated_cluster
 
-    def gate(pod):
-        if pod["kind"] == "Pod":
-            pod["spec"]["schedulingGates"] = [{"name": SCHEDULING_GATE}]
-        return pod
-
-    api.admit = gate
+    gate = Handler()
+    gate.decide = lambda path, request: patched([{"op": "add", "path": "/spec/schedulingGates",
+                                                  "value": [{"name": SCHEDULING_GATE}]}])
+    api = mutated_api(clock, gate, "ml")
     cluster = emulated_cluster(api, clock, spec=load("""
 nodes: [{count: 6, gpusPerNode: 8}]
 workloads:

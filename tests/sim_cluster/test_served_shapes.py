@@ -51,7 +51,6 @@ import ipaddress
 import json
 import re
 import urllib.request
-from datetime import datetime
 from pathlib import Path
 
 import jsonschema
@@ -60,8 +59,6 @@ import kubernetes_validate
 import pydantic
 import pytest
 import yaml
-from kubernetes_validate import utils as schema_files
-from referencing import Registry, Resource
 
 from gangkeeper import names
 from gangkeeper.controller.leader import LeaderElector
@@ -70,16 +67,26 @@ from sim.api import ADMIN
 from sim.apiserver import APIServer
 from sim.clock import VirtualClock
 from sim.cluster import emulated_cluster
-from sim.deployed import DEPLOY_BASE, install_webhook_configurations
+from sim.deployed import install_webhook_configurations
 from sim.kubelet import image_status
 from sim.names import DURATION_ANNOTATION
 from sim.server import RunningServer
 from sim.spec import load, submissions
 from study.policies import WEBHOOK_SERVICE, GangkeeperController, WebhookInProcess
-from tests.crds import ecosystem_crd, resource_schema, structural
+from tests import builders
+from tests.crds import ecosystem_crd, resource_schema
 from tests.recorded import FIXTURES
+from tests.sim_cluster.served_schemas import (
+    CUSTOM_SCHEMAS,
+    ECOSYSTEM_SCHEMAS,
+    KUBERNETES,
+    OBJECT_META,
+    PYTORCHJOB,
+    gang_schema,
+    lws_schema,
+    validator,
+)
 
-KUBERNETES = "1.37"  # the newest schemas kubernetes-validate ships; the API of the official client 37
 TOKEN = "admin-token"
 ENFORCED, PLAIN, DEVICES, TRAINING, RAY, HPC = "ml", "apps", "dra", "research", "ray", "hpc"
 CAPACITY = "capacity"
@@ -130,106 +137,13 @@ WITHOUT_GENERATION = ("namespaces", "nodes", "events", "leases", "resourceclaims
 CONTAINER_STATUS_FIELDS = {"name", "image", "imageID", "containerID", "ready", "started", "restartCount", "state",
                            "lastState"}
 
-# --- schemas --------------------------------------------------------------------------------
-
-DATE_TIME = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$")
-FORMATS = jsonschema.FormatChecker()
-
-
-@FORMATS.checks("date-time", raises=ValueError)
-def rfc3339(value) -> bool:
-    """RFC 3339 date-times (jsonschema checks them only with an optional package installed)."""
-    if isinstance(value, str):
-        if not DATE_TIME.match(value):
-            return False
-        datetime.fromisoformat(value)  # ValueError for a day or an hour that does not exist
-    return True
-
-
-DEFINITIONS = schema_files.schema_contents(f"kubernetes-json-schema/v{KUBERNETES}.0-local-strict/_definitions.json",
-                                           KUBERNETES)
-META = f"{DEFINITIONS['$id']}#/$defs/io.k8s.apimachinery.pkg.apis.meta.v1."
-OBJECT_META = {"$ref": META + "ObjectMeta"}
-COUNT = {"type": "integer", "minimum": 0, "maximum": 2**31 - 1}
-TEXT = {"type": "string"}
-TIME = {"type": "string", "format": "date-time"}
-
-
-def closed(properties: dict, required: tuple[str, ...] = ()) -> dict:
-    return {"type": "object", "properties": properties, "required": list(required), "additionalProperties": False}
-
-
-def custom_resource(api_version: str, kind: str, status: dict | None = None) -> dict:
-    properties = {"apiVersion": {"const": api_version}, "kind": {"const": kind}, "metadata": OBJECT_META,
-                  "spec": {"type": "object"}}
-    if status is not None:
-        properties["status"] = status
-    return closed(properties, ("apiVersion", "kind", "metadata", "spec"))
-
-
-# kubeflow.org/v1 JobStatus, JobCondition and ReplicaStatus (training operator, common_types.go).
-PYTORCHJOB = custom_resource("kubeflow.org/v1", "PyTorchJob", closed({
-    "conditions": {"type": "array", "items": closed({
-        "type": {"enum": ["Created", "Running", "Restarting", "Succeeded", "Failed", "Suspended"]},
-        "status": {"enum": ["True", "False", "Unknown"]}, "reason": TEXT, "message": TEXT,
-        "lastUpdateTime": TIME, "lastTransitionTime": TIME}, ("type", "status"))},
-    "replicaStatuses": {"type": "object", "additionalProperties": closed({
-        "active": COUNT, "succeeded": COUNT, "failed": COUNT, "labelSelector": {"type": "object"},
-        "selector": TEXT})},
-    "startTime": TIME, "completionTime": TIME, "lastReconcileTime": TIME}, ("conditions", "replicaStatuses")))
-# jobset.x-k8s.io/v1alpha2 JobSetStatus and ReplicatedJobStatus (jobset_types.go).
-JOBSET = custom_resource("jobset.x-k8s.io/v1alpha2", "JobSet", closed({
-    "conditions": {"type": "array", "items": {"$ref": META + "Condition"}},
-    "restarts": COUNT, "restartsCountTowardsMax": COUNT, "terminalState": {"enum": ["Completed", "Failed"]},
-    "replicatedJobsStatus": {"type": "array", "items": closed({
-        "name": TEXT, "ready": COUNT, "succeeded": COUNT, "failed": COUNT, "active": COUNT, "suspended": COUNT,
-        "jobRestarts": {"type": "array", "items": COUNT}, "jobRestartsCountTowardsMax": {"type": "array", "items": COUNT},
-    }, ("name", "ready", "succeeded", "failed", "active", "suspended"))},
-    "previousInPlaceRestartAttempt": COUNT, "currentInPlaceRestartAttempt": COUNT}))
-# scheduling.x-k8s.io/v1alpha1: the emulation writes no PodGroup status (no scheduler-plugins controller).
-PLUGINS_POD_GROUP = custom_resource("scheduling.x-k8s.io/v1alpha1", "PodGroup")
-
-
-def crd_schema(crd: dict, version_name: str) -> dict:
-    """The openAPIV3Schema of a CRD's version, as served objects are held to it (tests/crds.py), metadata ObjectMeta."""
-    [version] = [v for v in crd["spec"]["versions"] if v["name"] == version_name]
-    schema = structural(version["schema"]["openAPIV3Schema"])
-    schema["properties"]["metadata"] = OBJECT_META
-    return schema
-
-
-def gang_schema() -> dict:
-    return crd_schema(yaml.safe_load((DEPLOY_BASE / "crd-gangs.yaml").read_text()), names.GANG_VERSION)
-
-
-def lws_schema() -> dict:
-    return crd_schema(ecosystem_crd("leaderworkerset.x-k8s.io_leaderworkersets"), "v1")
-
-
-def validator(schema: dict) -> jsonschema.Draft202012Validator:
-    registry = Resource.from_contents(DEFINITIONS) @ Registry()
-    return jsonschema.Draft202012Validator(schema, registry=registry, format_checker=FORMATS)
-
-
-CUSTOM_SCHEMAS = {"pytorchjobs": PYTORCHJOB, "jobsets": JOBSET, "podgroups": PLUGINS_POD_GROUP}
-# Custom resources whose real CRD the repository carries (tests/fixtures/ecosystem/crds), by file and version.
-ECOSYSTEM_SCHEMAS = {"trainjobs": ("trainer.kubeflow.org_trainjobs", "v1alpha1"),
-                     "trainingruntimes": ("trainer.kubeflow.org_trainingruntimes", "v1alpha1"),
-                     "clustertrainingruntimes": ("trainer.kubeflow.org_clustertrainingruntimes", "v1alpha1"),
-                     "rayclusters": ("ray.io_rayclusters", "v1"), "rayjobs": ("ray.io_rayjobs", "v1"),
-                     "mpijobs": ("kubeflow.org_mpijobs", "v2beta1"),
-                     "provisioningrequests": ("autoscaling.x-k8s.io_provisioningrequests", "v1")}
-
 # --- the cluster, run and read back -----------------------------------------------------------
 
 
 def pod(name: str, *, gates: tuple[str, ...] = (), gpus: int = 1, duration: float | None = None) -> dict:
     annotations = {DURATION_ANNOTATION: f"{duration:g}"} if duration else {}
-    spec = {"containers": [{"name": "main", "image": "busybox:1.36",
-                            "resources": {"limits": {"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": str(gpus)}}}]}
-    if gates:
-        spec["schedulingGates"] = [{"name": gate} for gate in gates]
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "annotations": annotations}, "spec": spec}
+    main = builders.container(image="busybox:1.36", limits={"cpu": "1", "memory": "1Gi", builders.GPU: str(gpus)})
+    return builders.pod(name, namespace=None, annotations=annotations, gates=gates, containers=[main])
 
 
 def declared_elsewhere(manifest: dict) -> dict:

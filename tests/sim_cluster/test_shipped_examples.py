@@ -50,7 +50,7 @@ from sim.invariants import Checker, group_label
 from sim.names import NODES, PODS
 from sim.reservations import GANGS
 from tests.recorded import FIXTURES
-from tests.sim_cluster.test_playground import Served, line_after
+from tests.sim_cluster.playground import Served, line_after
 
 pytestmark = pytest.mark.e2e
 

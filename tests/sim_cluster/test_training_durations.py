@@ -3,11 +3,12 @@ else, for a pod that runs to completion, the cluster's run seconds (`sim serve -
 
 from sim.names import DURATION_ANNOTATION
 from sim.training import duration
+from tests import builders
 
 
 def pod(*containers, annotations=None, restart_policy=None):
-    spec = {"containers": list(containers), **({"restartPolicy": restart_policy} if restart_policy else {})}
-    return {"metadata": {"name": "p", "annotations": annotations or {}}, "spec": spec}
+    return builders.pod(annotations=annotations or {}, containers=list(containers),
+                        **({"restartPolicy": restart_policy} if restart_policy else {}))
 
 
 def shell(script, name="main"):

@@ -22,8 +22,7 @@ from sim.spec import load
 from study.policies import gangkeeper_api
 from tests.crds import defaulted, ecosystem_crd, openapi_schema, resource_schema
 from tests.recorded import FIXTURES
-from tests.sim_cluster.fakes import FakeAPI
-from tests.sim_cluster.test_served_shapes import ECOSYSTEM_SCHEMAS, OBJECT_META, validator
+from tests.sim_cluster.served_schemas import ECOSYSTEM_SCHEMAS, OBJECT_META, validator
 
 NS = "research"
 EXAMPLES = FIXTURES / "ecosystem" / "examples"
@@ -222,14 +221,13 @@ def test_the_trainjob_is_the_suspend_switch_that_sticks(api, clock):
     assert len(pods_of(api, "mnist")) == 2
 
 
-def test_the_trainer_writes_as_its_service_account(clock):
-    fake = FakeAPI(clock)
-    fake.create("clustertrainingruntimes", shipped("torch-distributed"))
-    fake.create("trainjobs", trainjob("mnist", "torch-distributed", suspend=True), namespace=NS)
-    Cluster(fake, clock, [trainjob_operator(fake)]).settle()
-    writes = {(verb, resource, user) for verb, resource, _, user in fake.requests if user != ADMIN.username}
+def test_the_trainer_writes_as_its_service_account(api, clock):
+    api.create("clustertrainingruntimes", shipped("torch-distributed"))
+    api.create("trainjobs", trainjob("mnist", "torch-distributed", suspend=True), namespace=NS)
+    Cluster(api, clock, [trainjob_operator(api)]).settle()
+    writes = {(verb, resource, user) for verb, resource, _, user in api.writes if user != ADMIN.username}
     trainer = "system:serviceaccount:kubeflow-system:kubeflow-trainer-controller-manager"
-    assert writes == {("create", "jobsets", trainer), ("patch/status", "trainjobs", trainer)}
+    assert writes == {("create", "jobsets", trainer), ("patch", "trainjobs/status", trainer)}
 
 
 def test_a_jobset_made_again_comes_from_the_runtime_the_trainjob_was_first_rendered_from(api, clock):

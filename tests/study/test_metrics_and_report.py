@@ -5,6 +5,7 @@ import pytest
 from sim.api import WatchEvent
 from study.metrics import Holdings, percentile, summarise
 from study.report import markdown, table, targets
+from tests import builders
 
 
 def test_percentile_is_nearest_rank():
@@ -31,10 +32,9 @@ def test_summarise_counts_unfinished_jobs_and_waste_and_times_the_rest():
 
 
 def pod(name, *, node=None, phase="Pending", world=2, gpus=4):
-    return {"metadata": {"name": name, "namespace": "ml", "labels": {"training.kubeflow.org/job-name": "j"},
-                         "annotations": {"sim.gangkeeper.io/world-size": str(world)}},
-            "spec": {"nodeName": node, "containers": [{"name": "c", "resources": {"requests": {"nvidia.com/gpu": str(gpus)}}}]},
-            "status": {"phase": phase}}
+    return builders.pod(name, labels={"training.kubeflow.org/job-name": "j"},
+                        annotations={"sim.gangkeeper.io/world-size": str(world)}, node_name=node, phase=phase,
+                        containers=[builders.container("c", requests={builders.GPU: str(gpus)})])
 
 
 def test_holdings_split_gpu_seconds_into_partial_startup_and_useful():

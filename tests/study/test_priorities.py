@@ -10,6 +10,7 @@ from study.priorities import POLICIES, job_rows
 from study.priority_report import best_notes, markdown, repeat_notes
 from study.run import Cluster, run_policy, spec_for
 from study.trace import HIGH, LOW, Job
+from tests import builders
 
 HOUR = 3600.0
 # 16 low-priority GPUs fill both nodes from t=0; at t=600 an 8-GPU high-priority job arrives and
@@ -58,17 +59,15 @@ def test_a_job_preempted_after_training_counts_what_it_had_trained_and_trains_it
 
 
 def pod(name, *, phase="Running", deleting=False, preempted=False, uid=None):
-    metadata = {"name": name, "namespace": "ml", "uid": uid or name,
-                "labels": {"training.kubeflow.org/job-name": "j"},
-                "annotations": {"sim.gangkeeper.io/world-size": "2"}}
+    made = builders.pod(name, uid=uid or name, labels={"training.kubeflow.org/job-name": "j"},
+                        annotations={"sim.gangkeeper.io/world-size": "2"}, node_name=f"node-{name}", phase=phase,
+                        containers=[builders.container("c", requests={builders.GPU: "4"})])
     if deleting:
-        metadata["deletionTimestamp"] = "2026-01-01T00:10:00Z"
-    status = {"phase": phase}
+        made["metadata"]["deletionTimestamp"] = "2026-01-01T00:10:00Z"
     if preempted:
-        status["conditions"] = [{"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler"}]
-    return {"metadata": metadata, "status": status,
-            "spec": {"nodeName": f"node-{name}",
-                     "containers": [{"name": "c", "resources": {"requests": {"nvidia.com/gpu": "4"}}}]}}
+        made["status"]["conditions"] = [{"type": "DisruptionTarget", "status": "True",
+                                         "reason": "PreemptionByScheduler"}]
+    return made
 
 
 def preempted_event(pod_name):

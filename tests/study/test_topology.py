@@ -12,6 +12,7 @@ from study import topology, topology_report
 from study.run import Cluster, spec_for
 from study.topology import BLOCK_LABEL, Layout, Placements, declaring, job_rows, spanned, subset_figures
 from study.trace import Job, draw, trace
+from tests import builders
 
 # Three blocks on one zone: node-0 alone, node-1 alone, node-2 and node-3 together. Only the last
 # holds a 16-GPU job (2 workers of 8 GPUs) in one block.
@@ -93,11 +94,11 @@ def test_the_scenario_is_the_studys_with_labelled_nodes_and_the_rules_on_the_pod
 
 
 def pod(name, node, *, phase="Running", deleting=False):
-    metadata = {"name": name, "namespace": "ml", "labels": {"training.kubeflow.org/job-name": "j"},
-                "annotations": {"sim.gangkeeper.io/world-size": "2"}}
+    made = builders.pod(name, labels={"training.kubeflow.org/job-name": "j"},
+                        annotations={"sim.gangkeeper.io/world-size": "2"}, node_name=node, phase=phase)
     if deleting:
-        metadata["deletionTimestamp"] = "2026-01-01T00:10:00Z"
-    return {"metadata": metadata, "status": {"phase": phase}, "spec": {"nodeName": node}}
+        made["metadata"]["deletionTimestamp"] = "2026-01-01T00:10:00Z"
+    return made
 
 
 def test_placements_record_the_nodes_each_time_all_members_begin_to_run_together():

@@ -7,6 +7,7 @@ import json
 import jsonpatch
 
 from gangkeeper import names
+from tests import builders
 from tests.recorded import ADMISSION
 
 FIXTURES = ADMISSION
@@ -21,37 +22,25 @@ def fixture(prefix: str) -> dict:
 
 
 def container(name="main", gpus=0, gpu_resource="nvidia.com/gpu", cpu="4", limit_gpus=None) -> dict:
+    """A training container; `limit_gpus` limits other than it requests."""
     requests, limits = {"cpu": cpu, "memory": "16Gi"}, {"cpu": cpu, "memory": "16Gi"}
     if gpus:
         requests[gpu_resource] = str(gpus)
         limits[gpu_resource] = str(gpus if limit_gpus is None else limit_gpus)
-    return {"name": name, "image": "registry.example.com/train:1", "resources": {"requests": requests, "limits": limits}}
+    return builders.container(name, requests=requests, limits=limits)
 
 
 def pod(name="p-0", *, labels=None, annotations=None, gates=None, gpus=0, owner=None, node_name=None,
         generate_name=None, containers=None, **spec) -> dict:
-    metadata: dict = {"namespace": NAMESPACE}
-    if generate_name:
-        metadata["generateName"] = generate_name
-    if name:
-        metadata["name"] = name
-    if labels is not None:
-        metadata["labels"] = dict(labels)
-    if annotations is not None:
-        metadata["annotations"] = dict(annotations)
-    if owner:
-        metadata["ownerReferences"] = [owner]
-    pod_spec = {"containers": containers or [container(gpus=gpus)], **spec}
-    if gates is not None:
-        pod_spec["schedulingGates"] = [{"name": gate} for gate in gates]
-    if node_name:
-        pod_spec["nodeName"] = node_name
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": pod_spec}
+    """A pod in the training namespace, as an operator sends it to admission."""
+    return builders.pod(name, namespace=NAMESPACE, labels=labels, annotations=annotations,
+                        owners=[owner] if owner else (), gates=gates or (), node_name=node_name,
+                        generate_name=generate_name,
+                        containers=containers or [container(gpus=gpus)], **spec)
 
 
 def owner(kind: str, name: str, uid: str, api_version="kubeflow.org/v1") -> dict:
-    return {"apiVersion": api_version, "kind": kind, "name": name, "uid": uid, "controller": True,
-            "blockOwnerDeletion": True}
+    return builders.owner(kind, name, uid, api_version)
 
 
 def pytorchjob_pod(job="bert", role="worker", index=0, uid="6f1c7c1e-8f31-4a44-9f7e-1b2f2c8e9a01", gpus=8, **kw):
