@@ -10,20 +10,15 @@ import pytest
 
 from gangkeeper import names
 from gangkeeper.webhook.app import create_app
-from tests.webhook.builders import NAMESPACE, pod, review
+from tests.security.identities import CONTROLLER, LOOKALIKES, WHO, gated
+from tests.webhook.builders import review
 
-CONTROLLER = names.DEFAULT_CONTROLLER_USERNAME
 UID = "5d3c1a2b-0000-4000-8000-000000000001"
 
 
 @pytest.fixture(scope="module")
 def client(tmp_path_factory):
     return create_app({"AUDIT_FILE": str(tmp_path_factory.mktemp("audit") / "audit.log")}).test_client()
-
-
-def gated() -> dict:
-    return pod("bert-worker-0", gpus=8, labels={names.GROUP_LABEL: "bert"},
-               gates=["example.com/other", names.SCHEDULING_GATE])
 
 
 def ungate(removed_to=("example.com/other",)) -> dict:
@@ -42,24 +37,6 @@ def update_by(client, username: str, groups: list[str], new: dict | None = None)
     return response
 
 
-WHO = [
-    ("a user", "alice@example.com", ["system:authenticated"]),
-    ("the training operator's service account", f"system:serviceaccount:{NAMESPACE}:training-operator",
-     ["system:serviceaccounts", f"system:serviceaccounts:{NAMESPACE}", "system:authenticated"]),
-    ("a service account named like the controller in the user's namespace",
-     f"system:serviceaccount:{NAMESPACE}:gangkeeper-controller",
-     ["system:serviceaccounts", f"system:serviceaccounts:{NAMESPACE}", "system:authenticated"]),
-    ("another service account of gangkeeper's own namespace", "system:serviceaccount:gangkeeper:default",
-     ["system:serviceaccounts", "system:serviceaccounts:gangkeeper", "system:authenticated"]),
-    ("a namespace admin (RoleBinding to admin through a group)", "bob@example.com",
-     ["system:authenticated", "oidc:ml-training-admins"]),
-    ("a cluster admin", "kubernetes-admin", ["system:masters", "system:authenticated"]),
-    ("the kube-controller-manager", "system:kube-controller-manager", ["system:authenticated"]),
-    ("anonymous", "system:anonymous", ["system:unauthenticated"]),
-    ("nobody named", "", []),
-]
-
-
 @pytest.mark.parametrize("who, username, groups", WHO, ids=[case[0] for case in WHO])
 def test_nobody_but_the_controller_removes_the_gate(client, who, username, groups):
     response = update_by(client, username, groups)
@@ -71,23 +48,6 @@ def test_nobody_but_the_controller_removes_the_gate(client, who, username, group
 def test_the_controller_removes_the_gate(client):
     assert update_by(client, CONTROLLER, ["system:serviceaccounts", "system:serviceaccounts:gangkeeper",
                                           "system:authenticated"])["allowed"] is True
-
-
-LOOKALIKES = [
-    ("a suffix", CONTROLLER + "2"),
-    ("a longer name on the same prefix", CONTROLLER + "-evil"),
-    ("a prefix only", CONTROLLER[:-1]),
-    ("upper case", CONTROLLER.upper()),
-    ("one capital", CONTROLLER.replace("controller", "Controller")),
-    ("a trailing space", CONTROLLER + " "),
-    ("a leading space", " " + CONTROLLER),
-    ("a trailing newline", CONTROLLER + "\n"),
-    ("a trailing NUL", CONTROLLER + "\x00"),
-    ("a Cyrillic е for e", CONTROLLER.replace("gangkeeper-", "gangkееper-")),
-    ("a zero-width space", CONTROLLER.replace("gangkeeper:", "gangkeeper:\u200b")),
-    ("another namespace", "system:serviceaccount:gangkeeper2:gangkeeper-controller"),
-    ("a service account group named like it", "system:serviceaccounts:gangkeeper"),
-]
 
 
 @pytest.mark.parametrize("trick, username", LOOKALIKES, ids=[case[0] for case in LOOKALIKES])

@@ -9,7 +9,7 @@ import pytest
 
 from gangkeeper import names
 from gangkeeper.webhook.app import create_app
-from tests.security.test_gate_removal import CONTROLLER, LOOKALIKES, WHO, gated
+from tests.security.identities import CONTROLLER, LOOKALIKES, WHO, gated
 from tests.webhook.builders import placeholder, review
 
 
