@@ -5,6 +5,9 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
+# Two worker processes, each file's tests on one of them (its module fixtures built once): the
+# end-to-end tests mostly wait on processes and the clock, the others compute. Empty runs one.
+PYTEST_WORKERS ?= -n 2 --dist loadfile
 
 .DEFAULT_GOAL := help
 
@@ -24,8 +27,8 @@ $(STAMP): setup.cfg pyproject.toml harness/setup.cfg harness/pyproject.toml
 install: $(STAMP) ## create .venv/ with gangkeeper and its harness (editable), the test tools and kubectl
 	@$(BIN)/gangkeeper --version
 
-test: lint ## run every test (unit, HTTP, end-to-end, the built wheel) after the lint checks
-	$(BIN)/pytest $(PYTEST_ARGS)
+test: lint ## run every test (unit, HTTP, end-to-end, the built wheel) after the lint checks, in two workers
+	$(BIN)/pytest $(PYTEST_WORKERS) $(PYTEST_ARGS)
 
 test-fast: lint ## the quick tests: no processes started (no end-to-end suites), none marked slow
 	$(BIN)/pytest -m 'not e2e and not slow' $(PYTEST_ARGS)

@@ -142,7 +142,7 @@ def _binding(quick: bool) -> str:
 
     from reliability import binding, report
 
-    spec = binding.Binding(sizes=(4, 16), groups=3) if quick else binding.Binding()
+    spec = binding.Binding(sizes=(4, 16), groups=3, pause=0.1) if quick else binding.Binding()
     with tempfile.TemporaryDirectory(prefix="gangkeeper-binding-") as workdir:
         return report.binding_markdown(binding.run(Path(workdir), spec, progress=print))
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import yaml
 
 from demo.observe import Observer, Snapshot
-from demo.processes import ControllerProcess, WebhookProcess, issue_loopback_certs
+from demo.processes import ControllerProcess, WebhookProcess, issue_loopback_certs, stop_all
 from demo.stack import api_with_webhook, serve
 from gangkeeper import names
 from sim import spec as sim_spec
@@ -230,9 +230,11 @@ def phase2(settings: Settings, view, workdir: Path, *, use_controller: bool = Tr
                                                "labels": {names.ENFORCE_LABEL: names.ENFORCE_VALUE}}})
         server = serve(api, workdir)
         stack.callback(server.stop)
+        processes = [webhook]  # stopped together, before the API front end the controller talks to
+        stack.callback(stop_all, processes)
         if controller:
             process = ControllerProcess(server.controller_kubeconfig, workdir, namespace=settings.namespace)
-            stack.callback(process.stop)
+            processes.append(process)
             process.wait_ready()
             view.say(f"controller ready, talking to {server.url} as {CONTROLLER.username} "
                      f"(log {process.log_path}, audit {process.audit_path})")

@@ -12,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-from demo.processes import LOOPBACK, Process, WebhookProcess, free_port, issue_loopback_certs
+from demo.processes import LOOPBACK, Process, WebhookProcess, free_port, issue_loopback_certs, stop_all
 from demo.stack import (
     WEBHOOK_SERVICE,
     WebhookApp,
@@ -142,15 +142,12 @@ class Stack:
     def close(self) -> None:
         """Stop everything; then raise if deploy/'s RBAC refused a controller anything (a run that
         needed more than the manifests grant says nothing about a real cluster)."""
-        for process in self.controllers:
-            process.stop()
+        stop_all([*self.controllers, *([self.webhook] if self.webhook is not None else [])])
         if self.runner is not None:
             self.runner.stop()
             self.cluster.close()
         for server in self.servers:
             server.stop()
-        if self.webhook is not None:
-            self.webhook.stop()
         check_granted(self.servers)
 
 

@@ -208,7 +208,7 @@ def start_bare(args: argparse.Namespace, spec: dict, work: Path, running: contex
 
 def start_playground(args: argparse.Namespace, spec: dict, work: Path, running: contextlib.ExitStack) -> Started:
     """The cluster with gangkeeper installed in it as deploy/ installs it (see the module docstring)."""
-    from demo.processes import ControllerProcess, WebhookCerts, WebhookProcess, free_port
+    from demo.processes import ControllerProcess, WebhookCerts, WebhookProcess, free_port, stop_all
     from sim.rbac import deployed_rbac
 
     manifests = rendered_deploy_default()
@@ -239,16 +239,6 @@ def start_playground(args: argparse.Namespace, spec: dict, work: Path, running: 
     log.info("webhook ready on %s:%d (pid %d), controller ready (pid %d)", LOOPBACK, webhook_port,
              webhook.popen.pid, controller.popen.pid)
     return Started(server.url, kubeconfig, api, _start_cluster(args, api, clock, spec, running), children)
-
-
-def stop_all(processes: list) -> None:
-    """SIGTERM to every child at once, then wait for each (SIGKILL after 10 s), so stopping takes the
-    longest child's time, not the sum."""
-    for process in processes:
-        if process.alive():
-            process.popen.send_signal(signal.SIGTERM)
-    for process in processes:
-        process.stop()
 
 
 def rendered_deploy_default() -> list[dict]:

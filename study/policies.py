@@ -16,8 +16,8 @@
   Scaffolding here: the Flask test client in place of gunicorn and TLS, informers fed from the
   cluster's watch events in place of HTTP list/watch (`study.adapter.FedInformer`), and writes
   handed to the emulated API server in process (`study.adapter.InProcessKube`). Leader election,
-  the loop's thread (`Controller.run`) and the HTTP adapter `controller.reading.kube.Kube` are not
-  exercised.
+  the loop's thread (`Controller.run`), settling memory (`Controller.settle_memory`) and the HTTP
+  adapter `controller.reading.kube.Kube` are not exercised.
 """
 
 import base64
@@ -99,9 +99,14 @@ class GangkeeperController:
     and its writes go through `study.adapter.InProcessKube`. `step(now)` runs one turn of the
     controller's loop (`Controller.turn`) when the controller says one is due (`Controller.due`),
     which is also `next_due()`: debounce, resync, waking when a timeout falls due, the consistency
-    rebuild, settling memory and assuming the pods it wrote are the product's own. This process
-    always leads. Its writes go out one after the other, in the pass's order, so that a seeded run
-    commits them in the same order every time and repeats exactly.
+    rebuild and assuming the pods it wrote are the product's own. This process always leads. Its
+    writes go out one after the other, in the pass's order, so that a seeded run commits them in the
+    same order every time and repeats exactly.
+
+    Settling memory (`Controller.settle_memory`, after each consistency rebuild) is left out: it
+    decides nothing, and in a controller's own process it collects over the controller's caches,
+    while here it would collect over everything the study's process holds (the emulation, the
+    other replays, the test runner), every ten virtual minutes: most of a replay's time.
     """
 
     def __init__(self, api: APIServer, *, clock: Callable[[], float], settings: Settings | None = None):
@@ -112,6 +117,7 @@ class GangkeeperController:
         self.controller = Controller(self.kube, settings or Settings(), AuditLog("gangkeeper-controller", self.audit),
                                      Metrics(), clock=Clock(monotonic=clock, wall=clock),
                                      make_informer=self._informer, concurrent_writes=1)
+        self.controller.settle_memory = _leave_memory_alone
         self.resources = tuple(self.informers)
         self.passes = 0
 
@@ -155,6 +161,10 @@ class GangkeeperController:
         return {sample.labels["reason"]: int(sample.value)
                 for metric in self.controller.metrics.preemptions.collect() for sample in metric.samples
                 if sample.name.endswith("_total")}
+
+
+def _leave_memory_alone() -> None:
+    """Python's collector runs as it would in any process (see `GangkeeperController`)."""
 
 
 # --- quota-only gate (study scaffolding) ------------------------------------------------------

@@ -10,7 +10,7 @@ pytestmark = pytest.mark.e2e
 
 
 def test_every_group_of_both_sides_is_bound_and_measured(tmp_path):
-    spec = binding.Binding(sizes=(4, 16), groups=3)
+    spec = binding.Binding(sizes=(4, 16), groups=3, pause=0.1)
     result = binding.run(tmp_path, spec)
     assert sorted((g.size, g.side) for g in result.warmups) == sorted(
         (size, side) for size in spec.sizes for side in binding.SIDES), "one warm-up pair per size"
