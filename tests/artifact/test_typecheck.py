@@ -20,7 +20,7 @@ def repository(tmp_path: Path) -> Path:
     (tmp_path / "harness").mkdir()
     for script in ("typecheck.py", "staging.py"):
         shutil.copy(REPOSITORY / "harness" / script, tmp_path / "harness")
-    for folder in ("gangkeeper", "webhook", "controller", "certs"):
+    for folder in ("gangkeeper", "webhook", "controller", "certs", "plugin"):
         (tmp_path / folder).mkdir()
         (tmp_path / folder / "__init__.py").write_text("")
     return tmp_path

@@ -33,7 +33,7 @@ def _top_level_names(wheel) -> set[str]:
 
 def test_the_build_context_is_the_product_and_its_metadata(installed):
     assert {path.split("/", 1)[0] for path in installed.context} == {
-        "README.md", "LICENSE", "pyproject.toml", "setup.cfg", "gangkeeper", "webhook", "controller", "certs"}
+        "README.md", "LICENSE", "pyproject.toml", "setup.cfg", "gangkeeper", "webhook", "controller", "certs", "plugin"}
 
 
 def test_the_wheel_carries_the_license(installed):
@@ -47,7 +47,7 @@ def test_the_wheel_installs_one_import_root(installed):
     assert names - {PRODUCT_ROOT} == {next(name for name in names if name.endswith(".dist-info"))}
     with zipfile.ZipFile(installed.wheel) as archive:
         files = set(archive.namelist())
-    for module in ("webhook/app.py", "controller/runner.py", "certs/install.py", "cli.py"):
+    for module in ("webhook/app.py", "controller/runner.py", "certs/install.py", "plugin/cli.py", "cli.py"):
         assert f"{PRODUCT_ROOT}/{module}" in files
     assert not [name for name in files if "bench" in name or "fuzz" in name]
 
@@ -55,7 +55,8 @@ def test_the_wheel_installs_one_import_root(installed):
 def test_the_wheel_carries_every_module_of_the_product(installed):
     """Each product folder's modules under the import root, its subpackages too: a package missing
     from setup.cfg's `packages` would leave its modules out of the wheel, and the command broken."""
-    under_root = {"gangkeeper": "", "webhook": "webhook/", "controller": "controller/", "certs": "certs/"}
+    under_root = {"gangkeeper": "", "webhook": "webhook/", "controller": "controller/", "certs": "certs/",
+                  "plugin": "plugin/"}
     modules = set()
     for path in installed.context:
         folder, _, rest = path.partition("/")
@@ -90,6 +91,15 @@ def test_each_deployed_command_starts(installed, command):
     result = installed.run(str(installed.gangkeeper), *command)
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith(f"usage: gangkeeper {' '.join(command[:-1])}")
+
+
+def test_kubectl_gang_is_on_path_beside_the_command_and_starts(installed):
+    """kubectl finds its plugin as `kubectl-gang` on PATH: the wheel installs it as a script."""
+    result = installed.run(str(installed.gangkeeper.parent / "kubectl-gang"), "--help")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("usage: kubectl gang ")
+    for command in ("why", "plan", "top"):
+        assert f"    {command} " in result.stdout
 
 
 def _free_port() -> int:

@@ -78,5 +78,5 @@ def test_build_context_leaves_out_what_the_wheel_does_not_need():
                      "docs", "demo-timeline.png", "webhook/__pycache__/app.cpython-311.pyc"):
         assert is_excluded(left_out, patterns), left_out
     for kept in ("setup.cfg", "pyproject.toml", "README.md", "gangkeeper/cli.py", "webhook/app.py",
-                 "controller/runner.py", "certs/issue.py", "gangkeeper/integrations/job.py"):
+                 "controller/runner.py", "certs/issue.py", "plugin/cli.py", "gangkeeper/integrations/job.py"):
         assert not is_excluded(kept, patterns), kept
