@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from demo.processes import free_port
-from tests.sim_cluster.test_playground import Served, line_after
+from tests.sim_cluster.playground import Served, line_after
 
 pytestmark = pytest.mark.e2e
 
