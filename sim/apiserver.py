@@ -18,7 +18,7 @@ import time
 from collections import deque
 from typing import Callable, Iterable, NamedTuple
 
-from sim import disruption, podrules, priority, provisioningrequests
+from sim import devices, disruption, podrules, priority, provisioningrequests
 from sim.admission import Admission, Attributes, InProcessWebhook
 from sim.api import ADMIN, SCHEDULER, APIError, User, WatchEvent, service_account
 from sim.defaults import apply_defaults, prepare_for_create, rfc3339
@@ -34,7 +34,7 @@ from sim.eviction import (
     with_disruption_target,
 )
 from sim.kinds import Kind, Registry
-from sim.names import PROVISIONING_REQUESTS
+from sim.names import PROVISIONING_REQUESTS, RESOURCE_SLICES
 from sim.patching import (
     JSON_PATCH,
     MERGE_PATCH,
@@ -232,6 +232,8 @@ class APIServer:
             errors += disruption.validate_spec(obj)
         elif kind.plural == PRIORITY_CLASSES:
             errors += priority.class_problems(obj, self.store.list(kind))
+        elif kind.plural == RESOURCE_SLICES:
+            errors += devices.slice_problems(obj)
         elif kind.plural == PROVISIONING_REQUESTS:
             errors += provisioningrequests.problems(obj)
         if errors:
@@ -355,6 +357,8 @@ class APIServer:
             errors = priority.class_problems(new, others, current)
         elif kind.plural == PROVISIONING_REQUESTS and subresource != "status":
             errors = provisioningrequests.problems(new) + provisioningrequests.immutable_problems(current, new)
+        elif kind.plural == RESOURCE_SLICES:
+            errors = devices.slice_problems(new, current)
         if errors:
             raise invalid(kind, current["metadata"]["name"], errors)
 

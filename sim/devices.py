@@ -3,7 +3,9 @@
 A driver publishes a pool of devices in one or more ResourceSlices; only the slices of a pool's
 newest generation count, and a pool is complete when all `resourceSliceCount` of them are there.
 A slice's devices are local to one node (`nodeName`), on the nodes its `nodeSelector` picks, or on
-every node (`allNodes`); with `perDeviceNodeSelection` each device says so itself.
+every node (`allNodes`); with `perDeviceNodeSelection` each device says so itself. The API server
+accepts exactly one of these per slice, and then per device (`slice_problems`, as
+`validateResourceSliceSpec` and `validateDevice` check them); a slice's selector has one term.
 
 Selectors are CEL expressions over `device` (`driver`, `attributes`, `capacity`, as the DRA CEL
 environment declares them), evaluated with cel-python and the Kubernetes CEL libraries of
@@ -24,6 +26,7 @@ from celpy import celtypes
 from sim.cel import FUNCTIONS, Quantity, environment, parse_semver
 from sim.placement import NodeFacts, term_matches
 from sim.quantity import canonical
+from sim.status import FieldError
 
 DeviceID = tuple[str, str, str]  # (driver, pool, device)
 ATTRIBUTE_KINDS = ("int", "bool", "string", "version")
@@ -37,7 +40,8 @@ class Device:
     attributes: Mapping[str, Mapping]  # as published: {"model": {"string": "h100"}}
     capacity: Mapping[str, Mapping]  # {"memory": {"value": "80Gi"}}
     node_name: str | None  # local to this node
-    node_selector: Mapping | None  # or on the nodes it selects; neither: on every node
+    node_selector: Mapping | None  # or on the nodes it selects
+    all_nodes: bool  # or on every node; none of the three: on no node
     pool_complete: bool
 
     @property
@@ -57,11 +61,14 @@ class Device:
         return None
 
     def on(self, node: NodeFacts) -> bool:
-        if self.node_name is not None:
+        """Whether the node reaches the device (the allocator's `nodeMatches`)."""
+        if self.node_name:
             return self.node_name == node.name
+        if self.all_nodes:
+            return True
         if self.node_selector is not None:
             return selects_node(self.node_selector, node)
-        return True
+        return False
 
 
 def attribute_value(value: Mapping):
@@ -98,11 +105,85 @@ def slice_devices(spec: Mapping, driver: str, pool: str, complete: bool) -> list
     found = []
     for d in spec.get("devices") or ():
         source = d if spec.get("perDeviceNodeSelection") else spec
-        node_name = source.get("nodeName") or None
-        node_selector = None if node_name or source.get("allNodes") else source.get("nodeSelector")
         found.append(Device(driver, pool, d.get("name", ""), d.get("attributes") or {}, d.get("capacity") or {},
-                            node_name, node_selector, complete))
+                            source.get("nodeName") or None, source.get("nodeSelector"), bool(source.get("allNodes")),
+                            complete))
     return found
+
+
+# --- validation ----------------------------------------------------------------------------------
+
+SLICE_SELECTION = "exactly one of `nodeName`, `nodeSelector`, `allNodes`, `perDeviceNodeSelection` is required"
+DEVICE_SELECTION = ("exactly one of `nodeName`, `nodeSelector`, or `allNodes` is required when "
+                    "`perDeviceNodeSelection` is set to true in the ResourceSlice spec")
+DEVICE_SELECTION_UNUSED = ("`nodeName`, `nodeSelector` and `allNodes` can only be set if `perDeviceNodeSelection` "
+                           "is set to true in the ResourceSlice spec")
+_MUST_BE_TRUE = "must be either unset or set to true"
+
+
+def slice_problems(resource_slice: Mapping, old: Mapping | None = None) -> list[FieldError]:
+    """Which nodes a ResourceSlice and its devices reach, as `validateResourceSliceSpec` checks it
+    on create and update (`old`): exactly one way per slice, and per device under
+    `perDeviceNodeSelection`; a slice's selector of exactly one term; `spec.nodeName` immutable.
+    Not checked here: the rest of the slice (driver and pool names, devices' attributes, counters)
+    and the selectors' requirements themselves."""
+    spec = resource_slice.get("spec") or {}
+    errors = []
+    if old is not None and (old.get("spec") or {}).get("nodeName") != spec.get("nodeName"):
+        errors.append(FieldError("spec.nodeName", "Invalid", "field is immutable", spec.get("nodeName")))
+    chosen = []
+    if spec.get("nodeName") is not None:
+        if spec["nodeName"]:
+            chosen.append("`nodeName`")
+        else:
+            errors.append(FieldError("spec.nodeName", "Invalid", "must be either unset or set to a non-empty string", ""))
+    if spec.get("nodeSelector") is not None:
+        chosen.append("`nodeSelector`")
+        terms = spec["nodeSelector"].get("nodeSelectorTerms") or []
+        if len(terms) != 1:
+            errors.append(FieldError("spec.nodeSelector.nodeSelectorTerms", "Invalid",
+                                     "must have exactly one node selector term", terms))
+    for switch in ("allNodes", "perDeviceNodeSelection"):
+        if spec.get(switch) is not None:
+            if spec[switch]:
+                chosen.append(f"`{switch}`")
+            else:
+                errors.append(FieldError(f"spec.{switch}", "Invalid", _MUST_BE_TRUE, False))
+    errors += _one_of("spec", chosen, SLICE_SELECTION, f"{SLICE_SELECTION}, but multiple fields are set")
+    per_device = bool(spec.get("perDeviceNodeSelection"))
+    for index, device in enumerate(spec.get("devices") or ()):
+        errors += _device_problems(device, f"spec.devices[{index}]", per_device)
+    return errors
+
+
+def _device_problems(device: Mapping, path: str, per_device: bool) -> list[FieldError]:
+    if not per_device:
+        unused = any(device.get(name) is not None for name in ("nodeName", "nodeSelector", "allNodes"))
+        return [FieldError(path, "Invalid", DEVICE_SELECTION_UNUSED, "null")] if unused else []
+    errors, chosen = [], []
+    if device.get("nodeName") is not None:
+        if device["nodeName"]:
+            chosen.append("`nodeName`")
+        else:
+            errors.append(FieldError(f"{path}.nodeName", "Invalid", "must not be empty", ""))
+    if device.get("nodeSelector") is not None:
+        chosen.append("`nodeSelector`")
+    if device.get("allNodes") is not None:
+        if device["allNodes"]:
+            chosen.append("`allNodes`")
+        else:
+            errors.append(FieldError(f"{path}.allNodes", "Invalid", _MUST_BE_TRUE, False))
+    return errors + _one_of(path, chosen, DEVICE_SELECTION, DEVICE_SELECTION)
+
+
+def _one_of(path: str, chosen: list[str], none: str, several: str) -> list[FieldError]:
+    """The error for no way, or for several ways (`chosen`, as the API server lists them), of
+    saying which nodes reach the slice or device."""
+    if not chosen:
+        return [FieldError(path, "Required", none)]
+    if len(chosen) > 1:
+        return [FieldError(path, "Invalid", several, "{" + ", ".join(chosen) + "}")]
+    return []
 
 
 # --- CEL -------------------------------------------------------------------------------------

@@ -6,9 +6,12 @@ and, for a claim made from a template, is the one the resourceclaim controller r
 status and owns. PreFilter refuses a pod on every node when a claim is in use by as many pods as
 may share it (256), or a request names a DeviceClass that does not exist. Filter, per node:
 claims already allocated must be available there (their allocation's node selector), and the
-claims to allocate must all get devices there — devices on the node, selected by the class's
-and the request's CEL selectors, allocated to no other claim — else "cannot allocate all
-claims"; allocation failure is reported before unavailability, as the plugin does.
+claims to allocate must all get devices there — devices the node reaches (`sim.devices`),
+selected by the class's and the request's CEL selectors, allocated to no other claim — else
+"cannot allocate all claims"; allocation failure is reported before unavailability, as the
+plugin does. An allocation admits the nodes its devices all reach (`node_selector`): a claim
+shared by several pods is allocated by the first of them bound, and the others bind only where
+its node selector admits them.
 
 The allocator tries claims, requests (ExactCount: `count` devices; All: every selected device,
 at least one, none in use, from complete pools only; `firstAvailable`: the first subrequest that
@@ -23,6 +26,8 @@ per container (`container-<i>-request-<j>`, j the resource's index among the con
 sorted requests), in one claim the scheduler creates at binding. Where allocatable lists it,
 only allocatable counts. Not modelled: admin access, device taints, binding conditions,
 prioritized-list scoring, and a special claim left from an earlier cycle (it is used as it is).
+An allocation whose node selector cannot be written (a device selector of several terms)
+refuses the node with the allocator's error, where the real scheduler aborts the pod's cycle.
 """
 
 from collections.abc import Iterable, Iterator, Mapping
@@ -147,7 +152,8 @@ def constraints_hold(needs: Needs, picked: Picked) -> bool:
 
 
 def allocation_result(needs: Needs, picked: Picked, classes: Mapping[str, Mapping]) -> dict:
-    """`status.allocation` as the allocator writes it (the scheduler adds the timestamp)."""
+    """`status.allocation` as the allocator writes it (the scheduler adds the timestamp). ValueError
+    when it cannot write the node selector (`node_selector`)."""
     chosen = {request.partition("/")[0]: request for request, _ in picked}
     config = []
     for request in dict.fromkeys(request for request, _ in picked):
@@ -171,22 +177,35 @@ def allocation_result(needs: Needs, picked: Picked, classes: Mapping[str, Mappin
 
 
 def node_selector(devices: list[Device]) -> dict | None:
-    """A node-local device pins the allocation to its node; otherwise the devices' node selectors
-    combined into one term; devices available everywhere need none."""
+    """The allocation's node selector (`createNodeSelector`): a node-local device pins it to its
+    node; otherwise the requirements of the devices' node selectors in one term, each once (the
+    same key, operator and set of values); devices on every node need none. A device selector of
+    several terms cannot be combined: ValueError, as the allocator fails then (the API server
+    allows such a selector on a device, not on a slice)."""
     expressions: list[dict] = []
     fields: list[dict] = []
     for device in devices:
         if device.node_name:
             return {"nodeSelectorTerms": [{"matchFields": [{"key": NODE_NAME_FIELD, "operator": "In",
                                                              "values": [device.node_name]}]}]}
-        if device.node_selector:
-            [term] = device.node_selector.get("nodeSelectorTerms") or [{}]
-            expressions += [e for e in term.get("matchExpressions") or () if e not in expressions]
-            fields += [f for f in term.get("matchFields") or () if f not in fields]
+        terms = (device.node_selector or {}).get("nodeSelectorTerms") or []
+        if len(terms) > 1:
+            raise ValueError(f"unsupported ResourceSlice.NodeSelector with {len(terms)} terms")
+        for term in terms:
+            _add_new(term.get("matchFields") or (), fields)
+            _add_new(term.get("matchExpressions") or (), expressions)
     if not expressions and not fields:
         return None
     term = {key: value for key, value in (("matchExpressions", expressions), ("matchFields", fields)) if value}
     return {"nodeSelectorTerms": [term]}
+
+
+def _add_new(requirements: Iterable[Mapping], into: list[dict]) -> None:
+    """`addNewNodeSelectorRequirements`: each requirement not there yet, in order."""
+    for new in requirements:
+        if not any(r.get("key") == new.get("key") and r.get("operator") == new.get("operator")
+                   and set(r.get("values") or ()) == set(new.get("values") or ()) for r in into):
+            into.append(dict(new))
 
 
 # --- extended resources served by DRA (KEP-5004) ----------------------------------------------
@@ -316,9 +335,16 @@ class ClaimFilter:
             picked = self.state.allocator(node).allocate(wanted)
             if picked is None:
                 return REASON_CANNOT_ALLOCATE
+        names = [c.key[1] for c in self.claims if c.needs is not None] + ["for extended resources"]
+        written = []
+        for name, needs, devices in zip(names, wanted, picked):
+            try:
+                written.append(allocation_result(needs, devices, self.state.classes))
+            except ValueError as error:  # the real scheduler aborts the pod's cycle with this error
+                return f"create NodeSelector for claim {name}: {error}"
         if any(c.needs is None and not available_on(c.claim, node) for c in self.claims):
             return REASON_NOT_AVAILABLE
-        allocations = iter([allocation_result(n, p, self.state.classes) for n, p in zip(wanted, picked)])
+        allocations = iter(written)
         claims = [(c, next(allocations) if c.needs is not None else None) for c in self.claims]
         self.plans[node.name] = Plan(claims, (special[0], special[1], next(allocations)) if special else None)
         return None

@@ -128,8 +128,9 @@ def device_bound(cls: MemberClass, occupancy: Occupancy) -> bool:
 def one_by_one(cls: MemberClass, occupancy: Occupancy) -> bool:
     """Whether each member must be placed and counted before the next: pod rules, or devices
     that cannot be counted node by node (a shared claim, which every member must follow to the
-    node its first member takes; slices serving many nodes, where one node's allocations change
-    another's devices; claims beside extended resources, which the device rooms do not index)."""
+    nodes the devices its first member takes reach; slices serving many nodes, where one node's
+    allocations change another's devices; claims beside extended resources, which the device
+    rooms do not index)."""
     if occupancy.neighbours_matter(cls.members[0]):
         return True
     if not device_bound(cls, occupancy):

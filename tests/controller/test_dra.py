@@ -10,9 +10,11 @@ from gangkeeper.controller.cache.capacity import Ledger, members_fitting, usage
 from gangkeeper.controller.checks.dra import allocator
 from gangkeeper.controller.checks.dra.allocator import CANNOT_ALLOCATE, NOT_AVAILABLE
 from gangkeeper.controller.checks.dra.demand import EXTENDED_CLAIM_NAME, IN_USE, MAX_RESERVED_FOR, device_demand
+from gangkeeper.controller.checks.dra.devices import allocation_reach, placement
 from gangkeeper.controller.checks.dra.inventory import Inventory
 from gangkeeper.controller.model.claims import ALL, Claim, DeviceRequest, MatchAttribute, Unresolved
 from gangkeeper.controller.model.nodes import Toleration
+from gangkeeper.controller.model.selectors import Requirement, Term
 from gangkeeper.controller.reading.nodes import node_from_api
 from gangkeeper.controller.reading.pods import pinned_node, required_affinity_terms
 from gangkeeper.names import EXTENDED_RESOURCE_CLAIM_ANNOTATION
@@ -532,6 +534,107 @@ def test_a_claim_allocated_without_node_restriction_is_available_everywhere():
     inv = two_nodes_one_shared_claim(results=[("gpu", (DRIVER, "n2", "gpu-0"))])
     wanted = demand(pod_object("p", shared=["shared"]), claim_object("shared", [request()]))
     assert inv.refusal(node("n1"), wanted) is None
+
+
+# --- devices several nodes reach ---------------------------------------------------------------------
+
+RACK = "example.com/rack"
+
+
+def in_rack(rack):
+    return {"nodeSelectorTerms": [{"matchExpressions": [{"key": RACK, "operator": "In", "values": [rack]}]}]}
+
+
+def racked(name, rack):
+    return node(name, labels={RACK: rack})
+
+
+def shared_link(*slices):
+    """An inventory of these slices and an unallocated claim `link` on one device, and the demand of a pod sharing it."""
+    link = claim_object("link", [request()])
+    return inventory(device_class(), *slices, link), demand(pod_object("p", shared=["link"]), link)
+
+
+def test_an_allocation_admits_the_nodes_its_devices_all_reach_as_the_allocator_writes_its_node_selector():
+    zone = {"nodeSelectorTerms": [{"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a", "b"]}],
+                                   "matchFields": [{"key": "metadata.name", "operator": "NotIn", "values": ["n9"]}]}]}
+    same_zone = {"nodeSelectorTerms": [{"matchExpressions": [{"key": "zone", "operator": "In", "values": ["b", "a"]}]}]}
+    everywhere, local = placement({"allNodes": True}), placement({"nodeName": "n1"})
+    rack, zoned, rezoned = (placement({"nodeSelector": s}) for s in (in_rack("r1"), zone, same_zone))
+    assert allocation_reach([everywhere]) is None
+    (term,) = allocation_reach([everywhere, zoned, rack, rezoned])
+    assert [(r.key, r.values) for r in term.match_expressions] == [(RACK, ("r1",)), ("zone", ("a", "b"))]
+    assert [(r.key, r.operator) for r in term.match_fields] == [("metadata.name", "NotIn")]
+    assert allocation_reach([rack, local]) == (Term((), (Requirement("metadata.name", "In", ("n1",)),)),)
+
+
+def test_a_shared_claim_on_a_device_a_rack_reaches_lets_its_members_onto_every_node_of_the_rack():
+    inv, wanted = shared_link(resource_slice("r1", [gpu("link-0")], node=None, pool="r1", nodeSelector=in_rack("r1")))
+    assert inv.refusal(racked("n9", "r2"), wanted) == CANNOT_ALLOCATE
+    assert devices_of(inv.hold("a", racked("n1", "r1"), wanted)) == ["link-0"]
+    assert devices_of(inv.hold("b", racked("n2", "r1"), wanted)) == ["link-0"]
+    assert inv.refusal(racked("n9", "r2"), wanted) == NOT_AVAILABLE
+    inv.forget("a")
+    assert inv.fits(racked("n3", "r1"), wanted, 4) == 4
+
+
+def test_a_shared_claim_whose_devices_on_a_node_reach_different_nodes_is_joined_on_that_node_only():
+    """A rack's device and the fabric's: a node of the rack reaches both, and the allocator takes
+    pools in no fixed order, so a claim allocated there admits the rack or every node as it falls."""
+    inv, wanted = shared_link(resource_slice("rack", [gpu("link-r")], node=None, pool="a-rack", nodeSelector=in_rack("r1")),
+                              resource_slice("fabric", [gpu("link-f")], node=None, pool="b-fabric", allNodes=True))
+    inside, outside = racked("n1", "r1"), racked("n9", "r2")
+    assert devices_of(inv.hold("first", inside, wanted)) == ["link-r"]
+    assert inv.refusal(racked("n2", "r1"), wanted) == (
+        "claim s0 may be allocated devices that reach different nodes on n1, its first member's node, as the "
+        "allocator's order falls")
+    assert inv.fits(inside, wanted, 3) == 3  # there, either device admits it
+    inv.forget("first")
+    assert devices_of(inv.hold("first", outside, wanted)) == ["link-f"]  # admits every node...
+    assert inv.refusal(inside, wanted) == allocator.OTHER_NODES.format(claim="s0")  # ...unless n1 binds first
+    assert inv.refusal(racked("n8", "r3"), wanted) is None
+    inv, wanted = shared_link(resource_slice("fabric", [gpu("link-f")], node=None, pool="a-fabric", allNodes=True),
+                              resource_slice("rack", [gpu("link-r")], node=None, pool="b-rack", nodeSelector=in_rack("r1")))
+    assert devices_of(inv.hold("first", outside, wanted)) == ["link-f"]
+    assert inv.refusal(inside, wanted) == allocator.MIXED_REACH.format(claim="s0", where="here")  # link-f, in this order
+
+
+def test_a_member_joins_a_shared_claim_only_where_bound_first_its_allocation_would_admit_the_same_nodes():
+    """Each rack's nodes reach the rack's device, and every node the fabric's, which another claim
+    holds: a group sharing `link` is held to rack r1. Once the fabric's device is freed, another
+    node of the rack, bound first, would take it (its pool comes first) and admit every node: the
+    claim held for r1 is not joined there."""
+    fabric = claim_object("fabric", [request()], results=[("gpu", (DRIVER, "fabric", "link-f"))])
+    inv, wanted = shared_link(resource_slice("r1", [gpu("link-1")], node=None, pool="r1", nodeSelector=in_rack("r1")),
+                              resource_slice("r2", [gpu("link-2")], node=None, pool="r2", nodeSelector=in_rack("r2")),
+                              resource_slice("fabric", [gpu("link-f")], node=None, pool="fabric", allNodes=True),
+                              fabric)
+    assert devices_of(inv.hold("first", racked("n1", "r1"), wanted)) == ["link-1"]
+    assert inv.refusal(racked("n2", "r1"), wanted) is None
+    assert inv.refusal(racked("n5", "r2"), wanted) == NOT_AVAILABLE
+    inv.remove_claim(NAMESPACE, "fabric")
+    assert inv.refusal(racked("n2", "r1"), wanted) == allocator.OTHER_NODES.format(claim="s0")
+
+
+def test_the_devices_of_a_holders_own_claims_are_free_were_another_member_bound_first():
+    """Each member takes one device of its own and shares `link`, all from one fabric: whoever binds
+    first takes gpu-0 for itself and gpu-1 for the claim, and the other then takes gpu-2."""
+    fabric = resource_slice("fabric", gpus(3), node=None, pool="fabric", allNodes=True)
+    link = claim_object("link", [request()])
+    inv = inventory(device_class(), fabric, link)
+    wanted = demand(pod_object("p", templates=["one"], shared=["link"]), link, template_object("one", [request()]))
+    assert devices_of(inv.hold("a", node("n1"), wanted)) == ["gpu-0", "gpu-1"]
+    assert devices_of(inv.hold("b", node("n2"), wanted)) == ["gpu-2", "gpu-1"]
+    inv.forget("a")
+    assert devices_of(inv.allocate(node("n3"), wanted)) == ["gpu-0", "gpu-1"]
+
+
+def test_a_device_whose_own_selector_has_several_terms_keeps_its_pool_out():
+    two_terms = {"nodeSelectorTerms": in_rack("r1")["nodeSelectorTerms"] + in_rack("r2")["nodeSelectorTerms"]}
+    devices = [{"name": "link-0", "nodeSelector": two_terms}, {"name": "link-1", "allNodes": True}]
+    inv = inventory(device_class(), resource_slice("s", devices, node=None, pool="p", perDeviceNodeSelection=True))
+    assert inv.fits(racked("n1", "r1"), one_claim(any_gpu()), 2) == 0
+    assert "has a node selector of several terms" in inv.refusal(racked("n1", "r1"), one_claim(any_gpu(mode=ALL)))
 
 
 # --- many members on one node ----------------------------------------------------------------------

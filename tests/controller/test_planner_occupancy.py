@@ -8,6 +8,8 @@ from gangkeeper.controller.cache.index import PODS
 from gangkeeper.controller.cache.occupancy import (
     PERSISTENT_VOLUME_CLAIMS,
     PERSISTENT_VOLUMES,
+    RESOURCE_CLAIMS,
+    RESOURCE_SLICES,
 )
 from gangkeeper.controller.model.members import group_of
 from gangkeeper.controller.planning.planner import apply, plan_group
@@ -34,6 +36,7 @@ from tests.controller.occupied import (
 )
 
 ZONE = "topology.kubernetes.io/zone"
+DOMAIN = "example.com/nvlink-domain"
 
 
 def apart(name, size, gpus):
@@ -215,6 +218,55 @@ def test_a_pass_counts_the_devices_an_admitted_claim_group_takes_against_the_ext
     assert [group.key[1] for group, _ in result.admitted] == ["claims"]
     assert result.ledger.free("dra-1")["nvidia.com/gpu"] == 4
     assert "needs 2 × 4 nvidia.com/gpu" in result.waiting[0].reason
+
+
+def domain_device(name="nvl-1", devices=1):
+    """One pool of devices that the nodes of an NVLink domain reach (the slice's node selector)."""
+    selector = {"nodeSelectorTerms": [{"matchExpressions": [{"key": DOMAIN, "operator": "In", "values": [name]}]}]}
+    return RESOURCE_SLICES, f"{name}-links", {
+        "metadata": {"name": f"{name}-links"},
+        "spec": {"driver": DRIVER, "nodeSelector": selector, "pool": {"name": name, "generation": 1,
+                                                                      "resourceSliceCount": 1},
+                 "devices": [{"name": f"link-{i}"} for i in range(devices)]}}
+
+
+def shared_claim(name="link"):
+    return RESOURCE_CLAIMS, f"team/{name}", {
+        "metadata": {"name": name, "namespace": "team"},
+        "spec": {"devices": {"requests": [{"name": "link", "exactly": {
+            "deviceClassName": DRIVER, "allocationMode": "ExactCount", "count": 1}}]}}}
+
+
+def sharing(name, size, claim="link"):
+    """A group of `size` 8-GPU members all naming the ResourceClaim `claim`."""
+    members = [member_from_api(with_spec(pod_object(f"{name}-{i}"), resourceClaims=[
+        {"name": "link", "resourceClaimName": claim}])) for i in range(size)]
+    return group_of(("team", name), members, size, 0.0)
+
+
+def eight_nodes_four_in_the_domain():
+    return [node(f"n{i}", gpus=8, labels={HOSTNAME: f"n{i}", **({DOMAIN: "nvl-1"} if i >= 4 else {})})
+            for i in range(8)]
+
+
+def test_a_group_sharing_a_claim_on_a_device_four_of_eight_nodes_reach_lands_on_those_four():
+    index = world(eight_nodes_four_in_the_domain(), [device_class(), domain_device(), shared_claim()])
+    assert placement(plan(index, sharing("train", 4))) == {"n4": 1, "n5": 1, "n6": 1, "n7": 1}
+    too_many = plan(index, sharing("train", 5))
+    assert isinstance(too_many, NoFit)
+    assert too_many.reason.endswith("none of the 4 eligible nodes with room can allocate the claims of train-4 "
+                                    "(4 resourceclaim not available on the node)")
+
+
+def test_a_shared_claim_is_allocated_once_for_its_whole_group_and_its_device_is_taken_for_the_next():
+    index = world([node(f"n{i}", gpus=24, labels={DOMAIN: "nvl-1"}) for i in range(4)],
+                  [device_class(), domain_device(devices=2), *(shared_claim(name) for name in ("a", "b", "c"))])
+    for name in ("a", "b"):
+        admitted = plan(index, sharing(name, 4, claim=name))
+        assert sum(placement(admitted).values()) == 4  # one device for the four: link-0, then link-1
+        apply(admitted, index.ledger, index.occupancy, index.pool)
+    outcome = plan(index, sharing("c", 1, claim="c"))
+    assert isinstance(outcome, NoFit) and "cannot allocate all claims" in outcome.reason
 
 
 # --- volumes --------------------------------------------------------------------------------------

@@ -1,7 +1,19 @@
-"""The structured allocator, device selection and extended resources served by DRA, on plain data."""
+"""The structured allocator, device selection, which nodes reach a device (and the slices the API server
+accepts) and extended resources served by DRA, on plain data."""
 
-from sim.devices import Selection, devices_of
-from sim.dra import Allocator, allocation_result, extended_requests, extended_resource_classes, needs_of
+import pytest
+
+from sim.api import APIError
+from sim.devices import Selection, devices_of, slice_problems
+from sim.dra import (
+    Allocator,
+    DraState,
+    allocation_result,
+    extended_requests,
+    extended_resource_classes,
+    needs_of,
+    node_selector,
+)
 from sim.placement import node_facts
 
 CLASS = {"metadata": {"name": "gpu.example.com"},
@@ -180,3 +192,96 @@ def test_extended_requests_are_per_container_and_init_containers_reuse_later_one
     requests, mappings = extended_requests(two_inits, ["example.com/gpu"], {"example.com/gpu": "ext"})
     assert [(r["name"], r["exactly"]["count"]) for r in requests] == [("container-1-request-0", 3)]
     assert {m["requestName"] for m in mappings} == {"container-1-request-0"}
+
+
+def test_the_allocation_gathers_its_devices_selectors_into_one_term_each_requirement_once():
+    rack = {"nodeSelectorTerms": [{"matchExpressions": [{"key": "rack", "operator": "In", "values": ["r1", "r2"]}]}]}
+    reordered = {"nodeSelectorTerms": [{"matchExpressions": [{"key": "rack", "operator": "In", "values": ["r2", "r1"]}],
+                                        "matchFields": [{"key": "metadata.name", "operator": "NotIn", "values": ["n9"]}]}]}
+    links = devices_of([slice_of("a", [device("link-0")], pool="a", nodeSelector=rack),
+                        slice_of("b", [device("link-1")], pool="b", nodeSelector=reordered),
+                        slice_of("c", [device("link-2")], pool="c", allNodes=True)])
+    assert node_selector(links) == {"nodeSelectorTerms": [{
+        "matchExpressions": rack["nodeSelectorTerms"][0]["matchExpressions"],
+        "matchFields": reordered["nodeSelectorTerms"][0]["matchFields"]}]}
+    assert node_selector(links[2:]) is None
+
+
+def test_a_device_selector_of_several_terms_cannot_be_written_into_an_allocation():
+    two_terms = {"nodeSelectorTerms": [{"matchExpressions": [{"key": "rack", "operator": "In", "values": ["r1"]}]},
+                                       {"matchExpressions": [{"key": "rack", "operator": "In", "values": ["r2"]}]}]}
+    [either] = devices_of([slice_of("s", [{"name": "link-0", "nodeSelector": two_terms}], pool="p",
+                                    perDeviceNodeSelection=True)])
+    assert either.on(node("n1", {"rack": "r2"})) and not either.on(node("n3", {"rack": "r3"}))
+    with pytest.raises(ValueError, match="unsupported ResourceSlice.NodeSelector with 2 terms"):
+        node_selector([either])
+    state = DraState()
+    state.observe("deviceclasses", "ADDED", CLASS)
+    state.observe("resourceslices", "ADDED", slice_of("s", [{"name": "link-0", "nodeSelector": two_terms}], pool="p",
+                                                      perDeviceNodeSelection=True))
+    state.put_claim({"metadata": {"name": "link", "namespace": "ml"}, "spec": {"devices": {"requests": [request()]}}})
+    pod = {"metadata": {"name": "p", "namespace": "ml", "uid": "u"},
+           "spec": {"resourceClaims": [{"name": "link", "resourceClaimName": "link"}]}}
+    assert state.prepare(pod, {}).check.reason(node("n1", {"rack": "r1"})) == (
+        "create NodeSelector for claim link: unsupported ResourceSlice.NodeSelector with 2 terms")
+
+
+def test_a_device_reaches_the_nodes_its_own_fields_name_under_per_device_node_selection_and_none_else():
+    per_device = slice_of("s", [{"name": "mine", "nodeName": "n1"}, {"name": "all", "allNodes": True},
+                                {"name": "unplaced"}], pool="p", perDeviceNodeSelection=True)
+    mine, everywhere, unplaced = devices_of([per_device])
+    assert mine.on(node("n1")) and not mine.on(node("n2"))
+    assert everywhere.on(node("n2")) and not unplaced.on(node("n1"))
+
+
+RACK_SELECTOR = {"nodeSelectorTerms": [{"matchExpressions": [{"key": "rack", "operator": "In", "values": ["r1"]}]}]}
+
+
+@pytest.mark.parametrize(("spec", "expected"), [
+    ({"nodeName": "n1"}, []),
+    ({"nodeSelector": RACK_SELECTOR}, []),
+    ({"allNodes": True}, []),
+    ({}, ["spec: Required value: exactly one of `nodeName`, `nodeSelector`, `allNodes`, `perDeviceNodeSelection` "
+          "is required"]),
+    ({"nodeName": "n1", "allNodes": True},
+     ['spec: Invalid value: "{`nodeName`, `allNodes`}": exactly one of `nodeName`, `nodeSelector`, `allNodes`, '
+      "`perDeviceNodeSelection` is required, but multiple fields are set"]),
+    ({"allNodes": False},
+     ["spec.allNodes: Invalid value: false: must be either unset or set to true",
+      "spec: Required value: exactly one of `nodeName`, `nodeSelector`, `allNodes`, `perDeviceNodeSelection` "
+      "is required"]),
+    ({"nodeSelector": {"nodeSelectorTerms": RACK_SELECTOR["nodeSelectorTerms"] * 2}},
+     ['spec.nodeSelector.nodeSelectorTerms: Invalid value: [{"matchExpressions":[{"key":"rack","operator":"In",'
+      '"values":["r1"]}]},{"matchExpressions":[{"key":"rack","operator":"In","values":["r1"]}]}]: '
+      "must have exactly one node selector term"]),
+], ids=["node", "selector", "all", "none", "two", "false", "two-terms"])
+def test_a_slice_says_in_exactly_one_way_which_nodes_reach_it(spec, expected):
+    resource_slice = {"metadata": {"name": "s"}, "spec": {"driver": "gpu.example.com", **spec,
+                                                          "devices": [device("gpu-0")]}}
+    assert [str(error) for error in slice_problems(resource_slice)] == expected
+
+
+def test_with_per_device_node_selection_each_device_says_in_exactly_one_way_which_nodes_reach_it():
+    devices = [{"name": "ok", "nodeSelector": RACK_SELECTOR}, {"name": "none"},
+               {"name": "both", "nodeName": "n1", "allNodes": True}]
+    per_device = {"metadata": {"name": "s"}, "spec": {"perDeviceNodeSelection": True, "devices": devices}}
+    required = ("exactly one of `nodeName`, `nodeSelector`, or `allNodes` is required when `perDeviceNodeSelection` "
+                "is set to true in the ResourceSlice spec")
+    assert [str(error) for error in slice_problems(per_device)] == [
+        f"spec.devices[1]: Required value: {required}",
+        f'spec.devices[2]: Invalid value: "{{`nodeName`, `allNodes`}}": {required}']
+    on_slice = {"metadata": {"name": "s"}, "spec": {"nodeName": "n1", "devices": [{"name": "d", "allNodes": True}]}}
+    assert [str(error) for error in slice_problems(on_slice)] == [
+        'spec.devices[0]: Invalid value: "null": `nodeName`, `nodeSelector` and `allNodes` can only be set if '
+        "`perDeviceNodeSelection` is set to true in the ResourceSlice spec"]
+
+
+def test_the_api_server_refuses_a_slice_reaching_nodes_two_ways_and_a_change_of_its_node(api):
+    api.create("resourceslices", {"metadata": {"name": "s"}, "spec": {
+        "driver": "gpu.example.com", "nodeName": "n1", "pool": {"name": "p", "generation": 1, "resourceSliceCount": 1}}})
+    with pytest.raises(APIError) as refused:
+        api.patch("resourceslices", "s", {"spec": {"allNodes": True}})
+    assert refused.value.code == 422 and "but multiple fields are set" in str(refused.value)
+    with pytest.raises(APIError) as moved:
+        api.patch("resourceslices", "s", {"spec": {"nodeName": "n2"}})
+    assert 'spec.nodeName: Invalid value: "n2": field is immutable' in str(moved.value)

@@ -1,5 +1,6 @@
 """The emulated scheduler's pod affinity, spread, host ports and DRA, on the emulated API server, for
-pods it places itself (not pinned), and what its grouping of parked pods by shape must tell apart."""
+pods it places itself (and pods sharing a claim, pinned as gangkeeper pins them), and what its
+grouping of parked pods by shape must tell apart."""
 
 from collections import Counter
 
@@ -203,6 +204,39 @@ def test_a_shared_claim_brings_its_pods_to_the_node_of_its_device(api, clock):
     assert len(set(placement(api, "s0", "s1", "s2").values())) == 1
     reserved = api.get("resourceclaims", "shared", namespace=NS)["status"]["reservedFor"]
     assert [r["name"] for r in reserved] == ["s0", "s1", "s2"]
+
+
+def pinned(name, node, claim):
+    """A pod naming the shared `claim`, pinned to `node` as gangkeeper pins a released member."""
+    term = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}
+    return pod(name, gpus=0, resourceClaims=[{"name": "gpu", "resourceClaimName": claim}],
+               affinity={"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}})
+
+
+def test_a_shared_claim_on_a_device_a_rack_reaches_is_allocated_once_and_its_pods_bind_across_the_rack(api, clock):
+    nodes(api, """
+nodes:
+  - {count: 2, gpusPerNode: 0, labels: {rack: r1}}
+  - {count: 1, gpusPerNode: 0, labels: {rack: r2}}
+""")
+    api.create("deviceclasses", DEVICE_CLASS)
+    rack = {"nodeSelectorTerms": [{"matchExpressions": [{"key": "rack", "operator": "In", "values": ["r1"]}]}]}
+    api.create("resourceslices", {"metadata": {"name": "r1-links"}, "spec": {
+        "driver": "gpu.example.com", "nodeSelector": rack, "pool": {"name": "r1", "generation": 1, "resourceSliceCount": 1},
+        "devices": [{"name": "link-0"}]}})
+    api.create("resourceclaims", {"metadata": {"name": "link"}, "spec": TEMPLATE["spec"]["spec"]}, namespace=NS)
+    cluster = scheduler(api, clock)
+    for name, node in (("a", "node-1"), ("b", "node-0"), ("c", "node-2")):
+        api.create("pods", pinned(name, node, "link"), namespace=NS)
+        cluster.settle()
+    assert placement(api, "a", "b", "c") == {"a": "node-1", "b": "node-0", "c": None}
+    assert refusal(api, "c") == ("0/3 nodes are available: 1 resourceclaim not available on the node, 2 node(s) "
+                                 "didn't satisfy plugin(s) [NodeAffinity]. still not schedulable, preemption: 0/3 nodes "
+                                 "are available: 3 Preemption is not helpful for scheduling.")
+    status = api.get("resourceclaims", "link", namespace=NS)["status"]
+    assert [r["device"] for r in status["allocation"]["devices"]["results"]] == ["link-0"]
+    assert status["allocation"]["nodeSelector"] == rack
+    assert [r["name"] for r in status["reservedFor"]] == ["a", "b"]
 
 
 def test_a_request_for_a_class_that_does_not_exist_is_refused_on_every_node(api, clock):

@@ -28,14 +28,21 @@ Modelled besides: ExactCount and All, `firstAvailable` subrequests, `matchAttrib
 constraints, `adminAccess` (does not take the device), device taints with NoSchedule/NoExecute
 and request tolerations, pools over several slices (only the newest `pool.generation` counts;
 an incomplete pool is skipped, and fails an All request), slices for one node (`nodeName`),
-all nodes, a node selector, or per device; shared claims (already allocated: only the nodes
-its `allocation.nodeSelector` admits, no new devices; not yet: the first member to hold it
-allocates it, the others must land on that node); at most 32 devices per claim and 256
-consumers of a claim (`resourceclaim in use`).
+all nodes, a node selector, or per device (`perDeviceNodeSelection`), each device available
+only to the nodes it reaches; shared claims (already allocated: only the nodes its
+`allocation.nodeSelector` admits, no new devices; not yet: the first member to hold it allocates
+it, and the others must land on nodes the allocated devices all reach, as the allocator writes
+the allocation's node selector, and, from another node, only where the devices the claim may
+take all reach the same nodes on both nodes and, bound first, its allocation would admit the
+same nodes: `allocator`); at most 32 devices per claim and 256 consumers of a claim
+(`resourceclaim in use`).
 
 Not modelled: partitionable devices (a device that consumes counters is never chosen: it
 might over-commit the counters otherwise), consumable capacity (every device is exclusive),
 binding conditions (such devices are never chosen), DeviceTaintRules, the extended-resource
 claim's request names (one request per resource, named after it), prioritising among several
-DeviceClasses' slices on shared (network-attached) pools beyond the allocator order.
+DeviceClasses' slices on shared (network-attached) pools beyond the allocator order, a device
+whose own node selector has several terms (the real allocator fails on writing the allocation's
+node selector; no device of its pool is taken), a pool's older generation a node still sees
+while the newest reaches other nodes only (the newest counts).
 """

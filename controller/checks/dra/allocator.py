@@ -6,8 +6,15 @@ order, backtracking within the pod (`_Search`); the first solution found wins, a
 allocator's does. Within one request the model tries devices in increasing order only: the
 allocator's first solution is the same (a request's devices are interchangeable among
 themselves), and a failure is found after combinations rather than permutations. A claim already
-allocated is met by its allocation (on the nodes it is available on); a shared claim a reserved
-member already holds (`PendingClaim`), by that member's devices, on its node.
+allocated is met by its allocation (on the nodes it is available on); a shared claim reserved
+members already hold (`PendingClaim`), by the devices the first of them found, on the nodes
+those devices all reach (as the allocator will write the allocation's node selector).
+
+A shared claim is allocated by whichever of its pods the scheduler binds first, from that pod's
+node, and the allocator takes pools and slices in an order that is not fixed: a pod joins a
+claim on another node than its first holder's only when the devices it may take on either node
+all reach the same nodes (`mixed`), and bound first there its allocation would admit the same
+nodes (else where the others may go would depend on the binding order).
 
 Pods in turn: where the order of the slices could change the outcome (devices that match some
 requests and not others, or `matchAttribute` constraints, spread over several slices), every
@@ -19,13 +26,14 @@ guess.
 
 from collections import Counter
 from collections.abc import Callable, Collection, Hashable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import permutations
 from math import factorial
 
 from gangkeeper.controller.checks.dra.demand import exclusive, plain_request, variants_of
-from gangkeeper.controller.checks.dra.devices import Device, DeviceClass, NodeDevices, Shape, qualified
+from gangkeeper.controller.checks.dra.devices import Device, NodeDevices, Shape, allocation_reach, qualified
 from gangkeeper.controller.checks.dra.matching import Matching
+from gangkeeper.controller.checks.dra.published import Published
 from gangkeeper.controller.checks.eligibility import affinity_matches
 from gangkeeper.controller.model.claims import (
     ALL,
@@ -41,11 +49,18 @@ from gangkeeper.controller.model.claims import (
     MatchAttribute,
 )
 from gangkeeper.controller.model.nodes import Node
+from gangkeeper.controller.model.selectors import Term
 
 # The scheduler's words (DynamicResources Filter).
 CANNOT_ALLOCATE = "cannot allocate all claims"
 NOT_AVAILABLE = "resourceclaim not available on the node"
 MAX_RESULTS_PER_CLAIM = 32
+# The model's words: a shared claim whose allocation, and so the nodes it admits, would depend on
+# which member binds first, or on the order the allocator takes pools and slices in (not fixed).
+OTHER_NODES = "claim {claim} would admit other nodes if this member were bound first"
+MIXED_REACH = "claim {claim} may be allocated devices that reach different nodes {where}, as the allocator's order falls"
+ON_FIRST_NODE = "on {node}, its first member's node"
+BOUND_FIRST = "{refusal} if this member were bound first"
 # How far the model looks before it refuses rather than guess.
 MAX_DEVICE_ORDERS = 24  # orders of the slices holding devices some request wants
 MAX_STATES = 4096  # allocation states `colocatable` explores
@@ -54,25 +69,33 @@ MAX_STEPS = 100_000  # devices one allocation tries
 
 @dataclass(frozen=True, slots=True)
 class PendingClaim:
-    """A shared claim a reserved member holds before the scheduler allocates it."""
+    """A shared claim reserved members hold before the scheduler allocates it: the devices found
+    for it on the first holder's `node`, the nodes the allocation will admit (`available_on`, the
+    devices' reach; None: every node), whether the devices it could take on that node reach
+    different nodes (`mixed`: as the allocator's order falls), and the devices its holders take for
+    their own claims (`beside`), which are free were another of them bound first."""
 
     node: str
     results: ClaimResult
+    available_on: tuple[Term, ...] | None
+    mixed: bool
     extended: bool
     holders: frozenset[str]
+    beside: frozenset[DeviceKey]
 
 
 class InUse:
-    """Devices in use: the inventory's, and those a caller or a simulation adds (`plus`). When
-    nothing is added, the inventory's own table stands for it (`Inventory._busy`)."""
+    """Devices in use: the inventory's, and those a caller or a simulation adds (`plus`) or frees
+    (`minus`). When nothing is added, the inventory's own table stands for it (`Inventory._busy`)."""
 
-    __slots__ = ("_taken", "_extra")
+    __slots__ = ("_taken", "_extra", "_freed")
 
-    def __init__(self, taken: Mapping[DeviceKey, int], extra: Collection[DeviceKey]):
-        self._taken, self._extra = taken, extra
+    def __init__(self, taken: Mapping[DeviceKey, int], extra: Collection[DeviceKey],
+                 freed: Collection[DeviceKey] = frozenset()):
+        self._taken, self._extra, self._freed = taken, extra, freed
 
     def __contains__(self, key: object) -> bool:
-        return key in self._taken or key in self._extra
+        return (key in self._taken or key in self._extra) and key not in self._freed
 
 
 Busy = InUse | Mapping[DeviceKey, int]
@@ -80,8 +103,14 @@ Busy = InUse | Mapping[DeviceKey, int]
 
 def plus(busy: Busy, keys: Iterable[DeviceKey]) -> InUse:
     if isinstance(busy, InUse):
-        return InUse(busy._taken, frozenset(busy._extra).union(keys))
+        return InUse(busy._taken, frozenset(busy._extra).union(keys), busy._freed)
     return InUse(busy, frozenset(keys))
+
+
+def minus(busy: Busy, keys: Iterable[DeviceKey]) -> InUse:
+    if isinstance(busy, InUse):
+        return InUse(busy._taken, busy._extra, frozenset(busy._freed).union(keys))
+    return InUse(busy, frozenset(), frozenset(keys))
 
 
 def allocation_of(claim: Claim, claims: Mapping[ClaimKey, Claim]) -> Allocation | None:
@@ -93,14 +122,15 @@ def allocation_of(claim: Claim, claims: Mapping[ClaimKey, Claim]) -> Allocation 
 
 
 class Allocator:
-    """The allocator on the inventory as it stands: its device classes, what its claims are
-    allocated, and which devices match what (`Matching`). Made for each question asked; the
-    devices each node sees, those in use and the shared claims held are given with the question."""
+    """The allocator on the inventory as it stands: what the cluster offers (`Published`: the
+    device classes, which nodes reach a device), what its claims are allocated, and which devices
+    match what (`Matching`). Made for each question asked; the devices each node sees, those in
+    use and the shared claims held are given with the question."""
 
-    __slots__ = ("_classes", "_claims", "_matching")
+    __slots__ = ("_published", "_classes", "_claims", "_matching")
 
-    def __init__(self, classes: Mapping[str, DeviceClass], claims: Mapping[ClaimKey, Claim], matching: Matching):
-        self._classes, self._claims, self._matching = classes, claims, matching
+    def __init__(self, published: Published, claims: Mapping[ClaimKey, Claim], matching: Matching):
+        self._published, self._classes, self._claims, self._matching = published, published.classes, claims, matching
 
     # --- one pod ---------------------------------------------------------------------------------
 
@@ -110,15 +140,18 @@ class Allocator:
         # A claim without requests keeps its (): it needs nothing (the API: "if empty, nothing
         # needs to be allocated"). Every other claim's result is found below.
         results: list[ClaimResult] = [()] * len(demand)
-        unavailable, blocks, constraints = False, [], {}
+        unavailable, blocks, constraints, elsewhere = False, [], {}, []
         for index, claim in enumerate(demand):
             allocation = allocation_of(claim, self._claims)
             if allocation is not None:
                 unavailable |= not affinity_matches(allocation.available_on, node)
                 results[index] = allocation.results
             elif claim.shared is not None and claim.shared in pending:
-                unavailable |= pending[claim.shared].node != node.name
-                results[index] = pending[claim.shared].results
+                held = pending[claim.shared]
+                unavailable |= not affinity_matches(held.available_on, node)
+                if held.node != node.name:
+                    elsewhere.append(index)
+                results[index] = held.results
             else:
                 claim_blocks = self._blocks(index, claim, devices, busy)
                 if isinstance(claim_blocks, str):
@@ -141,7 +174,34 @@ class Allocator:
                 results[index] = tuple(result)
         if unavailable:
             return None, NOT_AVAILABLE
+        if elsewhere:
+            differs = self._bound_first(node, devices, demand, busy, pending, elsewhere)
+            if differs is not None:
+                return None, differs
         return tuple(results), None
+
+    def _bound_first(self, node: Node, devices: NodeDevices, demand: DeviceDemand, busy: Busy,
+                     pending: Mapping[ClaimKey, PendingClaim], indices: Sequence[int]) -> str | None:
+        """Why the pod, bound on this node before the other holders of these pending shared claims
+        (`indices` in its demand, found on other nodes; their devices and those of the holders' own
+        claims free again), would not get an allocation admitting the nodes theirs admits: the
+        allocation is made by whichever holder binds first. None when it would."""
+        held = {index: pending[key] for index in indices if (key := demand[index].shared) is not None}
+        for index, claim_held in held.items():
+            if claim_held.mixed:
+                return MIXED_REACH.format(claim=demand[index].name, where=ON_FIRST_NODE.format(node=claim_held.node))
+        keys = {demand[index].shared for index in held}
+        free = minus(busy, {key for claim_held in held.values()
+                            for key in exclusive(claim_held.results) + list(claim_held.beside)})
+        results, refusal = self.attempt(node, devices, demand, free, {k: v for k, v in pending.items() if k not in keys})
+        if results is None:
+            return BOUND_FIRST.format(refusal=refusal)
+        for index, claim_held in held.items():
+            if self.reach(results[index]) != claim_held.available_on:
+                return OTHER_NODES.format(claim=demand[index].name)
+            if self.mixed(demand[index], devices, free):
+                return MIXED_REACH.format(claim=demand[index].name, where="here")
+        return None
 
     def _blocks(self, index: int, claim: Claim, devices: NodeDevices, busy: Busy) -> list["_Block"] | str:
         """The claim's requests with their candidate devices, or why it cannot be allocated."""
@@ -162,6 +222,15 @@ class Allocator:
             return f"claim {claim.name}: number of requested devices {fewest} exceeds the claim limit of " \
                    f"{MAX_RESULTS_PER_CLAIM}"
         return blocks
+
+    def mixed(self, claim: Claim, devices: NodeDevices, busy: Busy) -> bool:
+        """Whether the devices the claim may take on a node seeing these reach different nodes:
+        which of them it gets, and so which nodes its allocation admits, is the allocator's order's."""
+        blocks = self._blocks(0, claim, devices, busy)
+        placements = set() if isinstance(blocks, str) else {
+            self._published.placement(devices.devices[position])
+            for block in blocks for _, _, candidates in block.variants for position in candidates}
+        return len({allocation_reach((placement,)) for placement in placements if placement is not None}) > 1
 
     # --- pods one after the other ----------------------------------------------------------------
 
@@ -195,20 +264,40 @@ class Allocator:
             results, _ = self.attempt(node, devices, demand, busy, pending)
             if results is None:
                 return placed
-            busy = plus(busy, self.new_devices(node, demand, results, pending))
+            busy = plus(busy, self.new_devices(node, devices, demand, results, busy, pending))
         return count
 
-    def new_devices(self, node: Node, demand: DeviceDemand, results: Sequence[ClaimResult],
-                    pending: dict[ClaimKey, PendingClaim]) -> list[DeviceKey]:
-        """The devices one more pod takes; a shared claim it allocated is pending from now on."""
-        new = []
+    def new_devices(self, node: Node, devices: NodeDevices, demand: DeviceDemand, results: Sequence[ClaimResult],
+                    busy: Busy, pending: dict[ClaimKey, PendingClaim]) -> list[DeviceKey]:
+        """The devices one more pod takes on the node (seeing `devices`, `busy` in use before it); a
+        shared claim it allocated is pending from now on, and the devices of its own claims are
+        beside every shared claim it holds."""
+        new: list[DeviceKey] = []
+        own: list[DeviceKey] = []
+        shared: dict[ClaimKey, tuple[Claim, ClaimResult] | None] = {}  # None: pending already
         for claim, result in zip(demand, results):
-            if allocation_of(claim, self._claims) is not None or claim.shared in pending:
+            if allocation_of(claim, self._claims) is not None:
                 continue
-            if claim.shared is not None:
-                pending[claim.shared] = PendingClaim(node.name, result, claim.extended, frozenset())
+            if claim.shared is None:
+                own += exclusive(result)
+            elif claim.shared in pending or claim.shared in shared:
+                shared.setdefault(claim.shared, None)
+                continue
+            else:
+                shared[claim.shared] = (claim, result)
             new += exclusive(result)
+        for key, allocated in shared.items():
+            if allocated is None:
+                pending[key] = replace(pending[key], beside=pending[key].beside | frozenset(own))
+            else:
+                claim, result = allocated
+                pending[key] = PendingClaim(node.name, result, self.reach(result), self.mixed(claim, devices, busy),
+                                            claim.extended, frozenset(), frozenset(own))
         return new
+
+    def reach(self, result: ClaimResult) -> tuple[Term, ...] | None:
+        """The nodes an allocation of these results admits (None: every node)."""
+        return self._published.reach(r.device for r in result)
 
     def orders(self, devices: NodeDevices, demands: Sequence[DeviceDemand],
                busy: Busy) -> list[NodeDevices] | str:
@@ -422,7 +511,7 @@ class Interleavings:
                 placed = sum(self._start) - sum(remaining)
                 return reason if not placed else f"{reason} for a member bound after {placed} of the others"
             after = dict(pending)
-            taken = self._allocator.new_devices(self._node, demand, results, after)
+            taken = self._allocator.new_devices(self._node, self._devices, demand, results, busy, after)
             left = remaining[:index] + (remaining[index] - 1,) + remaining[index + 1:]
             reason = self._explore(left, plus(busy, taken), after, new | frozenset(taken))
             if reason is not None:

@@ -1,6 +1,12 @@
 """The devices the drivers publish, as the allocator walks them: ResourceSlices of pools of
 devices, each device by its shape (what decides whether it matches a request: driver, attributes,
-capacity, taints), the nodes that see a slice or a device, and the DeviceClasses that select them.
+capacity, taints), the nodes that reach a slice or a device, and the DeviceClasses that select them.
+
+A slice sets exactly one of `nodeName` (a device of one node), `nodeSelector` (of one term: the
+nodes it picks, as network-attached devices are), `allNodes`, or `perDeviceNodeSelection`, and then
+each of its devices one of `nodeName`, `nodeSelector` (any number of terms) or `allNodes`; the API
+server refuses anything else. An allocation admits the nodes its devices all reach, as the
+allocator writes it into the claim's `status.allocation.nodeSelector` (`allocation_reach`).
 
 A device's shape is registered once (`Shapes`): 40,000 identical devices are one shape, which CEL
 evaluates once (`checks.dra.cel`). The objects are read here, as the informers keep them whole
@@ -15,8 +21,9 @@ from datetime import datetime
 from gangkeeper.controller.checks.eligibility import affinity_matches
 from gangkeeper.controller.model.claims import DeviceKey
 from gangkeeper.controller.model.nodes import Node, Taint
-from gangkeeper.controller.model.selectors import Term
+from gangkeeper.controller.model.selectors import Requirement, Term, canonical
 from gangkeeper.controller.reading.selectors import selector_terms
+from gangkeeper.names import PIN_FIELD
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,7 +46,8 @@ class Device:
 
 @dataclass(frozen=True, slots=True)
 class Placement:
-    """Which nodes see a slice (or, with per-device node selection, one device)."""
+    """Which nodes reach a slice (or, with per-device node selection, one device): one named node,
+    all nodes, or the nodes its selector's terms pick (none when nothing is set)."""
 
     node: str | None
     all_nodes: bool
@@ -134,6 +142,10 @@ def slice_from_api(obj: Mapping, shapes: Shapes) -> Slice:
 
 
 def pool(slices: Sequence[Slice]) -> Pool:
+    """The newest generation of a pool's slices, and why no device is taken from it, if so. A
+    device whose own selector has several terms is allocated by the real allocator, which then
+    fails to write the allocation's node selector (the API server refuses such a slice selector, not
+    such a device's); the model takes nothing from its pool."""
     newest = max(s.generation for s in slices)
     current = tuple(sorted((s for s in slices if s.generation == newest), key=lambda s: s.name))
     problem = None
@@ -143,11 +155,39 @@ def pool(slices: Sequence[Slice]) -> Pool:
     duplicate = next((name for name, n in names.items() if n > 1), None)
     if duplicate is not None:
         problem = f"is currently invalid (duplicate device name {duplicate})"
+    several = next((device for s in current for device, own in s.devices if _terms(s.placement or own) > 1), None)
+    if several is not None:
+        problem = (f"is not modelled (device {several.key[2]} has a node selector of several terms, "
+                   f"which an allocation cannot carry)")
     return Pool(current, problem)
+
+
+def _terms(reach: Placement | None) -> int:
+    return len(reach.terms) if reach is not None and reach.terms is not None else 0
 
 
 def placement(spec: Mapping) -> Placement:
     return Placement(spec.get("nodeName") or None, bool(spec.get("allNodes")), selector_terms(spec.get("nodeSelector")))
+
+
+def allocation_reach(placements: Iterable[Placement]) -> tuple[Term, ...] | None:
+    """The nodes an allocation of devices placed so admits, as the structured allocator writes its
+    node selector (`createNodeSelector`): a device of one node pins it to that node; otherwise the
+    requirements of the devices' selectors (one term each) in one term, each once (the same key,
+    operator and set of values; in one order here, so that equal selectors are equal); devices on
+    all nodes add none. None: every node."""
+    expressions: list[Requirement] = []
+    fields: list[Requirement] = []
+    for reach in placements:
+        if reach.node:
+            return (Term((), (Requirement(PIN_FIELD, "In", (reach.node,)),)),)
+        if reach.terms:
+            (term,) = reach.terms  # one term: a slice's selector has one, a device with more is never taken (`pool`)
+            expressions += term.match_expressions
+            fields += term.match_fields
+    if not expressions and not fields:
+        return None
+    return (Term(canonical(expressions), canonical(fields)),)
 
 
 def shape(driver: str, raw: Mapping) -> Shape:

@@ -22,7 +22,7 @@ out of what it subtracts, because the ledger already counts the requests of the 
 
 from collections import Counter
 from collections.abc import Collection, Hashable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from math import ceil
 
@@ -125,20 +125,27 @@ class Inventory:
         count twice (the hold and the claim), which errs on the safe side.
         """
         self.forget(uid)
-        results, _ = self._allocator().attempt(node, self._devices(node), demand, self._busy(), self._pending)
+        allocator, devices, busy = self._allocator(), self._devices(node), self._busy()
+        results, _ = allocator.attempt(node, devices, demand, busy, self._pending)
         if results is None:
             return None
         taken, shared = [], []
         for claim, result in zip(demand, results):
-            if allocation_of(claim, self._claims) is not None:
-                continue
-            if claim.shared is not None:
-                shared.append(claim.shared)
-                self._join_pending(claim.shared, claim, node.name, result, uid)
-            else:
-                taken += [(key, claim.extended) for key in exclusive(result)]
+            if allocation_of(claim, self._claims) is None:
+                if claim.shared is not None:
+                    shared.append((claim, claim.shared, result))
+                else:
+                    taken += [(key, claim.extended) for key in exclusive(result)]
+        own = frozenset(key for key, _ in taken)
+        for claim, key, result in shared:
+            pending = self._pending.get(key)
+            if pending is None:
+                pending = PendingClaim(node.name, result, allocator.reach(result), allocator.mixed(claim, devices, busy),
+                                       claim.extended, frozenset(), frozenset())
+                self._take(exclusive(result), claim.extended, +1)
+            self._own("_pending")[key] = replace(pending, holders=pending.holders | {uid}, beside=pending.beside | own)
         self._take_all(taken, +1)
-        self._own("_holds")[uid] = _Hold(node.name, tuple(taken), tuple(shared))
+        self._own("_holds")[uid] = _Hold(node.name, tuple(taken), tuple(key for _, key, _ in shared))
         return results
 
     def forget(self, uid: str) -> None:
@@ -153,8 +160,9 @@ class Inventory:
                 del self._own("_pending")[key]
                 self._take(exclusive(pending.results), pending.extended, -1)
             else:
-                self._own("_pending")[key] = PendingClaim(pending.node, pending.results, pending.extended,
-                                                          pending.holders - {uid})
+                holders = pending.holders - {uid}
+                beside = frozenset(device for holder in holders for device, _ in self._holds[holder].devices)
+                self._own("_pending")[key] = replace(pending, holders=holders, beside=beside)
 
     def held(self, uid: str) -> str | None:
         """The node on which the member holds devices, if it does."""
@@ -360,7 +368,7 @@ class Inventory:
         return table
 
     def _allocator(self) -> Allocator:
-        return Allocator(self._published.classes, self._claims, self._matching)
+        return Allocator(self._published, self._claims, self._matching)
 
     def _devices(self, node: Node) -> NodeDevices:
         return self._published.devices(node)
@@ -397,13 +405,3 @@ class Inventory:
 
     def _busy(self, taken: Collection[DeviceKey] = frozenset()) -> Busy:
         return InUse(self._taken, taken) if taken else self._taken
-
-    def _join_pending(self, key: ClaimKey, claim: Claim, node: str, result: ClaimResult, uid: str) -> None:
-        """The pod `uid` holds the shared claim `key` too (the first to hold it takes its devices)."""
-        pending = self._pending.get(key)
-        if pending is None:
-            self._own("_pending")[key] = PendingClaim(node, result, claim.extended, frozenset({uid}))
-            self._take(exclusive(result), claim.extended, +1)
-        else:
-            self._own("_pending")[key] = PendingClaim(pending.node, pending.results, pending.extended,
-                                                               pending.holders | {uid})

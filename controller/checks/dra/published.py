@@ -7,25 +7,31 @@ takes pools and slices in Go map and informer order, which is not fixed; this mo
 by (driver, pool) and slice name (`checks.dra.allocator` checks every order where it matters).
 Only the newest `pool.generation` of a pool counts; a pool whose slices are not all there yet,
 or that names a device twice, is skipped. A slice serves one node (`nodeName`), all nodes, the
-nodes a selector picks, or, with per-device node selection, each device its own nodes.
+nodes a selector picks, or, with per-device node selection, each device its own nodes; an
+allocation of devices admits the nodes they all reach (`reach`).
 """
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from itertools import islice
 
 from gangkeeper.controller.checks.dra.devices import (
+    Device,
     DeviceClass,
     NodeDevices,
+    Placement,
     Pool,
     PoolPart,
     Shapes,
     Slice,
+    allocation_reach,
     device_class_from_api,
     node_view,
     pool,
     slice_from_api,
 )
+from gangkeeper.controller.model.claims import DeviceKey
 from gangkeeper.controller.model.nodes import Node
+from gangkeeper.controller.model.selectors import Term
 from gangkeeper.names import IMPLICIT_EXTENDED_RESOURCE_PREFIX
 
 _COPIED = ("_classes", "_extended_names", "_slices", "_pool_slices", "_pools", "_local", "_shared_pools",
@@ -111,6 +117,27 @@ class Published:
             return local[1]
         shared = tuple(part for part in (self._pool_part(pool_id, node) for pool_id in self._shared_pools) if part[1])
         return node_view(sorted(local[0] + shared, key=lambda part: part[0]))
+
+    def placement(self, device: Device) -> Placement | None:
+        """Which nodes reach a device a node sees: its slice's placement, or its own under
+        per-device node selection (looked up in its slice alone)."""
+        found = self._slices.get(device.slice)
+        if found is None or found.placement is not None:
+            return None if found is None else found.placement
+        return next((own for listed, own in found.devices if listed.key == device.key), None)
+
+    def _placement_of(self, key: DeviceKey) -> Placement | None:
+        """Which nodes reach the device of this key: its slice's placement, or its own under
+        per-device node selection (None: no such device in its pool's newest slices)."""
+        pool_of = self._pools.get((key[0], key[1]))
+        slices = pool_of.slices if pool_of is not None else ()
+        return next((s.placement or own for s in slices for device, own in s.devices if device.key == key), None)
+
+    def reach(self, keys: Iterable[DeviceKey]) -> tuple[Term, ...] | None:
+        """The nodes an allocation of these devices admits, as the allocator writes its node
+        selector (`devices.allocation_reach`); None: every node."""
+        found = (self._placement_of(key) for key in keys)
+        return allocation_reach(placement for placement in found if placement is not None)
 
     def sees_devices(self, name: str) -> bool:
         """Whether the node has devices of its own (slices naming it)."""
