@@ -114,3 +114,22 @@ def test_group_phases_follow_decided_groups_forget_gone_ones_and_start_over_on_a
     assert phases.update({}, [("b", "y")], False) == {("a", "Admitted"): 1}
     assert phases.namespaces == {"a"}
     assert phases.update({("c", "z"): "Failed"}, (), True) == {("c", "Failed"): 1}, "a complete pass is all there is"
+
+
+def test_a_degraded_group_is_counted_by_namespace_also_once_settled_and_not_decided_again():
+    clock, api = FakeClock(), FakeKube()
+    loop = controller(clock, api)
+    loop.nodes.add(node("n0"))
+    submit(loop, api, pod("duo-0", "ml", "duo", size=1), pod("duo-1", "ml", "duo", size=1))  # one elastic extra
+    for _ in range(3):
+        loop.turn(leading)
+        bind(loop, api, "ml", *(name for name in ("duo-0", "duo-1") if not api.pods[f"ml/{name}"]["spec"].get(
+            "schedulingGates") and not api.pods[f"ml/{name}"]["spec"].get("nodeName")))
+    loop.turn(leading)
+    assert sample(loop, "gangkeeper_degraded_groups", namespace="ml") == 0
+    delete(loop, api, "ml", "duo-1")
+    loop.turn(leading)
+    assert sample(loop, "gangkeeper_degraded_groups", namespace="ml") == 1, "1 of the 2 it had, min 1"
+    clock.now += 60
+    quiet = loop.turn(leading)
+    assert ("ml", "duo") not in quiet.decided_phases and sample(loop, "gangkeeper_degraded_groups", namespace="ml") == 1
