@@ -60,6 +60,9 @@ class Metrics:
             "gangkeeper_stuck_incomplete_groups", "Groups with fewer members than their min count, all gated, that "
             "gained none for --incomplete-group-seconds or longer, by namespace (0: none)", ["namespace"],
             registry=self.registry)
+        self.degraded = Gauge(
+            "gangkeeper_degraded_groups", "Running groups with fewer members placed than they had, at or above their "
+            "min count, by namespace (0: none)", ["namespace"], registry=self.registry)
         self.waiting_accelerators = Gauge(
             "gangkeeper_waiting_accelerators", "Accelerators requested by the members of groups waiting to be "
             "admitted, by namespace and resource", ["namespace", "resource"], registry=self.registry)
@@ -98,7 +101,7 @@ class Metrics:
         self.leader = Gauge("gangkeeper_leader", "1 while this replica leads (decides and writes), else 0",
                             registry=self.registry)
         self._phases = GroupPhases()
-        self._namespaces: set[str] = set()  # those with series of groups, longest_wait and stuck_incomplete
+        self._namespaces: set[str] = set()  # those with series of groups, longest_wait, stuck_incomplete, degraded
         self._published: set[tuple[str, str]] = set()  # (namespace, resource) of waiting_accelerators
 
     def lead(self, leading: bool) -> None:
@@ -119,6 +122,7 @@ class Metrics:
                 self.groups.labels(namespace, phase).set(counts.get((namespace, phase), 0))
             self.longest_wait.labels(namespace).set(outcome.longest_wait.get(namespace, 0.0))
             self.stuck_incomplete.labels(namespace).set(outcome.stuck_incomplete.get(namespace, 0))
+            self.degraded.labels(namespace).set(outcome.degraded.get(namespace, 0))
         for (namespace, _), waited in outcome.waited:
             self.group_wait.labels(namespace).observe(waited)
         for namespace, resource in self._published - outcome.waiting_accelerators.keys():
@@ -151,6 +155,7 @@ class Metrics:
                 self.groups.remove(namespace, phase)
             self.longest_wait.remove(namespace)
             self.stuck_incomplete.remove(namespace)
+            self.degraded.remove(namespace)
         for namespace, resource in [key for key in self._published if key[0] not in namespaces]:
             self.waiting_accelerators.remove(namespace, resource)
             self._published.discard((namespace, resource))

@@ -6,7 +6,8 @@ waste them. The kubelet uses this model to decide when a run's pods finish; the 
 uses it to count GPU-seconds held usefully and held in waiting. A pod's run is read from the
 pod alone (its workload labels), its size and duration from the sim annotations its workload's
 pod template carried (falling back to the `WORLD_SIZE` env of PyTorchJob pods or the `PET_NNODES`
-env of TrainJob pods, the nodes torchrun waits for, then to 1). Without the duration annotation,
+env of TrainJob and elastic PyTorchJob pods, the nodes torchrun waits for, the least of an elastic
+`MIN:MAX`, then to 1). Without the duration annotation,
 a pod whose every container only sleeps (a shell script with `sleep N`, as the ecosystem's shipped
 examples are) runs for its longest sleep, so those examples run to their end as applied. A pod
 whose containers run real programs (`tune run`, `ray job submit`, `mpirun`) says nothing the
@@ -64,8 +65,9 @@ def world_size(pod: dict) -> int:
         return int(annotation)
     for container in (pod.get("spec") or {}).get("containers") or ():
         for env in container.get("env") or ():
-            if env.get("name") in WORLD_SIZE_ENV and str(env.get("value", "")).isdigit():
-                return int(env["value"])
+            least = str(env.get("value", "")).partition(":")[0]  # torchrun's elastic `MIN:MAX` trains with MIN
+            if env.get("name") in WORLD_SIZE_ENV and least.isdigit():
+                return int(least)
     return 1
 
 

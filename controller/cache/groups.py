@@ -265,6 +265,9 @@ def _view(key: GroupKey, pods: tuple[PodFacts, ...], workloads: Workloads, first
     group = group_of(key, members, min_count, first_seen, _timeout(pods, workloads, key))
     if topology != NO_TOPOLOGY:
         group = replace(group, topology=topology)
+    most = _max_count(key, pods[0], workloads) if problem is None else None
+    if most is not None:
+        group = replace(group, max_count=max(most, min_count))
     return GangView(group, pods, source, label, owner, problem, tuple(who for who, _ in declarations),
                     _finished(pods[0], workloads) if problem is None else None)
 
@@ -361,6 +364,16 @@ def _declaring(facts: PodFacts, integration: Integration | None, workloads: Work
         owned = between is not None and between.uid == proof.uid and between.controller_uid == workload.uid
         return workload if owned else None
     return workload if workload.uid == proof else None
+
+
+def _max_count(key: GroupKey, facts: PodFacts, workloads: WorkloadIndex) -> int | None:
+    """The most pods its owner runs at once, where its kind runs with fewer between bounds of its
+    own (`Workload.maxima`, of the group's part); None for any other group."""
+    integration = integrations.BY_SOURCE.get(facts.source)
+    owner = _declaring(facts, integration, workloads) if integration is not None and integration.owns_pods else None
+    if owner is None:
+        return None
+    return owner.maxima.get(key[1][len(facts.group or "") + 1:] if owner.parts else "")
 
 
 def _finished(facts: PodFacts, workloads: WorkloadIndex) -> str | None:

@@ -1,22 +1,30 @@
 """The work that holds capacity, as preemption weighs it (`planning.preemption`): each group whose
 live members hold capacity, taken whole, and each pod outside any group bound to a node, with
 the PodDisruptionBudgets selecting it. The index lists them (`ClusterIndex.preemption_candidates`).
+
+A running group with more members bound than its min count has elastic extras: those beyond it,
+the last in the group's order (`rank_order`: a PyTorchJob's highest-indexed workers, never its
+master or `worker-0`, where an elastic job's rendezvous is), each a candidate of its own that may
+be taken while the group keeps running. The group's own candidate is then the rest of it; taking
+it takes its extras too.
 """
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from math import ceil
 
 from gangkeeper.controller.cache.budgets import Budgets
 from gangkeeper.controller.cache.capacity import Ledger
-from gangkeeper.controller.model.members import GroupKey, Member
+from gangkeeper.controller.model.members import Group, GroupKey, Member, rank_order
 from gangkeeper.controller.model.objects import Budget
 
 
 @dataclass(frozen=True, slots=True)
 class Candidate:
     """Work that may be preempted: a group (`group` is its key) or one lone pod (`group` None).
-    `members` are the pods that hold capacity, each bound or reserved on a node."""
+    `members` are the pods that hold capacity, each bound or reserved on a node. An elastic extra
+    (`extra`) is one member of a running group beyond its min count, `place` the members after
+    it in the group's order (0: the last)."""
 
     group: GroupKey | None
     members: tuple[Member, ...]
@@ -24,12 +32,16 @@ class Candidate:
     accelerators: int
     started: float  # when its oldest member was created
     budgets: tuple[Budget, ...] = ()  # the PodDisruptionBudgets selecting a lone pod
+    extra: bool = False
+    place: int = 0
 
     @property
     def name(self) -> str:
+        member = self.members[0]
+        if self.extra and self.group is not None:
+            return f"{member.namespace}/{member.name} (beyond the min count of {self.group[1]})"
         if self.group is not None:
             return f"{self.group[0]}/{self.group[1]}"
-        member = self.members[0]
         return f"{member.namespace}/{member.name}"
 
 
@@ -46,11 +58,27 @@ def candidate(group: GroupKey | None, members: Iterable[Member], ledger: Ledger,
     return Candidate(group, holding, max(m.priority for m in holding), held, started, budgets)
 
 
-def holders(groups: Sequence[tuple[GroupKey, Sequence[Member]]], lone: Iterable[Member],
-            ledger: Ledger, budgets: Budgets | None = None) -> list[Candidate]:
-    """Every candidate: one per group holding capacity, one per lone pod bound (with the budgets
-    selecting it)."""
-    found = [candidate(key, members, ledger) for key, members in groups]
+def holders(groups: Sequence[Group], lone: Iterable[Member], ledger: Ledger,
+            budgets: Budgets | None = None) -> list[Candidate]:
+    """Every candidate: one per group holding capacity and one per elastic extra of it, one per
+    lone pod bound (with the budgets selecting it)."""
+    found: list[Candidate | None] = []
+    for group in groups:
+        extras = elastic_extras(group)
+        taken_alone = {m.uid for m in extras}
+        found.append(candidate(group.key, [m for m in group.members if m.uid not in taken_alone], ledger))
+        found += [replace(single, extra=True, place=place) for place, member in enumerate(extras)
+                  if (single := candidate(group.key, (member,), ledger)) is not None]
     found += [candidate(None, (member,), ledger, budgets.covering(member) if budgets is not None else ())
               for member in lone if member.node]
     return [c for c in found if c is not None]
+
+
+def elastic_extras(group: Group) -> list[Member]:
+    """The members bound beyond the group's min count, the last in its order first; none for a
+    group of no known size (a problem: its min count is 0)."""
+    holding = [m for m in group.members if not m.terminal and not m.terminating and (m.node or m.reserved_node)]
+    spare = len(holding) - group.min_count
+    if group.min_count <= 0 or spare <= 0:
+        return []
+    return [m for m in reversed(rank_order(holding)) if m.node][:spare]

@@ -295,7 +295,7 @@ class ClusterIndex:
         nothing holds capacity below `below` (a cluster of one priority)."""
         if below is not None and not any(count > 0 and priority < below for priority, count in self._holding.items()):
             return []
-        groups = [(view.group.key, view.group.members) for views in self._views.values() for view in views]
+        groups = [view.group for views in self._views.values() for view in views]
         lone = [facts.member for facts in self.pods.values()
                 if facts.group is None and (below is None or facts.member.priority < below)]
         found = holders(groups, lone, self.ledger, self.budgets)

@@ -43,6 +43,13 @@ class Reason(enum.StrEnum):
     MEMBERS_DELETED = "MembersDeleted"  # a rollback deleted every member: nothing recreates them
     PREEMPTING = "Preempting"  # reserved where lower-priority work still runs: released once it is gone
     PREEMPTED = "Preempted"    # taken, whole, to make room for a group of higher priority
+    # members beyond its min count (the last in its order) deleted to make room for a group of higher
+    # priority: the group keeps running (`controller.planning.preemption`)
+    EXTRAS_PREEMPTED = "ExtrasPreempted"
+    # running with fewer members placed than it had, at or above its min count; and back to what it
+    # had (`controller.deciding.elastic`)
+    MEMBERS_LOST = "MembersLost"
+    RECOVERED = "Recovered"
     # incomplete, its members gated, no new member for longer than `--incomplete-group-seconds`:
     # likely declared larger than what its owner creates before the group runs (`controller.deciding.incomplete`)
     INCOMPLETE_GROUP = "IncompleteGroup"
@@ -70,6 +77,8 @@ class GangEvent(enum.StrEnum):
     PROVISIONING = "gang.provisioning"  # capacity asked of an autoscaler (`controller.deciding.provisioning`)
     PROVISIONING_FAILED = "gang.provisioning_failed"
     STUCK = "gang.stuck"  # incomplete for too long, no new member arriving: reported once (`controller.deciding.incomplete`)
+    DEGRADED = "gang.degraded"  # running with fewer members than it had: reported once (`controller.deciding.elastic`)
+    RECOVERED = "gang.recovered"  # back to the members it had
 
     @property
     def decision(self) -> str:

@@ -27,7 +27,9 @@ from functools import lru_cache
 
 from gangkeeper import names
 from gangkeeper.controller.cache.groups import GANGS, GangView, Workloads, gang_for
+from gangkeeper.controller.deciding import elastic
 from gangkeeper.controller.deciding.decisions import Phase, Reason, Verdict
+from gangkeeper.controller.deciding.memory import Strength
 from gangkeeper.controller.model.members import GroupKey, Member
 from gangkeeper.controller.model.objects import Owner, Workload
 from gangkeeper.resources import accelerator_count
@@ -50,6 +52,9 @@ STATUS_DETAILS_REFRESH_SECONDS = 10.0
 # each member instead, with the reservation annotation.
 RESERVATIONS_MAX_BYTES = 512 * 1024
 _ENTRY_BYTES = len('"": {"uid": "", "node": ""}, ')
+DEGRADED = "Degraded"  # the condition of a running group with fewer members placed than it had
+# Status fields newer than the Gang CRD of an earlier version, whose schema prunes them (README, "Upgrade").
+PRUNED_BY_OLDER_CRDS = frozenset({"placed", "peak"})
 
 
 def keeps_gang(view: GangView, served: bool) -> bool:
@@ -135,14 +140,17 @@ def _walk(key: GroupKey, label: str, candidates: Iterator[str], workloads: Workl
 
 def gang_status(view: GangView, verdict: Verdict, timed_out: bool, attempts: int, patterns: Sequence[str],
                 existing: Mapping, now: float, rollback: str | None = None, preempted: str | None = None,
-                stuck: str | None = None) -> dict:
+                stuck: str | None = None, strength: Strength | None = None) -> dict:
     """The Gang's status: phase, counts and conditions, each condition keeping its transition time
     while it holds the same value. `rollback` says what the rollback of this pass did (suspended
     the owner, deleted members and what to resubmit, kept members and what they hold); the
     `RolledBack` condition keeps saying it until the next one. `preempted` says which group took
     this one's place and how; the `Preempted` condition keeps saying it until the next preemption.
     `stuck` says what a group stuck incomplete waits for (`controller.deciding.incomplete`); the `Stuck`
-    condition is there only while it is, as `TimedOut` is only while the group is timed out."""
+    condition is there only while it is, as `TimedOut` is only while the group is timed out.
+    `strength` is what an admitted or running group has placed and had (`controller.deciding.elastic`):
+    its peak is kept (`peak`) for a restarted controller, and the `Degraded` condition is there
+    only while it has fewer placed than that."""
     live = [m for m in view.group.members if not m.terminal]
     before = {c.get("type"): c for c in existing.get("conditions") or ()}
     admitted = verdict.phase is not Phase.WAITING and verdict.reason is not Reason.MEMBERS_DELETED
@@ -159,6 +167,8 @@ def gang_status(view: GangView, verdict: Verdict, timed_out: bool, attempts: int
         wanted.append(("Preempted", True, Reason.PREEMPTED, taken))
     if stuck:
         wanted.append(("Stuck", True, Reason.INCOMPLETE_GROUP, stuck))
+    if strength is not None and strength.degraded:
+        wanted.append((DEGRADED, True, Reason.MEMBERS_LOST, elastic.condition_message(strength, view.group)))
     conditions = []
     for kind, holds, why, text in wanted:
         value = "True" if holds else "False"
@@ -171,6 +181,8 @@ def gang_status(view: GangView, verdict: Verdict, timed_out: bool, attempts: int
             # null removes it (the status is written as a merge patch): only a waiting group has it
             "waitingSince": _rfc3339(view.group.first_seen) if waiting else None,
             "present": len(live), "minCount": view.group.min_count,
+            "placed": sum(1 for m in live if m.node or m.reserved_node),
+            "peak": strength.peak if strength is not None else None,
             "accelerators": accelerator_count((m.requests for m in live), patterns),
             "conditions": conditions}
 
@@ -212,13 +224,18 @@ def status_due(current: Mapping, wanted: Mapping, last_written: float | None, no
     """When `wanted` is worth a write over `current` (None: never, it says nothing new): at once
     (`now`) when more than a condition's message changed; when only messages did (the details),
     once this controller's last write (`last_written`, None if it made none) is
-    `STATUS_DETAILS_REFRESH_SECONDS` old."""
+    `STATUS_DETAILS_REFRESH_SECONDS` old. A field a Gang CRD older than this controller prunes
+    (`PRUNED_BY_OLDER_CRDS`) that the Gang lacks although this controller wrote its status is that
+    CRD's doing, not news: writing it again would only be pruned again, pass after pass."""
+    wanted = {k: v for k, v in wanted.items()
+              if not (k in PRUNED_BY_OLDER_CRDS and k not in current and last_written is not None)}
+
     def without_messages(status: Mapping) -> dict:
         conditions = [{k: v for k, v in condition.items() if k != "message"}
                       for condition in status.get("conditions") or ()]
         return {**{k: status.get(k) for k in wanted}, "conditions": conditions}
 
-    if {k: current.get(k) for k in wanted} == dict(wanted):
+    if {k: current.get(k) for k in wanted} == wanted:
         return None
     if last_written is None or without_messages(current) != without_messages(wanted):
         return now

@@ -7,7 +7,8 @@ group was first seen incomplete, when a gated group still short of members last 
 notice one that never completes: `controller.deciding.incomplete`), when a member was first seen released
 (for a release annotation someone removed), when a group was first seen complete (to measure how
 soon it was released), when a Gang's status was last written, what was last reported (so that Events and audit
-lines follow changes, not passes), the owners this controller suspended to roll their groups
+lines follow changes, not passes), how many members each running group has placed and had at most
+(`Strength`, kept on its Gang too: `controller.deciding.elastic`), the owners this controller suspended to roll their groups
 back (`HeldOwner`) and the groups a rollback gave up. What is durable of a suspension is on the
 owner (docs/design.md, "Release, binding and rollback"): a new leader finds it there, and only
 its backoff count starts again.
@@ -30,6 +31,7 @@ class Channel(enum.Enum):
     TIMEOUT = enum.auto()
     INCOMPLETE = enum.auto()  # stuck incomplete, no new member arriving (`controller.deciding.incomplete`)
     CAPACITY = enum.auto()  # what the autoscaler answered to what was asked for it (`controller.deciding.provisioning`)
+    DEGRADED = enum.auto()  # a running group with fewer members than it had, and its recovery (`controller.deciding.elastic`)
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,15 +70,30 @@ class Arrival:
 
 
 @dataclass(frozen=True, slots=True)
+class Strength:
+    """A running group's members placed now (bound or reserved, with those that succeeded) and the
+    most it has had placed at once since it was admitted (`controller.deciding.elastic`)."""
+
+    placed: int
+    peak: int
+
+    @property
+    def degraded(self) -> bool:
+        return self.placed < self.peak
+
+
+@dataclass(frozen=True, slots=True)
 class Room:
     """The room a preemption booked for a group on top of its victims: since when, the victims'
-    pods it waits to see gone (`namespace/name` → their uid and the victim group, None for a lone
     pod), and when the writes that take them were last sent (they are sent again while a victim
-    stands that is not on its way out: a suspension refused with a conflict, an eviction refused)."""
+    stands that is not on its way out: a suspension refused with a conflict, an eviction refused).
+    `extras` are the victims taken alone, a running group's members beyond its min count: deleted
+    again, never their group's owner suspended."""
 
     since: float
     victims: Mapping[str, tuple[str, GroupKey | None]]
     sent: float
+    extras: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +124,8 @@ class Memory:
     preempting: Mapping[GroupKey, Room] = field(default_factory=dict)
     # Groups asking an autoscaler for capacity with placeholders: which attempt, when to ask again.
     capacity: Mapping[GroupKey, Asking] = field(default_factory=dict)
+    # Running groups: their members placed, and the most they had (`controller.deciding.elastic`).
+    strengths: Mapping[GroupKey, Strength] = field(default_factory=dict)
 
 
 def unreported(memory: Memory, groups: Iterable[GroupKey]) -> Memory:
@@ -119,7 +138,8 @@ def unreported(memory: Memory, groups: Iterable[GroupKey]) -> Memory:
 
 def after_pass(memory: Memory, pending: Pending, now: float, *, rollbacks: Mapping[GroupKey, tuple[int, float]],
                reported: Mapping[tuple[GroupKey, Channel], News], incomplete_since: Mapping[GroupKey, float],
-               status_written: Mapping[GroupKey, float], arrivals: Mapping[GroupKey, Arrival]) -> Memory:
+               status_written: Mapping[GroupKey, float], arrivals: Mapping[GroupKey, Arrival],
+               strengths: Mapping[GroupKey, Strength]) -> Memory:
     """What to remember after a pass that decided `pending` and learned the rest: fresh entries for
     the groups decided, the old ones of groups left alone (settled, so unchanged), none for groups
     that are gone or, after a complete pass, undecided."""
@@ -150,6 +170,7 @@ def after_pass(memory: Memory, pending: Pending, now: float, *, rollbacks: Mappi
         complete_at={**kept(memory.complete_at), **complete_at},
         incomplete_since={**kept(memory.incomplete_since), **incomplete_since},
         arrivals={**kept(memory.arrivals), **arrivals},
+        strengths={**kept(memory.strengths), **strengths},
         status_written={**kept(memory.status_written),
                         **{key: memory.status_written[key] for key in decided if key in memory.status_written},
                         **status_written})

@@ -56,6 +56,9 @@ class Outcome:
     capacity_asked: tuple[tuple[str, Mapping[str, float]], ...] = ()
     capacity_came: tuple[float, ...] = ()
     capacity_failed: Mapping[str, int] = field(default_factory=dict)
+    # Running groups with fewer members placed than they had (`controller.deciding.elastic`), by
+    # namespace: counted from the memory, which keeps what it knew of the groups a pass left alone.
+    degraded: Mapping[str, int] = field(default_factory=dict)
 
 
 def carried_out(outcome: Outcome, held: Collection[GroupKey], now: float) -> Outcome:

@@ -1,7 +1,13 @@
 """A group taking the place of lower-priority work (`planning.preemption` chose the victims): its
 room booked at once, on top of the victims, which are taken whole and without harm (a group's
 owner suspended, any other group's members deleted, a lone pod evicted); its members released
-once the victims are gone, or at the latest when the bind timeout says the room was lost."""
+once the victims are gone, or at the latest when the bind timeout says the room was lost.
+
+A running group's elastic extras, its members beyond its min count, are taken alone: deleted,
+each pod by its uid, while the group runs on. Deleting is how an elastic job shrinks (torchrun
+carries on with the nodes left, at or above its minimum, and its operator recreates the pod,
+gated, to wait for room again), but it is still taking a user's pod: it is said loudly, a
+Warning Event on the group's Gang and on each pod taken and an audit line per pod."""
 
 import math
 from collections.abc import Callable, Iterable, Sequence
@@ -19,7 +25,7 @@ from gangkeeper.controller.deciding.decisions import (
     Report,
     Verdict,
 )
-from gangkeeper.controller.deciding.memory import Room
+from gangkeeper.controller.deciding.memory import Channel, Room
 from gangkeeper.controller.deciding.reporting import report, save_status
 from gangkeeper.controller.deciding.rollback import SuspendableOwner, owner_of, suspend_owner
 from gangkeeper.controller.deciding.state import NAMED, PassState, accelerators_held, named, rfc3339
@@ -43,19 +49,32 @@ def preempt(state: PassState, view: GangView, preemption: Preemption,
     group = view.group
     reserve(state, view, preemption.plan)
     victims = {f"{m.namespace}/{m.name}": (m.uid, victim.group) for victim in preemption.victims for m in victim.members}
-    state.remembered.preempting[group.key] = Room(state.now, victims, state.now)
+    whole = {victim.group for victim in preemption.victims if not victim.extra}
+    extras: dict[GroupKey, list[Member]] = {}
+    for victim in preemption.victims:
+        if victim.extra and victim.group is not None and victim.group not in whole:
+            extras.setdefault(victim.group, []).extend(victim.members)
+    alone = frozenset(f"{m.namespace}/{m.name}" for members in extras.values() for m in members)
+    state.remembered.preempting[group.key] = Room(state.now, victims, state.now, alone)
     taken = ", ".join(victim.name for victim in preemption.victims[:NAMED])
     message = (f"{len(preemption.plan.assignments)} members reserved; preempting {len(preemption.victims)} of lower "
                f"priority ({taken}); released once they are gone")
     state.verdicts[group.key] = Verdict(Phase.ADMITTED, Reason.PREEMPTING, message)
     report(state, view, GangEvent.PREEMPTING, Reason.PREEMPTING, message, force=True)
     for victim in preemption.victims:
+        if victim.extra:
+            continue
         why = f"preempted by {group} (priority {group.priority}, above its {victim.priority})"
         victim_view = view_of(victim.group) if victim.group is not None else None
         if victim_view is None:
             _evict(state, victim.members[0], why)
         else:
             _preempt_group(state, victim_view, why)
+    for key, members in extras.items():
+        victim_view = view_of(key)
+        if victim_view is not None:
+            why = f"preempted by {group} (priority {group.priority}, above its {victim_view.group.priority})"
+            _take_extras(state, victim_view, members, why)
 
 
 def _preempt_group(state: PassState, view: GangView, why: str) -> None:
@@ -83,6 +102,27 @@ def _preempt_group(state: PassState, view: GangView, why: str) -> None:
         save_status(state, view, verdict, False, state.preempted[key], now=True)
 
 
+def _take_extras(state: PassState, view: GangView, extras: Sequence[Member], why: str) -> None:
+    """Delete a running group's elastic extras (module docstring), loudly: the group keeps running
+    with the rest, at or above its min count."""
+    key, group = view.group.key, view.group
+    _delete_extras(state, key, extras, why)
+    state.figures.preemptions["extras"] += len(extras)
+    left = sum(1 for m in group.members if not m.terminal and (m.node or m.reserved_node)) - len(extras)
+    again = (f"{view.owner.kind} {view.owner.name} recreates them, gated, and they wait for room"
+             if view.owner is not None else "nothing recreates them")
+    message = (f"{why}: took {len(extras)} elastic extras, members beyond its min count {group.min_count}, the last in "
+               f"its order: {named(extras)} ({accelerators_held(state, extras)} accelerators); deleted: {again}; "
+               f"it keeps running with {left} members placed")
+    report(state, view, GangEvent.PREEMPTED, Reason.EXTRAS_PREEMPTED, message, warning=True, force=True,
+           channel=Channel.DEGRADED, pods=[m.name for m in extras], on_pods=True)
+
+
+def _delete_extras(state: PassState, key: GroupKey, extras: Iterable[Member], why: str) -> None:
+    state.actions += [DeletePod(key, m.name, m.uid, f"{why}: an elastic extra, beyond its group's min count",
+                                Reason.EXTRAS_PREEMPTED) for m in extras]
+
+
 def _evict(state: PassState, pod: Member, why: str) -> None:
     key = (pod.namespace, pod.name)
     state.actions.append(EvictPod(key, pod.name, pod.uid, why))
@@ -91,16 +131,20 @@ def _evict(state: PassState, pod: Member, why: str) -> None:
     state.figures.preemptions["evicted"] += 1
 
 
-def _take_again(state: PassState, preemptor: Group, standing: Sequence[tuple[PodFacts, GroupKey | None]]) -> None:
+def _take_again(state: PassState, preemptor: Group, standing: Sequence[tuple[PodFacts, GroupKey | None]],
+                extras: frozenset[str]) -> None:
     """Send again the writes that take the victims still standing and not on their way out: the
     first ones were refused or lost (a suspension's conflict, an eviction a budget refused at the
-    time). Counted and reported once, when first taken; the owner's suspension is reported again."""
+    time). Counted and reported once, when first taken; the owner's suspension is reported again.
+    `extras` are the victims taken alone, deleted again."""
     why = f"preempted by {preemptor} (priority {preemptor.priority}); taken again: the last write did not take"
     groups: dict[GroupKey, list[PodFacts]] = {}
     for facts, victim in standing:
         if facts.member.terminating:
             continue
-        if victim is None:
+        if victim is not None and f"{facts.member.namespace}/{facts.member.name}" in extras:
+            _delete_extras(state, victim, [facts.member], why)
+        elif victim is None:
             state.actions.append(EvictPod((facts.member.namespace, facts.member.name), facts.member.name,
                                           facts.member.uid, why))
         else:
@@ -145,10 +189,11 @@ def waiting_for_room(state: PassState, view: GangView) -> bool:
     timeout = state.settings.bind_timeout_seconds
     if state.now - since >= timeout:
         return False
+    extras = room.extras if room is not None else frozenset()
     if state.now - sent >= RETAKE_SECONDS and any(not facts.member.terminating for facts, _ in standing):
-        _take_again(state, view.group, standing)
+        _take_again(state, view.group, standing, extras)
         sent = state.now
-    state.remembered.preempting[key] = Room(since, room.victims if room is not None else {}, sent)
+    state.remembered.preempting[key] = Room(since, room.victims if room is not None else {}, sent, extras)
     state.figures.due += [since + timeout] + ([sent + RETAKE_SECONDS] if standing else [])
     left = f"at most {timeout - (state.now - since):.0f}s more"
     if standing:

@@ -28,12 +28,15 @@ A group moves through reserve → release → bound, one durable step per pass:
     rollback completes.
 Once admitted, a group's other members — elastic ones beyond min count, or replacements of
 members that finished, failed or were deleted (with their node, say) — are reserved one at a
-time, in later passes, from what the queue leaves over, and released like the rest.
+time, in later passes, from what the queue leaves over, and released like the rest; never more
+than its owner's maximum at once (`Group.max_count`).
 
-A group that lost members while running holds GPUs without making progress until replacements
-are placed. When at least one of its live members is bound but fewer than min count are bound,
-reserved or succeeded (the others wait with nothing reserved: capacity is short, their node is
-gone), the group is incomplete; incomplete for longer than the bind timeout, it is rolled back like a
+A group that lost members while running keeps running, degraded, while at least its min count
+stay placed (`deciding.elastic`). Below that it holds GPUs without making progress until
+replacements are placed: when at least one of its live members is bound but fewer than min count
+(or than its peak, when its min count was raised since: `elastic.floor`) are bound, reserved or
+succeeded (the others wait with nothing reserved: capacity is short, their node is gone), the
+group is incomplete; incomplete for longer than the bind timeout, it is rolled back like a
 failed release (same suspension or deletions, backoff and reporting), so that what it holds goes back to the
 queue and the whole group is admitted again when it fits. The clock is the controller's memory
 of when it first saw the group incomplete; after a restart, the creation of the group's newest
@@ -57,7 +60,8 @@ Warning Event, a `Stuck` condition, an audit line, a metric), since it may never
 
 This module is the pass itself: which groups it decides, what each still needs, the queue's
 admissions. Its parts are modules of their own: `state` (its working state), `timeouts` (what
-time alone decides), `booking` (reserve, then release), `rollback`, `preempting` (taking
+time alone decides), `booking` (reserve, then release), `rollback`, `elastic` (a running group's
+strength), `preempting` (taking
 lower-priority work's place), `resuming` (the owners it suspended), `reporting` (Events, audit
 lines, the Gang's status); what it returns, `outcome` with `decisions` (verdicts and actions),
 `patches` (the bodies of the pod writes), `gangs` (which Gang, its name and status) and `memory`
@@ -73,7 +77,7 @@ from typing import TypeVar
 
 from gangkeeper.controller.cache.groups import GangView, settled_phase
 from gangkeeper.controller.cache.index import ClusterIndex, Pending
-from gangkeeper.controller.deciding import gangs
+from gangkeeper.controller.deciding import elastic, gangs
 from gangkeeper.controller.deciding.booking import release, reserve
 from gangkeeper.controller.deciding.capabilities import ApiCapabilities
 from gangkeeper.controller.deciding.decisions import DeleteGang, Phase, Reason, Release, Verdict
@@ -81,7 +85,7 @@ from gangkeeper.controller.deciding.memory import Channel, Memory, News, after_p
 from gangkeeper.controller.deciding.outcome import Outcome
 from gangkeeper.controller.deciding.preempting import preempt, waiting_for_room
 from gangkeeper.controller.deciding.provisioning import ask_for_capacity, gang_of, place_provided, take_back_unclaimed
-from gangkeeper.controller.deciding.reporting import incomplete_or_queued, report_and_status, verdict_of
+from gangkeeper.controller.deciding.reporting import gang_status_of, incomplete_or_queued, report_and_status, verdict_of
 from gangkeeper.controller.deciding.resuming import held_owners, suspended
 from gangkeeper.controller.deciding.rollback import owner_of, remember_given_up, roll_back, still_given_up
 from gangkeeper.controller.deciding.settings import Preempting, Settings
@@ -196,9 +200,10 @@ def _decide_in_flight(state: PassState, view: GangView) -> Planning:
         state.verdicts[key] = Verdict(Phase.WAITING, Reason.BACKING_OFF, f"rolled back {attempts}×; planning again in "
                                       f"{not_before - state.now:.0f}s")
         return Planning.NONE
+    floor = elastic.floor(group, elastic.previous_peak(state.memory, group, gang_status_of(state, view)))
     failure = bind_failed(state, view)
     if failure is None:
-        failure = incomplete_too_long(state, view)
+        failure = incomplete_too_long(state, view, floor)
     if failure is not None:
         roll_back(state, view, owner, attempts, failure)
         return Planning.NONE
@@ -210,11 +215,14 @@ def _decide_in_flight(state: PassState, view: GangView) -> Planning:
         return Planning.NONE
     release(state, view)
     bound = sum(1 for m in live if m.node)
-    if bound >= group.min_count:
-        state.verdicts[key] = Verdict(Phase.RUNNING, Reason.BOUND, f"{bound}/{len(live)} members bound")
+    held_back = len(live) - group.max_count if group.max_count is not None and len(live) > group.max_count else 0
+    beyond = f"; {held_back} beyond its maximum {group.max_count} stay gated" if held_back else ""
+    if bound >= floor:
+        state.verdicts[key] = Verdict(Phase.RUNNING, Reason.BOUND, f"{bound}/{len(live)} members bound{beyond}")
     else:
-        state.verdicts[key] = Verdict(Phase.ADMITTED, Reason.RELEASED, f"{bound}/{len(live)} members bound")
-    return Planning.EXTRAS if group.waiting_members else Planning.NONE
+        state.verdicts[key] = Verdict(Phase.ADMITTED, Reason.RELEASED, f"{bound}/{len(live)} members bound{beyond}")
+    below_max = group.max_count is None or len(booked) < group.max_count
+    return Planning.EXTRAS if group.waiting_members and below_max else Planning.NONE
 
 
 def _finished(view: GangView) -> str:
@@ -291,7 +299,8 @@ def _outcome(state: PassState, pending: Pending, index: ClusterIndex) -> Outcome
     learned = state.remembered
     memory = replace(after_pass(state.memory, pending, state.now, rollbacks=learned.rollbacks,
                                 reported=learned.reported, incomplete_since=learned.incomplete_since,
-                                status_written=learned.status_written, arrivals=learned.arrivals),
+                                status_written=learned.status_written, arrivals=learned.arrivals,
+                                strengths=learned.strengths),
                      held=learned.held, given_up=learned.given_up, preempting=learned.preempting,
                      capacity=learned.capacity)
     decided = {view.group.key: verdict_of(state, view).phase for view in pending.views}
@@ -328,4 +337,5 @@ def _outcome(state: PassState, pending: Pending, index: ClusterIndex) -> Outcome
                    gone=pending.gone, complete=pending.complete, waited=tuple(waited),
                    waiting_accelerators=dict(demand), longest_wait=longest, bound_after=tuple(figures.bound_after),
                    stuck_incomplete=dict(figures.stuck), capacity_asked=tuple(figures.capacity_asked),
-                   capacity_came=tuple(figures.capacity_came), capacity_failed=dict(figures.capacity_failed))
+                   capacity_came=tuple(figures.capacity_came), capacity_failed=dict(figures.capacity_failed),
+                   degraded=dict(Counter(key[0] for key, found in memory.strengths.items() if found.degraded)))

@@ -2,13 +2,14 @@
 was last reported is remembered per channel), and its Gang's status when that did; the group's
 verdict, and where its Gang is."""
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from gangkeeper import names
 from gangkeeper.controller.cache.groups import GangView
-from gangkeeper.controller.deciding import gangs, incomplete
+from gangkeeper.controller.deciding import elastic, gangs, incomplete
 from gangkeeper.controller.deciding.decisions import GangEvent, Involved, Phase, Reason, Report, SaveGang, Verdict
-from gangkeeper.controller.deciding.memory import Channel, News
+from gangkeeper.controller.deciding.gangs import DEGRADED
+from gangkeeper.controller.deciding.memory import Channel, News, Strength
 from gangkeeper.controller.deciding.state import PassState
 from gangkeeper.controller.deciding.timeouts import schedule_timed_out
 from gangkeeper.controller.model.members import Group
@@ -99,7 +100,43 @@ def report_and_status(state: PassState, view: GangView) -> None:
     stuck = None
     if verdict.phase is Phase.WAITING and verdict.reason is Reason.INCOMPLETE:
         stuck = stuck_incomplete(state, view)
-    save_status(state, view, verdict, timed_out, state.preempted.get(key), stuck=stuck)
+    save_status(state, view, verdict, timed_out, state.preempted.get(key), stuck=stuck,
+                strength=strength_of(state, view, verdict))
+
+
+def gang_status_of(state: PassState, view: GangView) -> Mapping | None:
+    """The status of the group's Gang as it exists; None when it has none yet."""
+    place = gang_place(state, view)
+    return place.existing.status if place is not None and place.existing is not None else None
+
+
+def strength_of(state: PassState, view: GangView, verdict: Verdict) -> Strength | None:
+    """A group admitted or running: its members placed and its peak, remembered for the next pass
+    (`controller.deciding.elastic`), and an Event and audit line when it becomes degraded (fewer
+    placed than its peak) and when it recovers, once each: a Gang that says it is degraded already
+    (a restart) is not told again."""
+    if verdict.phase not in (Phase.ADMITTED, Phase.RUNNING):
+        return None
+    key, group, status = view.group.key, view.group, gang_status_of(state, view)
+    found = elastic.strength(group, elastic.previous_peak(state.memory, group, status))
+    if found is None:
+        return None
+    state.remembered.strengths[key] = found
+    news = News(Reason.MEMBERS_LOST)
+    was = (state.memory.reported.get((key, Channel.DEGRADED)) == news
+           or any(c.get("type") == DEGRADED and c.get("status") == "True" for c in (status or {}).get("conditions") or ()))
+    if found.degraded and was:
+        state.remembered.reported[(key, Channel.DEGRADED)] = news
+    elif found.degraded:
+        report(state, view, GangEvent.DEGRADED, Reason.MEMBERS_LOST,
+               f"running degraded: {elastic.condition_message(found, group)}: it lost members placed (a node drained "
+               f"or failed, a member preempted or deleted); it keeps running while at least {group.min_count} stay "
+               f"placed, and their replacements are placed as room frees", warning=True, channel=Channel.DEGRADED)
+    elif was:
+        report(state, view, GangEvent.RECOVERED, Reason.RECOVERED,
+               f"recovered: {found.placed}/{found.peak} members placed, min {group.min_count}",
+               channel=Channel.DEGRADED)
+    return found
 
 
 def stuck_incomplete(state: PassState, view: GangView) -> str | None:
@@ -123,9 +160,10 @@ def stuck_incomplete(state: PassState, view: GangView) -> str | None:
 
 
 def save_status(state: PassState, view: GangView, verdict: Verdict, timed_out: bool, preempted: str | None = None,
-                *, now: bool = False, stuck: str | None = None) -> None:
+                *, now: bool = False, stuck: str | None = None, strength: Strength | None = None) -> None:
     """Write the group's Gang status when it changed (or `now`, when the change must show at once);
-    `stuck` says what a group stuck incomplete waits for."""
+    `stuck` says what a group stuck incomplete waits for, `strength` what an admitted or running
+    one has placed and had."""
     key = view.group.key
     place = gang_place(state, view)
     if place is None or (place.existing is None and view.problem is not None):
@@ -134,7 +172,7 @@ def save_status(state: PassState, view: GangView, verdict: Verdict, timed_out: b
     attempts = state.remembered.rollbacks.get(key, (0, 0.0))[0]
     rollback = verdict.message if key in state.figures.rolled_back else None
     status = gangs.gang_status(view, verdict, timed_out, attempts, state.settings.accelerator_patterns, current,
-                               state.now, rollback, preempted, stuck)
+                               state.now, rollback, preempted, stuck, strength)
     if place.existing is not None and not now:
         due = gangs.status_due(current, status, state.memory.status_written.get(key), state.now)
         if due is None or due > state.now:

@@ -16,7 +16,7 @@ from gangkeeper.controller.cache.index import ClusterIndex
 from gangkeeper.controller.deciding import gangs
 from gangkeeper.controller.deciding.capabilities import ApiCapabilities
 from gangkeeper.controller.deciding.decisions import Action, Verdict
-from gangkeeper.controller.deciding.memory import Arrival, Asking, Channel, HeldOwner, Memory, News, Room
+from gangkeeper.controller.deciding.memory import Arrival, Asking, Channel, HeldOwner, Memory, News, Room, Strength
 from gangkeeper.controller.deciding.settings import Settings
 from gangkeeper.controller.model.members import GroupKey, Member
 from gangkeeper.controller.model.objects import WorkloadKey
@@ -32,7 +32,8 @@ class Remembered:
     """What the pass learns for the next one, group by group, as it goes (`memory.after_pass` makes
     the next `Memory` of it): what it reported on each channel, rollback backoff, when it wrote
     each Gang's status, since when groups are incomplete, when gated groups short of members last
-    gained one, the owners it holds suspended, the groups given up and the room preemptors wait for."""
+    gained one, the owners it holds suspended, the groups given up, the room preemptors wait for and
+    what running groups have placed and had."""
 
     rollbacks: dict[GroupKey, tuple[int, float]] = field(default_factory=dict)
     reported: dict[tuple[GroupKey, Channel], News] = field(default_factory=dict)
@@ -43,6 +44,7 @@ class Remembered:
     given_up: dict[GroupKey, frozenset[str]] = field(default_factory=dict)
     preempting: dict[GroupKey, Room] = field(default_factory=dict)
     capacity: dict[GroupKey, Asking] = field(default_factory=dict)
+    strengths: dict[GroupKey, Strength] = field(default_factory=dict)  # of groups admitted or running
 
 
 @dataclass

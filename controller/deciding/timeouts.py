@@ -36,21 +36,22 @@ def bind_failed(state: PassState, view: GangView) -> str | None:
     return None
 
 
-def incomplete_too_long(state: PassState, view: GangView) -> str | None:
+def incomplete_too_long(state: PassState, view: GangView, floor: int) -> str | None:
     """Why a group holding nodes counts as failed for being incomplete too long, if it does: some
-    live member bound, fewer than min count bound, reserved or succeeded (members that finished
-    did their part: the rest may run on a while), for longer than the bind timeout."""
+    live member bound, fewer than `floor` (its min count, or the peak a raised one is above:
+    `elastic.floor`) bound, reserved or succeeded (members that finished did their part: the rest
+    may run on a while), for longer than the bind timeout."""
     group = view.group
     live = [m for m in group.members if not m.terminal]
     bound = sum(1 for m in live if m.node)
     placed = sum(1 for m in live if m.node or m.reserved_node)
     succeeded = sum(1 for m in group.members if m.phase == "Succeeded")
-    if bound == 0 or placed + succeeded >= group.min_count:
+    if bound == 0 or placed + succeeded >= floor:
         return None
     # Members gone that nothing has replaced yet (a Job pod failed, a plain pod preempted): the clock
     # starts now, to give a replacement its chance. Otherwise it starts, durably, at the newest live
     # member's creation: no later than when the replacement began to wait.
-    missing = len(live) + succeeded < group.min_count
+    missing = len(live) + succeeded < floor
     created = [m.created for m in live if m.created is not None]
     fallback = state.now if missing else max(created, default=state.now)
     since = min(state.memory.incomplete_since.get(group.key, fallback), state.now)
@@ -60,7 +61,9 @@ def incomplete_too_long(state: PassState, view: GangView) -> str | None:
         state.figures.due.append(since + timeout)
         return None
     return (f"incomplete for {state.now - since:.0f}s, longer than the bind timeout ({timeout:g}s): "
-            f"{placed} of min count {group.min_count} members bound or reserved")
+            + (f"{placed} of min count {floor} members bound or reserved" if floor == group.min_count else
+               f"{placed} members bound or reserved, fewer than the {floor} it had (its min count "
+               f"{group.min_count} was raised since)"))
 
 
 def released_at(state: PassState, facts: PodFacts) -> float:

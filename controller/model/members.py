@@ -114,7 +114,9 @@ class Group:
 
     `priority` is the highest member priority, `first_seen` the controller's clock when the
     group first appeared (it orders the queue and measures starvation). `preempts` is false
-    when a member's PriorityClass says `preemptionPolicy: Never`.
+    when a member's PriorityClass says `preemptionPolicy: Never`. `max_count`, when its owner
+    runs with fewer than all its pods between bounds of its own (an elastic job), is the most
+    members placed at once (never below `min_count`); None: every member.
     """
 
     key: GroupKey
@@ -125,6 +127,7 @@ class Group:
     schedule_timeout_seconds: float | None = None
     preempts: bool = True
     topology: TopologyRule = NO_TOPOLOGY  # as the members or the group's Gang declare it
+    max_count: int | None = None
 
     @property
     def complete(self) -> bool:

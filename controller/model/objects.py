@@ -59,6 +59,8 @@ class Workload:
     api_version: str
     kind: str
     sizes: Mapping[str, int]
+    # The most pods per part it runs at once, where its kind runs with fewer between bounds (`Declaration`).
+    maxima: Mapping[str, int] = field(default_factory=lambda: _NO_FIELDS)
     # Which part each value of its kind's part label belongs to, when its parts start apart (else one group).
     parts: Mapping[str, str] = field(default_factory=lambda: _NO_FIELDS)
     group_name: str = ""

@@ -7,6 +7,11 @@ by whole groups:
   - a candidate is a running group of strictly lower priority, taken whole (every live member
     that holds capacity: bound or reserved) or not at all, or a pod outside any group (a lone
     pod, a pod of a namespace gangkeeper does not enforce) of strictly lower priority, bound;
+  - or one elastic extra of such a group, a member bound beyond its min count (`cache.holders`):
+    taking it stops no work, the group runs on with fewer. Extras are taken before any whole
+    group or lone pod, whatever their priorities (the least important of all, the last in their
+    group's order first), and a victim set of extras alone is cheaper than any that stops work;
+    a group taken whole takes its extras with it;
   - every candidate is taken away at once; when the group does not fit even then, nothing is
     taken. Otherwise candidates are given back, the most important first, and each one stays
     given back when the group still fits without it: the scheduler's reprieve. Importance is
@@ -16,9 +21,9 @@ by whole groups:
     scheduler weighs node against node), and the cheaper set is taken: the lowest highest
     priority, then the fewest accelerators, then the fewest pods, then the youngest (the least
     work lost);
-  - at most `MAX_CANDIDATES` candidates are weighed, the least important ones, and only those
-    holding what the group asks for (its accelerators, when it asks for any) on nodes some
-    waiting member may use;
+  - at most `MAX_CANDIDATES` candidates are weighed, the least important ones, and as many
+    extras, and only those holding what the group asks for (its accelerators, when it asks for
+    any) on nodes some waiting member may use (with the extras of every group weighed whole);
   - PodDisruptionBudgets (`cache.budgets`): a lone pod more than one budget selects is no
     candidate (the Eviction API refuses it always); the pods whose eviction a budget would refuse
     (the least important beyond what it allows, as the scheduler counts them) are given back
@@ -35,7 +40,7 @@ from gangkeeper.controller.cache.capacity import Ledger
 from gangkeeper.controller.cache.holders import Candidate
 from gangkeeper.controller.cache.occupancy import Occupancy
 from gangkeeper.controller.checks.eligibility import NodePool
-from gangkeeper.controller.model.members import Group
+from gangkeeper.controller.model.members import Group, GroupKey
 from gangkeeper.controller.planning.planner import plan_group
 from gangkeeper.controller.planning.plans import Plan, Topology
 
@@ -85,14 +90,21 @@ def _without(victims: Iterable[Candidate], ledger: Ledger, occupancy: Occupancy 
 def _reprieved(group: Group, weighed: list[Candidate], order: list[Candidate], pool: NodePool, ledger: Ledger,
                topology: Topology, occupancy: Occupancy | None) -> list[Candidate]:
     """The victims left once candidates are given back in `order`, each staying given back when
-    the group still fits without it (every candidate taken fits, as the caller checked)."""
+    the group still fits without it (every candidate taken fits, as the caller checked); an extra
+    of a group taken whole stays taken with it (`order` comes to the extras last)."""
     working, around = _without(weighed, ledger, occupancy)
-    victims = []
+    victims: list[Candidate] = []
+    whole: set[GroupKey | None] = set()  # the groups taken whole so far
     for victim in order:
+        if victim.extra and victim.group in whole:
+            victims.append(victim)
+            continue
         _give_back(victim, working, around, pool)
         if not isinstance(plan_group(group, pool, working, topology, around), Plan):
             _take(victim, working, around)
             victims.append(victim)
+            if not victim.extra:
+                whole.add(victim.group)
     return victims
 
 
@@ -105,10 +117,16 @@ def _weighed(group: Group, candidates: Iterable[Candidate], pool: NodePool, ledg
         usable |= pool.eligible(member)
         wanted |= {name for name, value in member.requests.items() if value > 0 and name != "pods"}
     needs = {name for name in wanted if ledger.is_accelerator(name)} or wanted
-    lower = [c for c in candidates if c.priority < group.priority and c.group != group.key and len(c.budgets) <= 1
-             and any((m.node or m.reserved_node) in usable for m in c.members)
-             and any(m.requests.get(name, 0) > 0 for m in c.members for name in needs)]
-    return sorted(lower, key=_importance)[:MAX_CANDIDATES]
+    candidates = list(candidates)
+    lower = sorted((c for c in candidates if c.priority < group.priority and c.group != group.key
+                    and len(c.budgets) <= 1 and any((m.node or m.reserved_node) in usable for m in c.members)
+                    and any(m.requests.get(name, 0) > 0 for m in c.members for name in needs)), key=_importance)
+    whole = [c for c in lower if not c.extra][:MAX_CANDIDATES]
+    extras = [c for c in lower if c.extra][:MAX_CANDIDATES]
+    taken_with = {c.group for c in whole if c.group is not None}
+    weighed_alone = {c.name for c in extras}
+    extras += [c for c in candidates if c.extra and c.group in taken_with and c.name not in weighed_alone]
+    return sorted(extras + whole, key=_importance)
 
 
 def _violating(victims: Iterable[Candidate]) -> set[str]:
@@ -127,20 +145,23 @@ def _violating(victims: Iterable[Candidate]) -> set[str]:
 def _smallest_spared(victim: Candidate) -> tuple:
     """Ascending, like `_importance`, but within a priority the smallest last: given back first,
     so that one large victim is weighed against several small ones."""
-    return victim.priority, -victim.accelerators, -len(victim.members), -victim.started, victim.name
+    return (not victim.extra, victim.priority, -victim.accelerators, -len(victim.members), victim.place,
+            -victim.started, victim.name)
 
 
 def _cost(victims: Sequence[Candidate]) -> tuple:
-    """What taking `victims` costs, the cheapest least: the highest priority taken, then the
-    accelerators and pods taken, then the work lost (the youngest set loses the least)."""
-    return (max(v.priority for v in victims), sum(v.accelerators for v in victims),
+    """What taking `victims` costs, the cheapest least: whether it stops work (extras alone do
+    not), the highest priority taken, then the accelerators and pods taken, then the work lost
+    (the youngest set loses the least)."""
+    return (any(not v.extra for v in victims), max(v.priority for v in victims), sum(v.accelerators for v in victims),
             sum(len(v.members) for v in victims), -min(v.started for v in victims))
 
 
 def _importance(victim: Candidate) -> tuple:
-    """Ascending: the first is the cheapest to preempt (lowest priority, fewest accelerators and
-    pods, youngest)."""
-    return victim.priority, victim.accelerators, len(victim.members), -victim.started, victim.name
+    """Ascending: the first is the cheapest to preempt (an elastic extra, the last of its group
+    first; then the lowest priority, fewest accelerators and pods, youngest)."""
+    return (not victim.extra, victim.priority, victim.accelerators, len(victim.members), victim.place,
+            -victim.started, victim.name)
 
 
 def _take(victim: Candidate, ledger: Ledger, occupancy: Occupancy | None) -> None:

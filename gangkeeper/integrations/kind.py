@@ -43,7 +43,8 @@ class Resource:
 
 class Declaration(TypedDict, total=False):
     """What the controller reads off an object of the kind: pods per part of its group ('' for
-    the whole), which part each value of the kind's `part_label` belongs to when the object
+    the whole), the most pods per part it runs at once where it runs with fewer than all, between
+    bounds of its own (`maxima`: an elastic job's maximum, the replicas its autoscaler keeps), which part each value of the kind's `part_label` belongs to when the object
     splits its group into parts that start apart (`parts`; empty: one group), for a Gang the group it declares, its
     schedule timeout, its `spec.topology` (the fields of `names.GANG_TOPOLOGY_FIELDS` it sets,
     as written: the controller checks them), its status (compared before it is written again),
@@ -57,6 +58,7 @@ class Declaration(TypedDict, total=False):
     the pods: the operator may delete them once it has ended (an MPIJob's `cleanPodPolicy`)."""
 
     sizes: Required[Mapping[str, int]]
+    maxima: Mapping[str, int]
     parts: Mapping[str, str]
     group_name: str
     schedule_timeout: float | None

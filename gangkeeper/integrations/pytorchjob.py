@@ -2,7 +2,14 @@
 
 The operator labels every pod with the job's name and makes the PyTorchJob its controlling
 owner; the group is keyed by the job's name and UID. Its size is every replica of every role,
-unless the job says fewer suffice: the gang's `minAvailable`, or an elastic job's `minReplicas`.
+unless the job says fewer suffice: the gang's `runPolicy.schedulingPolicy.minAvailable`, else an
+elastic job's minimum. An elastic job (`elasticPolicy`) runs torchrun with `--nnodes=MIN:MAX` on
+every pod, master included: it trains with at least `minReplicas` pods and takes up to
+`maxReplicas`, the bounds its HPA moves `Worker.replicas` between. The operator fills in a bound
+left out in memory, never on the object (`setElasticPolicy`): the other bound, or both the
+workers' replicas; so does `elastic_bounds`. The group is admitted at its minimum; the pods
+beyond it are its elastic extras, placed one at a time, and never more pods than the job's
+maximum (`max_count`): torchrun would keep any beyond it waiting in its rendezvous.
 `spec.runPolicy.suspend` makes the operator delete the job's pods and create none until it is cleared.
 """
 
@@ -33,18 +40,48 @@ def group_of(pod: Mapping) -> Classification | None:
                  f"PyTorchJob {owner['name']} (uid {owner['uid']})")
 
 
-def min_count(spec: Mapping) -> int:
-    """Σ replicas, unless the job says fewer suffice (gang minAvailable, or elastic minReplicas)."""
-    run_policy = spec.get("runPolicy") or {}
-    declared = ((run_policy.get("schedulingPolicy") or {}).get("minAvailable")
-                or (spec.get("elasticPolicy") or {}).get("minReplicas"))
-    if declared:
-        return int(declared)
+WORKER = "Worker"
+
+
+def replicas(spec: Mapping) -> int:
+    """Every replica of every role: the pods the operator keeps."""
     return sum(int(replica.get("replicas", 1)) for replica in (spec.get("pytorchReplicaSpecs") or {}).values())
 
 
+def elastic_bounds(spec: Mapping) -> tuple[int, int] | None:
+    """(min, max) pods an elastic job trains with, as the operator defaults them: a bound left out
+    is the other one, both left out the workers' replicas; None for a job without `elasticPolicy`."""
+    policy = spec.get("elasticPolicy")
+    if not isinstance(policy, Mapping):
+        return None
+    least = int(policy["minReplicas"]) if policy.get("minReplicas") is not None else None
+    most = int(policy["maxReplicas"]) if policy.get("maxReplicas") is not None else None
+    if least is not None:
+        return least, most if most is not None else least
+    if most is not None:
+        return most, most
+    workers = int(((spec.get("pytorchReplicaSpecs") or {}).get(WORKER) or {}).get("replicas", 1))
+    return workers, workers
+
+
+def min_count(spec: Mapping) -> int:
+    """Σ replicas, unless the job says fewer suffice: the gang's minAvailable, else its elastic minimum."""
+    available = ((spec.get("runPolicy") or {}).get("schedulingPolicy") or {}).get("minAvailable")
+    if available:
+        return int(available)
+    bounds = elastic_bounds(spec)
+    return bounds[0] if bounds is not None else replicas(spec)
+
+
+def max_count(spec: Mapping) -> int:
+    """The pods the job runs at once at most: every replica, and no more than its elastic maximum."""
+    bounds = elastic_bounds(spec)
+    return replicas(spec) if bounds is None else min(replicas(spec), bounds[1])
+
+
 def declaration(job: Mapping) -> Declaration:
-    return {"sizes": {"": min_count(job.get("spec") or {})}, "suspend": SUSPENSION.state(job)}
+    spec = job.get("spec") or {}
+    return {"sizes": {"": min_count(spec)}, "maxima": {"": max_count(spec)}, "suspend": SUSPENSION.state(job)}
 
 
 # Replica types in rank order (the operator writes them lowercased): the master is rank 0.

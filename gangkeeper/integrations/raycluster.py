@@ -10,6 +10,8 @@ The gang is what the cluster needs to be of use: the head and `minReplicas` of e
 Workers beyond that (the autoscaler's, or a `replicas` above the minimum) are elastic: once the
 gang is admitted the controller places them one at a time, as for any group's members beyond its
 min count (controller/deciding/reconciler.py), so scaling up never waits for a whole second gang.
+The most the cluster runs at once is what KubeRay keeps: the head and each group's `replicas`
+held between its bounds (`max_count`); both bounds may change at any time, as the group's follow.
 
 Rollback: a RayJob creates its RayCluster and owns it, and its `spec.suspend` deletes the cluster
 (and its submitter) and creates a new one when cleared; suspending the cluster alone would leave
@@ -63,16 +65,40 @@ def min_workers(group: Mapping) -> int:
     return least * int(group.get("numOfHosts") or 1)
 
 
+def desired_workers(group: Mapping) -> int:
+    """Workers KubeRay keeps for a group (`GetWorkerGroupDesiredReplicas`): `replicas` held between
+    `minReplicas` and `maxReplicas`, times `numOfHosts`; none while the group is suspended."""
+    if group.get("suspend") is True:
+        return 0
+    least, most, replicas = int(group.get("minReplicas") or 0), group.get("maxReplicas"), group.get("replicas")
+    if replicas is None or int(replicas) < least:
+        kept = least
+    elif most is not None and int(replicas) > int(most):
+        kept = int(most)
+    else:
+        kept = int(replicas)
+    return kept * int(group.get("numOfHosts") or 1)
+
+
+def _worker_groups(spec: Mapping) -> list[Mapping]:
+    return [group for group in spec.get("workerGroupSpecs") or () if isinstance(group, Mapping)]
+
+
 def size(spec: Mapping) -> int:
     """The head and each worker group's minimum."""
-    groups = [group for group in spec.get("workerGroupSpecs") or () if isinstance(group, Mapping)]
-    return 1 + sum(min_workers(group) for group in groups)
+    return 1 + sum(min_workers(group) for group in _worker_groups(spec))
+
+
+def max_count(spec: Mapping) -> int:
+    """The head and the workers KubeRay keeps: the most pods the cluster runs at once."""
+    return 1 + sum(desired_workers(group) for group in _worker_groups(spec))
 
 
 def declaration(cluster: Mapping) -> Declaration:
-    """Its size and its switch: a RayJob's cluster is suspended through the RayJob, a standalone
-    one through its own `spec.suspend`, one another owner controls not at all."""
-    declared: Declaration = {"sizes": {"": size(cluster.get("spec") or {})}}
+    """Its size, the most it runs, and its switch: a RayJob's cluster is suspended through the
+    RayJob, a standalone one through its own `spec.suspend`, one another owner controls not at all."""
+    spec = cluster.get("spec") or {}
+    declared: Declaration = {"sizes": {"": size(spec)}, "maxima": {"": max_count(spec)}}
     switch = rayjob.switch_of(cluster)
     if switch is not None:
         declared["switch"] = switch

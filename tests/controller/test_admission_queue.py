@@ -106,7 +106,7 @@ def test_one_group_a_pass_preempts_and_its_room_is_not_given_to_the_groups_behin
 
     def candidates(below):
         asked.append(below)
-        return holders([(("team", "low"), low)], (), ledger)
+        return holders([group_of(("team", "low"), low, len(low), 0.0)], (), ledger)
 
     first, second = gang("first", 1, first_seen=0, priority=100), gang("second", 2, first_seen=1, priority=100)
     result = plan_pass([first, second], pool, ledger, now=10, policy=BEST_EFFORT, candidates=candidates)
@@ -122,7 +122,7 @@ def test_a_group_that_no_preemption_can_seat_does_not_keep_the_next_one_from_pre
     pool, ledger = cluster([node("n1"), node("n2")], [(m.node, m) for m in low])
     huge, urgent = gang("huge", 3, first_seen=0, priority=100), gang("urgent", 1, first_seen=1, priority=100)
     result = plan_pass([huge, urgent], pool, ledger, now=10, policy=BEST_EFFORT,
-                       candidates=lambda below: holders([(("team", "low"), low)], (), ledger))
+                       candidates=lambda below: holders([group_of(("team", "low"), low, len(low), 0.0)], (), ledger))
     assert [group.key[1] for group, _ in result.preemptions] == ["urgent"]
 
 

@@ -19,4 +19,5 @@ def test_each_event_is_filed_under_gang_with_its_decision():
         "gang.bound": "bound", "gang.rolled_back": "rolled_back", "gang.timed_out": "timed_out",
         "gang.suspended": "suspended", "gang.resumed": "resumed", "gang.member_deleted": "member_deleted",
         "gang.preempting": "preempting", "gang.preempted": "preempted", "gang.stuck": "stuck",
-        "gang.provisioning": "provisioning", "gang.provisioning_failed": "provisioning_failed"}
+        "gang.provisioning": "provisioning", "gang.provisioning_failed": "provisioning_failed",
+        "gang.degraded": "degraded", "gang.recovered": "recovered"}

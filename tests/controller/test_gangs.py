@@ -175,6 +175,14 @@ def test_a_status_is_written_when_more_than_a_message_changed_or_the_details_are
     assert status_due(current, status("Waiting", "12 free"), None, NOW) == NOW, "never written by this controller"
 
 
+def test_fields_a_gang_crd_of_an_older_version_prunes_are_not_written_again_and_again():
+    current = {"phase": "Running", "conditions": []}
+    wanted = {**current, "placed": 8, "peak": 8}
+    assert status_due(current, wanted, None, NOW) == NOW, "written once"
+    assert status_due(current, wanted, NOW - 1, NOW) is None, "came back without them: its CRD prunes them"
+    assert status_due({**current, "placed": 7, "peak": 8}, wanted, NOW - 1, NOW) == NOW, "a CRD that keeps them"
+
+
 def test_a_gang_says_why_and_since_when_a_waiting_group_waits_and_forgets_it_once_admitted():
     world = World([node_object("n0", gpus=8)])
     for i in range(2):

@@ -321,7 +321,7 @@ def test_a_group_requiring_a_zone_preempts_inside_the_zone_it_would_hold():
            for i, n in enumerate(("a1", "b1"))]
     pool, ledger = cluster(nodes, [(m.node, m) for m in low])
     urgent = replace(ruled("urgent", 2, TopologyRule(required=ZONE), priority=1000), priority=1000)
-    outcome = preempt(urgent, holders([(("team", "low"), low[:1])], low[1:], ledger), pool, ledger)
+    outcome = preempt(urgent, holders([group_of(("team", "low"), low[:1], 1, 0.0)], low[1:], ledger), pool, ledger)
     assert outcome is not None and [v.name for v in outcome.victims] == ["team/low"]
     assert sorted(n for _, n in outcome.plan.assignments) == ["a1", "a2"]
 

@@ -3,7 +3,7 @@
 from dataclasses import replace
 
 from gangkeeper.controller.cache.budgets import Budgets
-from gangkeeper.controller.cache.holders import candidate, holders
+from gangkeeper.controller.cache.holders import candidate, elastic_extras, holders
 from gangkeeper.controller.cache.index import ClusterIndex
 from gangkeeper.controller.model.members import group_of
 from gangkeeper.controller.planning.preemption import preempt
@@ -25,9 +25,10 @@ def waiting(name, size, gpus, priority, never=False):
     return group_of(("team", name), members, size, 0.0)
 
 
-def job(name, pods, priority, created="2025-01-01T00:00:00Z"):
-    """A running group: `pods` = [(node, gpus)]."""
-    return ("team", name), [running(f"{name}-{i}", n, gpus, priority, created) for i, (n, gpus) in enumerate(pods)]
+def job(name, pods, priority, created="2025-01-01T00:00:00Z", min_count=None):
+    """A running group: `pods` = [(node, gpus)], all of them its min count unless it says fewer."""
+    members = [running(f"{name}-{i}", n, gpus, priority, created) for i, (n, gpus) in enumerate(pods)]
+    return group_of(("team", name), members, len(members) if min_count is None else min_count, 0.0)
 
 
 def chosen(outcome):
@@ -35,7 +36,7 @@ def chosen(outcome):
 
 
 def plan_for(preemptor, groups=(), lone=()):
-    members = [m for _, ms in groups for m in ms] + list(lone)
+    members = [m for group in groups for m in group.members] + list(lone)
     pool, ledger = cluster(NODES, [(m.node, m) for m in members])
     return preempt(preemptor, holders(list(groups), lone, ledger), pool, ledger), ledger
 
@@ -208,3 +209,39 @@ def test_the_index_gives_only_the_work_below_the_priority_asked_and_nothing_at_o
     assert index.preemption_candidates(5) == []
     index.put_pod("team/p0-5", None)  # the only pod below 50 is gone
     assert index.preemption_candidates(50) == []
+
+
+# --- elastic extras: members of a running group beyond its min count ----------------------------
+
+def ranked(member, index):
+    """A member at `index` in its group's order (as a PyTorchJob's worker index ranks it)."""
+    return replace(member, rank=(0, "", 1, index))
+
+
+def test_the_extras_of_a_running_group_are_its_last_members_bound_beyond_its_min_count():
+    members = [ranked(running(f"w-{i}", "n1", 1, 10), i) for i in (0, 1, 2, 10)]
+    reserved = ranked(member("w-11", gpus=1, reserved_node="n2", priority=10), 11)
+    group = group_of(("team", "w"), [*members, reserved], 3, 0.0)
+    assert [m.name for m in elastic_extras(group)] == ["w-10", "w-2"], "by its order, not by name; a reservation stays"
+    assert elastic_extras(replace(group, min_count=5)) == [] and elastic_extras(replace(group, min_count=0)) == []
+
+
+def test_a_group_that_does_not_fit_takes_elastic_extras_rather_than_a_whole_group_of_lower_priority():
+    elastic = job("elastic", [("n1", 4), ("n1", 4), ("n2", 4), ("n2", 4)], priority=20, min_count=2)
+    outcome, _ = plan_for(waiting("urgent", 1, gpus=8, priority=1000), [elastic])
+    assert all(victim.extra for victim in outcome.victims)
+    assert sorted(m.name for v in outcome.victims for m in v.members) == ["elastic-2", "elastic-3"]
+
+
+def test_extras_go_before_a_whole_group_even_of_lower_priority():
+    whole = job("whole", [("n1", 8)], priority=10)
+    elastic = job("elastic", [("n2", 4), ("n2", 4)], priority=20, min_count=1)
+    outcome, _ = plan_for(waiting("urgent", 1, gpus=4, priority=1000), [whole, elastic])
+    assert chosen(outcome) == ["team/elastic-1 (beyond the min count of elastic)"]
+
+
+def test_a_group_taken_whole_takes_its_extras_with_it():
+    elastic = job("elastic", [("n1", 4), ("n1", 4), ("n2", 4), ("n2", 4)], priority=20, min_count=3)
+    outcome, _ = plan_for(waiting("urgent", 2, gpus=8, priority=1000), [elastic])
+    assert sorted(m.name for v in outcome.victims for m in v.members) == [f"elastic-{i}" for i in range(4)]
+    assert [v.extra for v in outcome.victims].count(False) == 1

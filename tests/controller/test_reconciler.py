@@ -101,7 +101,7 @@ def test_a_starving_group_holds_what_fits_of_it_so_smaller_ones_cannot_take_it()
 
 def test_members_beyond_min_count_are_reserved_and_released_one_at_a_time():
     world = World(nodes(3), [(PYTORCHJOBS, {"metadata": {"name": "pj"}, "spec": {
-        "elasticPolicy": {"minReplicas": 2}, "pytorchReplicaSpecs": {"Worker": {"replicas": 4}}}})])
+        "elasticPolicy": {"minReplicas": 2, "maxReplicas": 4}, "pytorchReplicaSpecs": {"Worker": {"replicas": 4}}}})])
     for i in range(4):
         world.add(member_object(f"w{i}", source=names.SOURCE_PYTORCHJOB, owner=("PyTorchJob", "pj")))
     run = Run(world)

@@ -95,3 +95,24 @@ def test_group_phases_follow_decided_groups_forget_gone_ones_and_start_over_on_a
     assert phases.update({}, [("b", "y")], False) == {("a", "Admitted"): 1}
     assert phases.namespaces == {"a"}
     assert phases.update({("c", "z"): "Failed"}, (), True) == {("c", "Failed"): 1}, "a complete pass is all there is"
+
+
+def test_a_degraded_group_is_counted_by_namespace_also_once_settled_and_not_decided_again():
+    clock = FakeClock()
+    world = World(clock)
+    loop = controller(clock, world)
+    world.add(node("n0"))
+    world.add(member("duo-0", "duo", size=1), member("duo-1", "duo", size=1))  # one elastic extra
+    for _ in range(3):
+        loop.turn(leading)
+        world.bind("ml", *(name for name in ("duo-0", "duo-1")
+                           if not world.pod(name, "ml")["spec"].get("schedulingGates")
+                           and not world.pod(name, "ml")["spec"].get("nodeName")))
+    loop.turn(leading)
+    assert sample(loop, "gangkeeper_degraded_groups", namespace="ml") == 0
+    world.delete("ml", "duo-1")
+    loop.turn(leading)
+    assert sample(loop, "gangkeeper_degraded_groups", namespace="ml") == 1, "1 of the 2 it had, min 1"
+    clock.now += 60
+    quiet = loop.turn(leading)
+    assert ("ml", "duo") not in quiet.decided_phases and sample(loop, "gangkeeper_degraded_groups", namespace="ml") == 1

@@ -97,6 +97,6 @@ def test_gang_status_phase_is_an_enum_and_conditions_have_the_metav1_shape(gang_
 def test_gang_printer_columns(default):
     crd = find(default, "CustomResourceDefinition", f"{names.GANG_PLURAL}.{names.GANG_GROUP}")
     (version,) = crd["spec"]["versions"]
-    assert [c["name"] for c in version["additionalPrinterColumns"]] == ["Phase", "Reason", "Present", "Min", "GPUs", "Topology", "Waiting", "Age"]
+    assert [c["name"] for c in version["additionalPrinterColumns"]] == ["Phase", "Reason", "Present", "Min", "Placed", "GPUs", "Topology", "Waiting", "Age"]
     assert version["subresources"] == {"status": {}}
     assert crd["spec"]["scope"] == "Namespaced" and crd["spec"]["names"]["shortNames"] == ["gang"]

@@ -40,6 +40,32 @@ def test_the_min_count_is_every_replica_unless_the_job_says_fewer_suffice(spec, 
     assert pytorchjob.declaration({"spec": spec})["sizes"] == {"": size}
 
 
+@pytest.mark.parametrize(("elastic", "bounds"), [
+    ({"minReplicas": 4, "maxReplicas": 8}, (4, 8)),
+    ({"maxReplicas": 6}, (6, 6)),
+    ({"minReplicas": 3}, (3, 3)),
+    ({}, (5, 5)),
+])
+def test_an_elastic_jobs_bounds_are_defaulted_as_the_training_operator_does(elastic, bounds):
+    spec = {"elasticPolicy": elastic, "pytorchReplicaSpecs": {"Worker": {"replicas": 5}}}
+    assert pytorchjob.elastic_bounds(spec) == bounds
+    assert pytorchjob.min_count(spec) == bounds[0]
+
+
+def test_the_most_an_elastic_job_runs_is_its_replicas_up_to_its_maximum():
+    elastic = {"elasticPolicy": {"minReplicas": 4, "maxReplicas": 8}}
+    assert pytorchjob.declaration({"spec": {**elastic, "pytorchReplicaSpecs": {"Worker": {"replicas": 10}}}}) \
+        ["maxima"] == {"": 8}
+    assert pytorchjob.max_count({**elastic, "pytorchReplicaSpecs": {"Worker": {"replicas": 6}}}) == 6
+    assert pytorchjob.max_count({"pytorchReplicaSpecs": {"Master": {}, "Worker": {"replicas": 3}}}) == 4
+
+
+def test_the_gangs_min_available_wins_over_the_elastic_minimum():
+    spec = {"runPolicy": {"schedulingPolicy": {"minAvailable": 2}}, "elasticPolicy": {"minReplicas": 4},
+            "pytorchReplicaSpecs": {"Worker": {"replicas": 8}}}
+    assert pytorchjob.min_count(spec) == 2
+
+
 def test_the_job_declaring_a_member_is_its_owner():
     assert pytorchjob.INTEGRATION.declarer("g", {}, ("bert", UID)) == ("bert", UID)
 

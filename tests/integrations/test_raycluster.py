@@ -68,6 +68,15 @@ def test_min_replicas_above_max_replicas_counts_what_kuberay_runs():
     assert raycluster.min_workers(workers(minReplicas=4, maxReplicas=2)) == 2
 
 
+def test_the_most_a_cluster_runs_is_the_head_and_the_workers_kuberay_keeps():
+    spec = {"workerGroupSpecs": [workers(replicas=3, minReplicas=2, maxReplicas=5, numOfHosts=2),
+                                 workers(groupName="above", replicas=9, maxReplicas=4),
+                                 workers(groupName="below", replicas=0, minReplicas=2),
+                                 workers(groupName="off", replicas=3, suspend=True)]}
+    assert raycluster.max_count(spec) == 1 + 6 + 4 + 2
+    assert raycluster.declaration(cluster(spec))["maxima"] == {"": 13}
+
+
 def test_a_head_alone_is_a_gang_of_one():
     assert raycluster.size({}) == 1
 

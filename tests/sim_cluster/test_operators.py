@@ -11,6 +11,7 @@ from sim.operators.jobset import jobset_operator
 from sim.operators.pytorchjob import pytorchjob_operator
 from sim.scheduler import Scheduler
 from sim.spec import load, node_manifests
+from sim.training import world_size
 from tests.sim.helpers import Handler, mutated_api
 from tests.sim_cluster.conftest import fixture_pod, pods_of
 
@@ -121,6 +122,51 @@ def test_a_succeeded_job_stays_succeeded_when_its_pods_are_gone(api, clock):
     status = api.get("pytorchjobs", "pytorch-dist", namespace="ml-training")["status"]
     assert {c["type"]: c["status"] for c in status["conditions"]}["Succeeded"] == "True"
     assert pods_of(api, KUBEFLOW_JOB_NAME_LABEL, "pytorch-dist") == [], "a finished job is not run again"
+
+
+def elastic(name="elastic", workers=4, duration="60", **policy):
+    """A worker-only PyTorchJob with `elasticPolicy` (`policy`), as elastic jobs are written."""
+    job = pytorchjob(name, workers, duration)
+    del job["spec"]["pytorchReplicaSpecs"]["Master"]
+    job["spec"]["elasticPolicy"] = policy
+    return job
+
+
+def test_an_elastic_jobs_pods_get_torchruns_rendezvous_and_no_master(api, clock):
+    cluster = operators_only(api, clock)
+    api.create("pytorchjobs", elastic(minReplicas=2, maxReplicas=4, maxRestarts=3))
+    api.create("pytorchjobs", elastic("bounded", maxReplicas=3))
+    api.create("pytorchjobs", elastic("unbounded", workers=5))
+    cluster.settle()
+    pods = {p["metadata"]["name"]: p for p in api.list("pods")}
+    assert env(pods["elastic-worker-3"]) == {
+        "PYTHONUNBUFFERED": "1", "PET_RDZV_ENDPOINT": "elastic-worker-0:23456", "PET_RDZV_BACKEND": "c10d",
+        "PET_NNODES": "2:4", "PET_MAX_RESTARTS": "3"}
+    assert env(pods["bounded-worker-0"])["PET_NNODES"] == "3:3", "a bound left out is the other one"
+    assert env(pods["unbounded-worker-0"])["PET_NNODES"] == "5:5", "both left out: the workers' replicas"
+
+
+def test_an_elastic_job_trains_with_its_minimum_running(api, clock):
+    assert world_size({"metadata": {}, "spec": {"containers": [{"env": [{"name": "PET_NNODES", "value": "2:4"}]}]}}) == 2
+
+
+def test_an_elastic_job_without_a_master_has_succeeded_once_a_worker_has(api, clock):
+    cluster = full_cluster(api, clock, nodes=1)
+    api.create("pytorchjobs", elastic(workers=2, minReplicas=1, maxReplicas=2))
+    cluster.run_until_idle(clock.now() + 3600)
+    status = api.get("pytorchjobs", "elastic", namespace="ml-training")["status"]
+    assert {c["type"]: c["status"] for c in status["conditions"]}["Succeeded"] == "True"
+
+
+def test_a_job_scaled_down_loses_its_highest_indices(api, clock):
+    cluster = operators_only(api, clock)
+    api.create("pytorchjobs", elastic(minReplicas=2, maxReplicas=4))
+    cluster.settle()
+    api.patch("pytorchjobs", "elastic", {"spec": {"pytorchReplicaSpecs": {"Worker": {"replicas": 2}}}},
+              namespace="ml-training")  # as its HPA scales it
+    cluster.settle()
+    assert sorted(p["metadata"]["name"] for p in pods_of(api, KUBEFLOW_JOB_NAME_LABEL, "elastic")
+                  if not p["metadata"].get("deletionTimestamp")) == ["elastic-worker-0", "elastic-worker-1"]
 
 
 def batch_job(parallelism=3, completions=3, mode="Indexed"):
