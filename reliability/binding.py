@@ -7,8 +7,8 @@ Two sides, the same pods on the same cluster in one run:
   reserves and releases them, the emulated scheduler binds them;
 - bare: the pods in a namespace without the enforce label: the webhook's namespaceSelector skips
   them and the emulated scheduler binds each as it comes.
-A group is plain pods in an explicit group (label and min count, README "How group identity is
-derived", rule 1), created one after the other by this process through the API server, as a job's
+A group is plain pods in an explicit group (label and min count, docs/how-it-works.md, "How group
+identity is derived", rule 1), created one after the other by this process through the API server, as a job's
 operator creates them: not a Job, whose controller would create the pods itself, so that the moment
 its last member is created would not be ours to stamp. Timed, per group: from the moment the create
 call of its last member returned (the group is complete) to the moment the last member's binding

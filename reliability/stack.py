@@ -153,7 +153,7 @@ class Stack:
 
 def member(name: str, group: str, size: int, *, namespace: str = NAMESPACE, gpus: int = 1,
            annotations: dict[str, str] | None = None) -> dict:
-    """A plain pod in an explicit group of `size` (README, "How group identity is derived", rule 1:
+    """A plain pod in an explicit group of `size` (docs/how-it-works.md, "How group identity is derived", rule 1:
     the group label and the min count), one container asking for `gpus` GPUs, a CPU and 4 GiB per GPU."""
     resources = {"cpu": str(gpus), "memory": f"{4 * gpus}Gi", "nvidia.com/gpu": str(gpus)}
     return {"apiVersion": "v1", "kind": "Pod",

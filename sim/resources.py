@@ -7,7 +7,7 @@ Always`) run side by side for the pod's life; each other init container runs alo
 the sidecars started before it. The pod needs the larger of the two, resource by resource, and
 then `spec.overhead` on top. Only requests count: the API server has already copied a limit
 into a missing request. Pod-level `spec.resources` (the PodLevelResources feature) is not
-modelled (nor by gangkeeper: README, Limits); `accelerators` reads gangkeeper's list of
+modelled (nor by gangkeeper: docs/limits.md); `accelerators` reads gangkeeper's list of
 accelerator names, which is vocabulary, not a decision.
 
 `scheduled_requests` is what NodeResourcesFit holds against a node: those amounts rounded up to

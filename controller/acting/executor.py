@@ -466,7 +466,7 @@ def _learned(capabilities: ApiCapabilities, pruned: list[ReserveGroup]) -> ApiCa
         return capabilities
     log.error("%s: Gang %s came back without the reservations written on it: its CRD is of an older "
               "version, whose schema prunes status.reservations. Groups are reserved on each member "
-              "until the controller restarts; apply this version's CRD (README, \"Upgrade\") before it "
+              "until the controller restarts; apply this version's CRD (docs/operations.md, \"Upgrade\") before it "
               "does", "/".join(pruned[0].group), pruned[0].name)
     return replace(capabilities, keeps_gang_reservations=False)
 

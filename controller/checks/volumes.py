@@ -4,7 +4,7 @@ The kube-scheduler's VolumeBinding filter refuses a node that a bound Persistent
 `spec.nodeAffinity.required` does not match (`node(s) had volume node affinity conflict`), and a
 pod whose claim does not exist (`persistentvolumeclaim "…" not found`). A claim not yet bound
 (`WaitForFirstConsumer`) is bound by the scheduler to a volume it picks for the node: that
-choice is not modelled, and such a claim restricts nothing here (README, Limits).
+choice is not modelled, and such a claim restricts nothing here (docs/limits.md).
 
 Claims and volumes come from the informers one at a time; what a member may use is looked up
 at planning time, so that a claim bound after the member was created counts at once.

@@ -5,7 +5,7 @@ on the index or the settings.
 
 Whether the Gang CRD (and the ProvisioningRequest CRD) is served is what its informer last found (it can come and go: a CRD
 installed or deleted); whether it keeps a Gang's `status.reservations` is learned from the answer
-to a reservation, once, and holds until the controller restarts (README, "Upgrade")."""
+to a reservation, once, and holds until the controller restarts (docs/operations.md, "Upgrade")."""
 
 from dataclasses import dataclass
 

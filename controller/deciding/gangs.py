@@ -53,7 +53,7 @@ STATUS_DETAILS_REFRESH_SECONDS = 10.0
 RESERVATIONS_MAX_BYTES = 512 * 1024
 _ENTRY_BYTES = len('"": {"uid": "", "node": ""}, ')
 DEGRADED = "Degraded"  # the condition of a running group with fewer members placed than it had
-# Status fields newer than the Gang CRD of an earlier version, whose schema prunes them (README, "Upgrade").
+# Status fields newer than the Gang CRD of an earlier version, whose schema prunes them (docs/operations.md, "Upgrade").
 PRUNED_BY_OLDER_CRDS = frozenset({"placed", "peak"})
 
 

@@ -31,7 +31,7 @@ from gangkeeper.controller.cache.groups import GangView
 from gangkeeper.controller.deciding.memory import Arrival
 from gangkeeper.controller.model.members import Group
 
-README_SECTION = "A group that never completes"
+DOCS_SECTION = "docs/configuration.md, \"A group that never completes\""
 
 
 def last_arrival(group: Group, remembered: Arrival | None, seen_before: bool, now: float) -> Arrival:
@@ -64,7 +64,7 @@ def message(view: GangView, threshold: float) -> str:
     return (f"{present} of {group.min_count} pods present; no new pod for {duration(threshold)} or more: waiting "
             f"for {missing} more {'pod' if missing == 1 else 'pods'} {waited_for} (size {group.min_count} from "
             f"{declared}). If its owner creates the rest only after these run, the group is declared too large: "
-            f'see README "{README_SECTION}"')
+            f'see {DOCS_SECTION}')
 
 
 def duration(seconds: float) -> str:

@@ -5,7 +5,7 @@ Plain pods come first: the explicit group label is rule 1 and a lone accelerator
 both asked by gangkeeper.identity around the kinds whose pods carry a mark of their own. A
 Gang's members are labelled explicitly, so the Gang has no rule and comes last. The webhook
 takes the rules from here, the controller the resources it watches and how it sizes groups, and
-tests/integrations holds deploy/'s RBAC to their verbs. README.md, "Adding a workload kind",
+tests/integrations holds deploy/'s RBAC to their verbs. docs/how-it-works.md, "Adding a workload kind",
 says how to add one.
 """
 

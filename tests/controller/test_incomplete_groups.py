@@ -48,7 +48,7 @@ def test_the_report_names_what_is_missing_the_owner_and_where_the_size_came_from
     assert report.message.startswith("2 of 4 pods present; no new pod for 5m or more: waiting for 2 more pods of "
                                      "PyTorchJob pj (size 4 from PyTorchJob pj). If its owner creates the rest only "
                                      "after these run, the group is declared too large")
-    assert 'README "A group that never completes"' in report.message
+    assert 'docs/configuration.md, "A group that never completes"' in report.message
 
 
 def test_a_member_gone_while_stuck_is_news_and_the_same_words_are_not():

@@ -25,7 +25,7 @@ def render(kustomization: str) -> list[dict]:
 
 def render_with(tmp_path: Path, resource: str, *components: str) -> list[dict]:
     """`resource` (a kustomization of the repository) with `components`, through an overlay in
-    `tmp_path` that names them as the README tells one to."""
+    `tmp_path` that names them as docs/install.md tells one to."""
     (tmp_path / "kustomization.yaml").write_text(
         "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n"
         f"resources:\n  - {os.path.relpath(REPO / resource, tmp_path)}\n"

@@ -41,8 +41,8 @@ CRD_HEADER = """\
 # The Gang CRD as `kubectl kustomize deploy/default` renders deploy/base/crd-gangs.yaml: do not edit
 # here. Refresh it with `.venv/bin/python -m tests.deploy.test_chart` (tests/deploy/test_chart.py
 # fails while the two differ). Helm installs this file on `helm install` only: before a
-# `helm upgrade`, apply it yourself (`helm show crds ... | kubectl apply --server-side -f -`; README,
-# "Upgrade and uninstall"); `helm uninstall` never deletes it.
+# `helm upgrade`, apply it yourself (`helm show crds ... | kubectl apply --server-side -f -`;
+# docs/operations.md, "Upgrade and uninstall"); `helm uninstall` never deletes it.
 """
 CERT_MANAGER = {"certificates": {"source": "cert-manager"}}
 

@@ -31,7 +31,7 @@ ADDED = {("Service", "gangkeeper-controller-metrics"), ("ServiceMonitor", "gangk
 
 @pytest.fixture(scope="module")
 def monitored(tmp_path_factory) -> list[dict]:
-    """deploy/default with the component, as the README tells an overlay to include it."""
+    """deploy/default with the component, as docs/operations.md tells an overlay to include it."""
     return render_with(tmp_path_factory.mktemp("overlay"), "deploy/default", "deploy/components/monitoring")
 
 

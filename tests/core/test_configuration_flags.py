@@ -1,5 +1,6 @@
-"""The README's flag tables are the commands' flags: every flag a command takes is in its table,
-with its environment variable, and the table names no flag the command does not take."""
+"""The flag tables in docs/configuration.md are the commands' flags: every flag a command takes
+is in its table, with its environment variable, and the table names no flag the command does not
+take."""
 
 import re
 from pathlib import Path
@@ -9,13 +10,13 @@ import pytest
 from gangkeeper.cli import build_parser
 from gangkeeper.config import env_name
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+CONFIGURATION = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"
 
 
 def table_of(command: str) -> dict[str, str]:
-    """`--flag` → its env column, from the README table under `### \\`gangkeeper COMMAND\\``."""
-    text = README.read_text()
-    section = text.split(f"### `gangkeeper {command}`", 1)[1].split("\n#", 1)[0]
+    """`--flag` → its env column, from the table under `## \\`gangkeeper COMMAND\\``."""
+    text = CONFIGURATION.read_text()
+    section = text.split(f"## `gangkeeper {command}`", 1)[1].split("\n## ", 1)[0]
     rows = {}
     for line in section.splitlines():
         cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
@@ -34,7 +35,7 @@ def flags_of(command: str) -> set[str]:
 
 
 @pytest.mark.parametrize("command", ["controller", "webhook"])
-def test_the_readme_table_lists_exactly_the_flags_with_their_environment_variables(command):
+def test_the_configuration_table_lists_exactly_the_flags_with_their_environment_variables(command):
     table = table_of(command)
     assert set(table) == flags_of(command)
     assert {flag: env for flag, env in table.items() if env != env_name(flag)} == {}
