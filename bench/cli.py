@@ -64,7 +64,8 @@ def _controller(quick: bool) -> str:
         figures = bench_controller.run(nodes=(500,), bound_pods=5_000, waiting_groups=500, latency_groups=50)
     else:  # the scale: 500 / 5,000 / 15,000 nodes, 10 bound pods a node, 500 / 500 / 2,000 waiting groups
         figures = bench_controller.run(**bench_controller.SCALE, latency_groups=50)
-    return bench_controller.markdown(figures)
+    told = bench_controller.telling(waiting_pods=2_000 if quick else 10_000)
+    return bench_controller.markdown(figures, told)
 
 
 def _fuzz(quick: bool) -> str:

@@ -34,6 +34,16 @@ node count: `SCALE` has 500 up to 5,000 nodes and 2,000 at 15,000, the issue's s
     process's start and after the first pass, the caches and the index alive. Then, in the
     same process, the same relist reading every object whole (`relist_whole_ms`), as the
     informers did before `controller.reading.shapes`, for the ratio.
+`telling(waiting_pods=10_000)` measures what telling gated members why they wait costs
+(`controller.deciding.telling`): 500 nodes and their 5,000 bound pods, and `waiting_pods` gated
+pods in groups of 8 that all wait, half short of a member (min count 9), half asking 16 GPUs a
+member of 8-GPU nodes (no fit). From a fresh memory (a restart), pass after pass on the same
+index, each pass is run twice, with the default `--pod-events-per-pass` and with 0 (nobody told),
+each with its own memory: the Events each pass decides to write (its `TellPod` actions), and the
+median pass time with and without, over the passes that tell someone and over those that follow,
+once everyone was told. Not included: writing the Events (the executor's, in the background) and
+the Gang writes, which the passes decide alike (they are not applied, so each pass decides them
+again).
 Everything is seeded: two runs plan the same thing.
 """
 
@@ -52,7 +62,7 @@ from bench.planner import _ms, _timed
 from gangkeeper import names
 from gangkeeper.audit import AuditLog
 from gangkeeper.controller.cache.index import NODES, PODS, ClusterIndex
-from gangkeeper.controller.deciding.decisions import Release, Report
+from gangkeeper.controller.deciding.decisions import Release, Report, TellPod
 from gangkeeper.controller.deciding.memory import Memory
 from gangkeeper.controller.deciding.reconciler import reconcile
 from gangkeeper.controller.deciding.settings import Settings
@@ -122,6 +132,41 @@ def _planning(node_objects: list[dict], bound: list[dict], waiting: list[dict]) 
     admitted = sum(1 for a in outcome.actions if isinstance(a, Report) and a.event == "gang.reserved")
     return {"index_rebuild_ms": _ms(rebuilt), "restart_pass_ms": _ms(restart), "planning_pass_ms": _ms(steady),
             "groups": sum(first.phases.values()), "admitted": admitted}
+
+
+# --- telling waiting pods why ------------------------------------------------------------
+
+TELLING_NODES = 500
+STEADY_PASSES = 5  # passes timed once everyone was told
+
+
+def telling(waiting_pods: int = 10_000, nodes: int = TELLING_NODES) -> dict:
+    """Events a pass writes on `waiting_pods` waiting pods, and the pass time with and without (module docstring)."""
+    node_objects, bound, _ = _cluster(nodes, nodes * PODS_PER_NODE, 0)
+    waiting = [_member(f"told-{number}-{i}", f"told-{number}", 16 if number % 2 else 8,
+                       GANG_SIZE if number % 2 else GANG_SIZE + 1)  # no fit, or one member short
+               for number in range(waiting_pods // GANG_SIZE) for i in range(GANG_SIZE)]
+    index = ClusterIndex.build([pod_facts(pod) for pod in bound + waiting], {},
+                               [node_from_api(n) for n in node_objects])
+    Controller.settle_memory()
+    now, told, silent = 2_000_000_000.0, Settings(), Settings(pod_events_per_pass=0)
+    memories = [Memory(), Memory()]  # telling's, and telling nobody's
+    rounds: list[tuple[int, float, float]] = []  # (Events decided, seconds telling, seconds telling nobody)
+    while sum(1 for events, _, _ in rounds if not events) < STEADY_PASSES:
+        seconds, events = [0.0, 0.0], 0
+        for which in (0, 1) if len(rounds) % 2 else (1, 0):  # each goes first every other pass
+            seconds[which], outcome = _timed(lambda: reconcile(index, memories[which], now, (told, silent)[which]))
+            memories[which] = outcome.memory
+            if which == 0:
+                events = sum(1 for action in outcome.actions if isinstance(action, TellPod))
+        rounds.append((events, *seconds))
+        now += 1.0
+    telling_rounds, after = [r for r in rounds if r[0]], [r for r in rounds if not r[0]]
+    return {"nodes": nodes, "waiting_pods": len(waiting), "per_pass": told.pod_events_per_pass,
+            "events": [r[0] for r in rounds],
+            "telling_ms": _ms(median(r[1] for r in telling_rounds)),
+            "silent_ms": _ms(median(r[2] for r in telling_rounds)),
+            "told_ms": _ms(median(r[1] for r in after)), "after_silent_ms": _ms(median(r[2] for r in after))}
 
 
 # --- release latency -----------------------------------------------------------------------
@@ -369,7 +414,7 @@ def _as_listed(pod: dict, number: int) -> dict:
     return {"metadata": metadata, "spec": spec, "status": status}
 
 
-def markdown(figures: dict) -> str:
+def markdown(figures: dict, told: dict) -> str:
     header = ("| nodes | bound pods | waiting groups | index rebuild ms | restart pass ms | planning pass ms "
               "| restart ms (relist + settle + first pass) | relist reading whole objects ms (relist ratio) "
               "| release p50 / p99 / max ms | RSS MiB (start → after restart) |")
@@ -386,7 +431,26 @@ def markdown(figures: dict) -> str:
             "nodes, 10 bound pods per node, waiting gangs of 1–64 members. Targets at 15,000 nodes, 150,000 bound "
             "pods and 2,000 waiting groups: planning pass ≤ 1 s, restart ≤ 5 s, RSS ≤ 1 GiB; at 5,000 nodes the "
             "restart pass ≤ 1 s; release p99 ≤ 50 ms (in process, nothing else queued).\n\n"
-            + "\n".join(lines) + "\n")
+            + "\n".join(lines) + "\n\n" + _telling_markdown(told))
+
+
+def _telling_markdown(told: dict) -> str:
+    """What telling waiting pods why costs (`telling`)."""
+    events = told["events"]
+    telling = [count for count in events if count]
+    said = ", then ".join(f"{count:,} × {sum(1 for c in telling if c == count)}" for count in dict.fromkeys(telling))
+    return ("### Telling waiting pods why\n\n"
+            f"`telling()` (see the module docstring): {told['nodes']} nodes with {told['nodes'] * PODS_PER_NODE:,} "
+            f"bound pods and {told['waiting_pods']:,} waiting pods (groups of 8, half short of a member, half that do "
+            f"not fit), from a restart; each pass run with `--pod-events-per-pass {told['per_pass']}` (the default) "
+            "and with 0 (nobody told), median pass times side by side.\n\n"
+            "| waiting pods | Events a pass writes | passes until every pod is told | pass ms while telling: with / "
+            "without (ratio) | pass ms once every pod is told: with / without (ratio) |\n"
+            "|---|---|---|---|---|\n"
+            f"| {told['waiting_pods']:,} | {said}, then 0 | {len(telling)} "
+            f"| {told['telling_ms']} / {told['silent_ms']} "
+            f"({told['telling_ms'] / told['silent_ms']:.2f}) | {told['told_ms']} / {told['after_silent_ms']} "
+            f"({told['told_ms'] / told['after_silent_ms']:.2f}) |\n")
 
 
 if __name__ == "__main__":

@@ -103,6 +103,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     add_flag(parser, "--provisioning-limits", default="", type=_limits,
              help="the most the autoscaler may add, RESOURCE=QUANTITY,… (nvidia.com/gpu=64,cpu=1024): a group "
                   "asking for more is reported once (TooLargeToProvision) and asks for nothing; no limit when unset")
+    add_flag(parser, "--pod-events-per-pass", default=1000, type=int_in_range(0, 100_000, "a number of Events"),
+             help="Events a pass writes on pods at most, each telling a gated member why it waits (when it first "
+                  "waits and when the reason changes) or that it was released; the rest are told by the passes "
+                  "that follow; 0 tells none")
     add_flag(parser, "--concurrent-writes", default=16, type=int_in_range(1, 32, "a number of writes"),
              help="pod, owner and Gang writes a pass may have in flight at once (each object's in order), over at "
                   "most 32 kept-alive connections, with its Events written by 4 writers in the background; 1 sends "
@@ -162,6 +166,7 @@ def settings_from(args: argparse.Namespace) -> "Settings":
                                        topology=topology),
                     fail_on_schedule_timeout=args.fail_on_schedule_timeout,
                     incomplete_group_seconds=float(args.incomplete_group_seconds),
+                    pod_events_per_pass=args.pod_events_per_pass,
                     rollback_ownerless=Ownerless(args.rollback_ownerless),
                     preemption=Preempting(args.preemption),
                     provisioning=Provisioning(mode=CapacityProvisioning(args.capacity_provisioning),

@@ -54,6 +54,10 @@ answered with; if that write failed the Gang is read, and if it does not exist t
 out (the audit line says what happened) rather than written about no object. A member deleted by
 a rollback gets an audit line of its own, naming it: a deleted pod is on record whatever the size
 of its group.
+
+A member told something on itself (`TellPod`: why it waits, that it was released) gets its Event
+with the others, named and counted the same way; it has no audit line (its group's decision has
+one), and the Event telling it of a release that is held back is left out with the release.
 """
 
 import hashlib
@@ -71,6 +75,7 @@ from gangkeeper import names
 from gangkeeper.audit import AuditLog
 from gangkeeper.controller.deciding.capabilities import ApiCapabilities
 from gangkeeper.controller.deciding.decisions import (
+    EVENT_MESSAGE_MAX,
     Action,
     CreateObject,
     DeleteGang,
@@ -87,6 +92,7 @@ from gangkeeper.controller.deciding.decisions import (
     ResumeOwner,
     SaveGang,
     SuspendOwner,
+    TellPod,
 )
 from gangkeeper.controller.deciding.patches import reserve_patch
 from gangkeeper.controller.model.members import GroupKey
@@ -228,7 +234,8 @@ class Executor:
             lambda item: (item[0], self._unchanged(*item)), releases.items())
         stale = frozenset(group for group, unchanged in checked if not unchanged)
         return [action for action in ordered if action.group not in stale or not (
-            isinstance(action, Release) or (isinstance(action, Report) and action.event is GangEvent.RELEASED))], stale
+            isinstance(action, Release) or (isinstance(action, Report) and action.event is GangEvent.RELEASED)
+            or (isinstance(action, TellPod) and action.reason is Reason.RELEASED))], stale
 
     def _unchanged(self, group: tuple[str, str], members: list[Release]) -> bool:
         try:
@@ -258,7 +265,7 @@ class Executor:
                     self._record_deletion(action)
             return 0, 0
         writes = self._writes(wave)
-        if self._events is not None and all(isinstance(action, Report) for _, action in wave):
+        if self._events is not None and all(isinstance(action, (Report, TellPod)) for _, action in wave):
             self._in_background(self._events, dict(wave), writes, proceed)
             return 0, 0
         actions = dict(wave)
@@ -328,8 +335,11 @@ class Executor:
                                      partial(self._report_on_group, action, self._gang_uids)))
                 if action.on_pods:
                     message = f"group {'/'.join(action.group)}: {action.message}"
-                    writes += [_Write(position, _events_of(namespace, pod), partial(self._event, action, pod, message))
-                               for pod in action.pods]
+                    writes += [_Write(position, _events_of(namespace, pod), partial(
+                        self._event, namespace, pod, action.reason, message, action.warning)) for pod in action.pods]
+            elif isinstance(action, TellPod):
+                writes.append(_Write(position, _events_of(namespace, action.pod), partial(
+                    self._event, namespace, action.pod, action.reason, action.message, action.warning)))
             else:
                 writes.append(_Write(position, _target_of(action), partial(self._write, action)))
         return writes
@@ -386,7 +396,7 @@ class Executor:
     def _report_on_group(self, report: Report, gang_uids: dict[tuple[str, str], str]) -> None:
         involved = self._with_uid(report.group[0], report.involved, gang_uids)
         if involved is not None:
-            self._event(report, involved, report.message)
+            self._event(report.group[0], involved, report.reason, report.message, report.warning)
 
     def _with_uid(self, namespace: str, involved: Involved, gang_uids: dict[tuple[str, str], str]) -> Involved | None:
         """`involved` with its uid: a Gang created by the pass (`gang_uids`, from its writes) has it
@@ -421,10 +431,9 @@ class Executor:
                            pod=deletion.pod, details={"pod_uid": deletion.uid, "why": deletion.why,
                                                       "dry_run": self._dry_run})
 
-    def _event(self, report: Report, involved: Involved, message: str) -> None:
-        namespace = report.group[0]
+    def _event(self, namespace: str, involved: Involved, reason: str, message: str, warning: bool) -> None:
         api_version, kind, name, uid = involved
-        digest = hashlib.sha256(f"{kind}/{name}/{uid}/{report.reason}/{message}".encode()).hexdigest()[:12]
+        digest = hashlib.sha256(f"{kind}/{name}/{uid}/{reason}/{message}".encode()).hexdigest()[:12]
         event_name = f"{name}.{digest}"[-253:].lstrip(".-")
         stamp = self._clock().strftime("%Y-%m-%dT%H:%M:%SZ")
         count = self._count(event_name)
@@ -434,9 +443,8 @@ class Executor:
         body = {"apiVersion": "v1", "kind": "Event", "metadata": {"name": event_name, "namespace": namespace},
                 "involvedObject": {"apiVersion": api_version, "kind": kind, "name": name, "namespace": namespace,
                                    "uid": uid},
-                "reason": report.reason, "message": message[:1024], "type": "Warning" if report.warning
-                else "Normal", "source": {"component": COMPONENT}, "firstTimestamp": stamp, "lastTimestamp": stamp,
-                "count": 1}
+                "reason": reason, "message": message[:EVENT_MESSAGE_MAX], "type": "Warning" if warning else "Normal",
+                "source": {"component": COMPONENT}, "firstTimestamp": stamp, "lastTimestamp": stamp, "count": 1}
         try:
             self._kube.create(EVENTS, namespace, body)
         except AlreadyExists:  # an Event from before a restart: bump it
@@ -502,7 +510,7 @@ def _run_chain(chain: list[_Write], proceed: Callable[[], bool]) -> list[tuple[_
 
 
 def _urgency(action: Action) -> int:
-    return 2 if isinstance(action, Report) else 1 if isinstance(action, (SaveGang, DeleteGang)) else 0
+    return 2 if isinstance(action, (Report, TellPod)) else 1 if isinstance(action, (SaveGang, DeleteGang)) else 0
 
 
 def _target_of(action: Action) -> str:
@@ -561,4 +569,6 @@ def _target(action: Action) -> str:
         return f"create {action.resource.kind} {action.body['metadata']['name']}"
     if isinstance(action, DeleteObject):
         return f"delete {action.resource.kind} {action.name}"
+    if isinstance(action, TellPod):
+        return f"event {action.reason} on pod {action.pod.name}"
     return f"event {action.reason}"

@@ -47,12 +47,13 @@ def release(state: PassState, view: GangView) -> None:
                                          release_patch(facts, member.reserved_node, state.now, consuming), view.label,
                                          facts.resource_version))
             released.append(member.name)
+            state.released.setdefault(view.group.key, {})[member.uid] = member.reserved_node
     if released:
         key = view.group.key
         if state.memory.reported.get((key, Channel.STATE)) != News(Reason.RELEASED) and key in state.memory.complete_at:
             state.figures.released_after.append((key, state.now - state.memory.complete_at[key]))
         report(state, view, GangEvent.RELEASED, Reason.RELEASED,
-               f"released {len(released)} members to their reserved nodes", pods=released, on_pods=True)
+               f"released {len(released)} members to their reserved nodes", pods=released)
 
 
 def gang_of(state: PassState, view: GangView) -> Workload | None:

@@ -185,6 +185,9 @@ class ResumeOwner:
     patch: Mapping
 
 
+EVENT_MESSAGE_MAX = 1024  # the characters of a message an Event holds, as the executor writes it
+
+
 class Involved(NamedTuple):
     """The object an Event is about, as its `involvedObject` names it: `kubectl describe` finds an
     object's Events by its uid (and name, namespace, kind). The uid is "" only for a Gang the
@@ -210,6 +213,19 @@ class Report:
     pods: tuple[Involved, ...] = ()
     warning: bool = False
     on_pods: bool = False
+
+
+@dataclass(frozen=True)
+class TellPod:
+    """An Event on one member (`kubectl describe pod`): why it waits, or that it was released with
+    its group, in its own words (`controller.deciding.telling`). `reason` is the one its Gang shows
+    for the same news; no audit line: the group's decision has its own."""
+
+    group: GroupKey
+    pod: Involved
+    reason: Reason | str
+    message: str
+    warning: bool = False
 
 
 @dataclass(frozen=True)
@@ -250,5 +266,5 @@ class DeleteObject:
     uid: str
 
 
-Action = (Reserve | ReserveGroup | Release | DeletePod | EvictPod | SuspendOwner | ResumeOwner | Report | SaveGang
-          | DeleteGang | CreateObject | DeleteObject)
+Action = (Reserve | ReserveGroup | Release | DeletePod | EvictPod | SuspendOwner | ResumeOwner | Report | TellPod
+          | SaveGang | DeleteGang | CreateObject | DeleteObject)

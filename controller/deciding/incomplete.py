@@ -20,6 +20,10 @@ a group seen as it appears, its first sight. A group seen before that has just b
 members (one of a complete group's pods deleted) counts from now: its owner gets the set time to
 replace it.
 
+While it is short of members, before it is stuck, its Gang and its members say what it waits for
+in one sentence (`waiting_for_members`), `Waiting for 1 more pod of group half (1 of 2 present;
+gangkeeper.io/min-count=2)`: how many more, and the declaration that set the size.
+
 The words (`message`) say nothing that changes from one pass to the next (no running duration):
 the Event on the Gang is written once when the group becomes stuck and again only when what it
 says changes (a member gone), and an Event with the same words after a restart bumps the count
@@ -65,6 +69,27 @@ def message(view: GangView, threshold: float) -> str:
             f"for {missing} more {'pod' if missing == 1 else 'pods'} {waited_for} (size {group.min_count} from "
             f"{declared}). If its owner creates the rest only after these run, the group is declared too large: "
             f'see {DOCS_SECTION}')
+
+
+def waiting_for_members(view: GangView, name: str, ours: bool = False) -> str:
+    """What a group short of members waits for, named `name` (its Gang's, else its label): the
+    words of its Gang's condition and of its members' Events (`controller.deciding.telling`).
+    `ours`: its Gang is one the controller created, whose size echoes the group's declaration."""
+    group = view.group
+    present = sum(1 for member in group.members if not member.terminal)
+    missing = group.min_count - present
+    return (f"Waiting for {missing} more {'pod' if missing == 1 else 'pods'} of group {name} ({present} of "
+            f"{group.min_count} present; {declaration(view, f'Gang {name}' if ours else None)})")
+
+
+def declaration(view: GangView, echo: str | None = None) -> str:
+    """Where the group's size came from: `gangkeeper.io/min-count=2` for the annotation, `size 8 from
+    Job train` for an owner (or a Gang, a PodGroup) that declares it; `echo` is a declaration that
+    only repeats the others (the Gang the controller created), left out when there are others."""
+    declared = [who for who in view.declared_by if who != echo] or list(view.declared_by)
+    found = [who.removeprefix("annotation ") if who.startswith("annotation ") else
+             f"size {view.group.min_count} from {who}" for who in declared]
+    return ", ".join(found) or f"size {view.group.min_count}"
 
 
 def duration(seconds: float) -> str:

@@ -8,7 +8,8 @@ notice one that never completes: `controller.deciding.incomplete`), when a membe
 (for a release annotation someone removed), when a group was first seen complete (to measure how
 soon it was released), when a Gang's status was last written, what was last reported (so that Events and audit
 lines follow changes, not passes), how many members each running group has placed and had at most
-(`Strength`, kept on its Gang too: `controller.deciding.elastic`), the owners this controller suspended to roll their groups
+(`Strength`, kept on its Gang too: `controller.deciding.elastic`), what each gated member was last told on
+itself (`Told`: `controller.deciding.telling`), the owners this controller suspended to roll their groups
 back (`HeldOwner`) and the groups a rollback gave up. What is durable of a suspension is on the
 owner (docs/design.md, "Release, binding and rollback"): a new leader finds it there, and only
 its backoff count starts again.
@@ -17,6 +18,7 @@ its backoff count starts again.
 import enum
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
+from typing import NamedTuple
 
 from gangkeeper.controller.cache.index import Pending
 from gangkeeper.controller.deciding.decisions import Reason
@@ -41,6 +43,21 @@ class News:
 
     reason: Reason | str
     message: str | None = None
+
+
+class Told(NamedTuple):
+    """What a member was last told on itself (`controller.deciding.telling`), and when: the reason,
+    and what else makes it news: the constraint a group that does not fit is short of, a problem's
+    message, the node a member was released to. A tuple: one is looked at for every waiting
+    member, every pass."""
+
+    reason: Reason | str
+    detail: str = ""
+    at: float = 0.0
+
+    def same(self, other: "Told") -> bool:
+        """Whether `other` says the same, whenever it was said."""
+        return self.reason == other.reason and self.detail == other.detail
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,20 +143,26 @@ class Memory:
     capacity: Mapping[GroupKey, Asking] = field(default_factory=dict)
     # Running groups: their members placed, and the most they had (`controller.deciding.elastic`).
     strengths: Mapping[GroupKey, Strength] = field(default_factory=dict)
+    # What each member was last told on itself, by group and pod uid (`controller.deciding.telling`).
+    told: Mapping[GroupKey, Mapping[str, Told]] = field(default_factory=dict)
 
 
 def unreported(memory: Memory, groups: Iterable[GroupKey]) -> Memory:
-    """`memory` as if the groups' state had not been reported: their releases were held back
-    (`outcome.carried_out`), and the pass that releases them must say so."""
+    """`memory` as if the groups' state had not been reported, nor their members told they were
+    released: their releases were held back (`outcome.carried_out`), and the pass that releases
+    them must say so."""
     held = set(groups)
+    told = dict(memory.told)
+    for key in held & told.keys():
+        told[key] = {uid: said for uid, said in told[key].items() if said.reason is not Reason.RELEASED}
     return replace(memory, reported={key: news for key, news in memory.reported.items()
-                                     if not (key[0] in held and key[1] is Channel.STATE)})
+                                     if not (key[0] in held and key[1] is Channel.STATE)}, told=told)
 
 
 def after_pass(memory: Memory, pending: Pending, now: float, *, rollbacks: Mapping[GroupKey, tuple[int, float]],
                reported: Mapping[tuple[GroupKey, Channel], News], incomplete_since: Mapping[GroupKey, float],
                status_written: Mapping[GroupKey, float], arrivals: Mapping[GroupKey, Arrival],
-               strengths: Mapping[GroupKey, Strength]) -> Memory:
+               strengths: Mapping[GroupKey, Strength], told: Mapping[GroupKey, Mapping[str, Told]]) -> Memory:
     """What to remember after a pass that decided `pending` and learned the rest: fresh entries for
     the groups decided, the old ones of groups left alone (settled, so unchanged), none for groups
     that are gone or, after a complete pass, undecided."""
@@ -171,6 +194,7 @@ def after_pass(memory: Memory, pending: Pending, now: float, *, rollbacks: Mappi
         incomplete_since={**kept(memory.incomplete_since), **incomplete_since},
         arrivals={**kept(memory.arrivals), **arrivals},
         strengths={**kept(memory.strengths), **strengths},
+        told={**kept(memory.told), **told},
         status_written={**kept(memory.status_written),
                         **{key: memory.status_written[key] for key in decided if key in memory.status_written},
                         **status_written})

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 from gangkeeper import names
 from gangkeeper.controller.cache.groups import GangView
+from gangkeeper.controller.cache.holders import Candidate
 from gangkeeper.controller.deciding.booking import reserve
 from gangkeeper.controller.deciding.decisions import (
     DeletePod,
@@ -56,9 +57,10 @@ def preempt(state: PassState, view: GangView, preemption: Preemption,
             extras.setdefault(victim.group, []).extend(victim.members)
     alone = frozenset(f"{m.namespace}/{m.name}" for members in extras.values() for m in members)
     state.remembered.preempting[group.key] = Room(state.now, victims, state.now, alone)
-    taken = ", ".join(victim.name for victim in preemption.victims[:NAMED])
+    taken = first_of([_named(victim, view_of) for victim in preemption.victims], NAMED)
+    pods = sum(len(victim.members) for victim in preemption.victims)
     message = (f"{len(preemption.plan.assignments)} members reserved; preempting {len(preemption.victims)} of lower "
-               f"priority ({taken}); released once they are gone")
+               f"priority, {pods} {'pod' if pods == 1 else 'pods'} ({taken}); released once they are gone")
     state.verdicts[group.key] = Verdict(Phase.ADMITTED, Reason.PREEMPTING, message)
     report(state, view, GangEvent.PREEMPTING, Reason.PREEMPTING, message, force=True)
     for victim in preemption.victims:
@@ -75,6 +77,12 @@ def preempt(state: PassState, view: GangView, preemption: Preemption,
         if victim_view is not None:
             why = f"preempted by {group} (priority {group.priority}, above its {victim_view.group.priority})"
             _take_extras(state, victim_view, members, why)
+
+
+def _named(victim: Candidate, view_of: Callable[[GroupKey], GangView | None]) -> str:
+    """A victim as its owner names it (`Job filler`) when it is a whole group with one."""
+    view = view_of(victim.group) if victim.group is not None and not victim.extra else None
+    return f"{view.owner.kind} {view.owner.name}" if view is not None and view.owner is not None else victim.name
 
 
 def _preempt_group(state: PassState, view: GangView, why: str) -> None:

@@ -63,7 +63,8 @@ admissions. Its parts are modules of their own: `state` (its working state), `ti
 time alone decides), `booking` (reserve, then release), `rollback`, `elastic` (a running group's
 strength), `preempting` (taking
 lower-priority work's place), `resuming` (the owners it suspended), `reporting` (Events, audit
-lines, the Gang's status); what it returns, `outcome` with `decisions` (verdicts and actions),
+lines, the Gang's status), `telling` (an Event on each member: why it waits, that it was
+released); what it returns, `outcome` with `decisions` (verdicts and actions),
 `patches` (the bodies of the pod writes), `gangs` (which Gang, its name and status) and `memory`
 (what it remembers for the next pass, and may lose on a restart); how it decides, `settings`.
 """
@@ -77,7 +78,7 @@ from typing import TypeVar
 
 from gangkeeper.controller.cache.groups import GangView, settled_phase
 from gangkeeper.controller.cache.index import ClusterIndex, Pending
-from gangkeeper.controller.deciding import elastic, gangs
+from gangkeeper.controller.deciding import elastic, gangs, telling
 from gangkeeper.controller.deciding.booking import release, reserve
 from gangkeeper.controller.deciding.capabilities import ApiCapabilities
 from gangkeeper.controller.deciding.decisions import DeleteGang, Phase, Reason, Release, Verdict
@@ -135,6 +136,7 @@ def reconcile(index: ClusterIndex, memory: Memory, now: float, settings: Setting
         take_back_unclaimed(state, {gang.uid for view in pending.views if (gang := gang_of(state, view)) is not None})
     for view in pending.views:
         _guarded(report_and_status, state, view)
+    telling.tell_chosen(state)
     gone = _gone(pending, memory)
     state.actions.extend(_disposed_gangs(state, gone))
     remember_given_up(state, pending, gone)
@@ -248,7 +250,7 @@ def _plan(state: PassState, queue: list[GangView], extras: list[GangView], index
     pool = index.pool
     views = {view.group.key: view for view in queue}
     for view in queue:
-        state.verdicts[view.group.key] = incomplete_or_queued(view.group)
+        state.verdicts[view.group.key] = incomplete_or_queued(state, view)
     if not queue and not extras:
         return
     candidates = index.preemption_candidates if state.settings.preemption is Preempting.LOWER_PRIORITY else None
@@ -300,7 +302,7 @@ def _outcome(state: PassState, pending: Pending, index: ClusterIndex) -> Outcome
     memory = replace(after_pass(state.memory, pending, state.now, rollbacks=learned.rollbacks,
                                 reported=learned.reported, incomplete_since=learned.incomplete_since,
                                 status_written=learned.status_written, arrivals=learned.arrivals,
-                                strengths=learned.strengths),
+                                strengths=learned.strengths, told=learned.told),
                      held=learned.held, given_up=learned.given_up, preempting=learned.preempting,
                      capacity=learned.capacity)
     decided = {view.group.key: verdict_of(state, view).phase for view in pending.views}

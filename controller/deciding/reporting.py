@@ -1,18 +1,17 @@
 """What a pass says: Events and audit lines when a group's state changed (not every pass: what
-was last reported is remembered per channel), and its Gang's status when that did; the group's
-verdict, and where its Gang is."""
+was last reported is remembered per channel), its Gang's status when that did, and its members
+what they have news of (`telling`); the group's verdict, and where its Gang is."""
 
 from collections.abc import Mapping, Sequence
 
 from gangkeeper import names
 from gangkeeper.controller.cache.groups import GangView
-from gangkeeper.controller.deciding import elastic, gangs, incomplete
+from gangkeeper.controller.deciding import elastic, gangs, incomplete, telling
 from gangkeeper.controller.deciding.decisions import GangEvent, Involved, Phase, Reason, Report, SaveGang, Verdict
 from gangkeeper.controller.deciding.gangs import DEGRADED
 from gangkeeper.controller.deciding.memory import Channel, News, Strength
 from gangkeeper.controller.deciding.state import PassState
 from gangkeeper.controller.deciding.timeouts import schedule_timed_out
-from gangkeeper.controller.model.members import Group
 from gangkeeper.controller.model.objects import Workload
 
 
@@ -58,15 +57,21 @@ def gang_place(state: PassState, view: GangView) -> gangs.GangPlace | None:
 
 def verdict_of(state: PassState, view: GangView) -> Verdict:
     """The group's verdict; one whose decision broke (`_guarded`) waits, as far as anyone can tell."""
-    return state.verdicts.get(view.group.key) or incomplete_or_queued(view.group)
+    return state.verdicts.get(view.group.key) or incomplete_or_queued(state, view)
 
 
-def incomplete_or_queued(group: Group) -> Verdict:
-    """A waiting group's verdict before the queue has its say: members missing, or waiting its turn."""
+def incomplete_or_queued(state: PassState, view: GangView) -> Verdict:
+    """A waiting group's verdict before the queue has its say: members missing (named by its Gang's
+    name, else its label, with where its size came from), or waiting its turn."""
+    group = view.group
     present = sum(1 for m in group.members if not m.terminal)
     if present < group.min_count:
-        return Verdict(Phase.WAITING, Reason.INCOMPLETE, f"{present}/{group.min_count} pods")
-    return Verdict(Phase.WAITING, Reason.QUEUED, f"{present}/{group.min_count} pods present, waiting for a planning pass")
+        place = gang_place(state, view)
+        ours = place is not None and place.existing is not None and place.existing.disposable
+        return Verdict(Phase.WAITING, Reason.INCOMPLETE,
+                       incomplete.waiting_for_members(view, place.name if place is not None else view.label, ours))
+    return Verdict(Phase.WAITING, Reason.QUEUED,
+                   f"{present} of {group.min_count} pods present; waiting for a planning pass")
 
 
 # Waiting for reasons whose news the pass's parts report themselves: a rollback, and what an
@@ -75,7 +80,8 @@ _REPORTED_BY_THEMSELVES = frozenset({Reason.ROLLED_BACK, Reason.PROVISIONING, Re
 
 
 def report_and_status(state: PassState, view: GangView) -> None:
-    """Events and audit lines when the group's state changed, and its Gang's status when that did.
+    """Events and audit lines when the group's state changed, its Gang's status when that did, and
+    its members what they have news of (`telling.tell`).
 
     A waiting group is reported when the reason it waits changes (the Gang's status carries the
     details, which change with every bit of capacity freed); a problem, when its message does.
@@ -102,6 +108,9 @@ def report_and_status(state: PassState, view: GangView) -> None:
         stuck = stuck_incomplete(state, view)
     save_status(state, view, verdict, timed_out, state.preempted.get(key), stuck=stuck,
                 strength=strength_of(state, view, verdict))
+    on = involved(state, view)
+    gang, reported_on = (on.name, None) if on.kind == names.GANG_KIND else (None, on.uid)
+    telling.tell(state, view, verdict, gang, reported_on)
 
 
 def gang_status_of(state: PassState, view: GangView) -> Mapping | None:

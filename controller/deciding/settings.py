@@ -1,6 +1,6 @@
 """How the pass decides, as the controller's flags set it: timeouts, backoff, the queue's policy,
-preemption, what a rollback does with members no owner recreates, and how capacity is asked of an
-autoscaler."""
+preemption, what a rollback does with members no owner recreates, how capacity is asked of an
+autoscaler and how many members a pass tells, with an Event on each, why they wait."""
 
 import enum
 from collections.abc import Mapping
@@ -66,3 +66,6 @@ class Settings:
     # A gated group short of members that gains none for this long is reported (`controller.deciding.incomplete`).
     incomplete_group_seconds: float = 300.0
     provisioning: Provisioning = Provisioning()
+    # Events a pass writes on members at most, telling them why they wait or that they were
+    # released (`controller.deciding.telling`); 0 tells none.
+    pod_events_per_pass: int = 1_000

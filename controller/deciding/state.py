@@ -10,19 +10,33 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from typing import TYPE_CHECKING
 
 from gangkeeper.controller.cache.groups import GangView, Workloads
 from gangkeeper.controller.cache.index import ClusterIndex
 from gangkeeper.controller.deciding import gangs
 from gangkeeper.controller.deciding.capabilities import ApiCapabilities
 from gangkeeper.controller.deciding.decisions import Action, Verdict
-from gangkeeper.controller.deciding.memory import Arrival, Asking, Channel, HeldOwner, Memory, News, Room, Strength
+from gangkeeper.controller.deciding.memory import (
+    Arrival,
+    Asking,
+    Channel,
+    HeldOwner,
+    Memory,
+    News,
+    Room,
+    Strength,
+    Told,
+)
 from gangkeeper.controller.deciding.settings import Settings
 from gangkeeper.controller.model.members import GroupKey, Member
 from gangkeeper.controller.model.objects import WorkloadKey
 from gangkeeper.controller.planning.plans import NoFit
 from gangkeeper.resources import accelerator_count, accelerators
 from gangkeeper.wording import first_of
+
+if TYPE_CHECKING:  # the module that tells members imports this one
+    from gangkeeper.controller.deciding.telling import Telling
 
 NAMED = 10  # members a message names at most
 
@@ -32,8 +46,8 @@ class Remembered:
     """What the pass learns for the next one, group by group, as it goes (`memory.after_pass` makes
     the next `Memory` of it): what it reported on each channel, rollback backoff, when it wrote
     each Gang's status, since when groups are incomplete, when gated groups short of members last
-    gained one, the owners it holds suspended, the groups given up, the room preemptors wait for and
-    what running groups have placed and had."""
+    gained one, the owners it holds suspended, the groups given up, the room preemptors wait for,
+    what running groups have placed and had and what each member was last told on itself."""
 
     rollbacks: dict[GroupKey, tuple[int, float]] = field(default_factory=dict)
     reported: dict[tuple[GroupKey, Channel], News] = field(default_factory=dict)
@@ -45,6 +59,7 @@ class Remembered:
     preempting: dict[GroupKey, Room] = field(default_factory=dict)
     capacity: dict[GroupKey, Asking] = field(default_factory=dict)
     strengths: dict[GroupKey, Strength] = field(default_factory=dict)  # of groups admitted or running
+    told: dict[GroupKey, dict[str, Told]] = field(default_factory=dict)  # by pod uid (`controller.deciding.telling`)
 
 
 @dataclass
@@ -86,6 +101,10 @@ class PassState:
     # the workloads do not change while it decides.
     places: dict[GroupKey, tuple[GangView, gangs.GangPlace | None]] = field(default_factory=dict)
     no_fits: dict[GroupKey, NoFit] = field(default_factory=dict)  # why each group the queue left waiting does not fit
+    released: dict[GroupKey, dict[str, str]] = field(default_factory=dict)  # members released this pass: uid → node
+    # What members are to be told this pass, before `telling.tell_chosen` picks the pass's share
+    # (`controller.deciding.telling`).
+    untold: list["Telling"] = field(default_factory=list)
 
 
 def accelerators_held(state: PassState, members: Iterable[Member]) -> int:

@@ -14,8 +14,10 @@ def test_the_benchmark_measures_every_figure_and_formats_them():
     assert large["groups"] >= 12 and large["rss_after_mib"] > 0 and large["release_max_ms"] > 0
     assert large["restart_groups"] == large["groups"], "the restart decides every group the rebuilt index holds"
     assert large["restart_ms"] >= large["relist_ms"] + large["first_pass_ms"] - 0.1
-    table = bench_controller.markdown(figures)
-    assert table.count("\n| ") == 3 and "| 32 | 320 |" in table
+    told = bench_controller.telling(waiting_pods=40, nodes=4)
+    assert told["events"][:2] == [40, 0] and told["waiting_pods"] == 40, "every waiting pod told once, in one pass"
+    table = bench_controller.markdown(figures, told)
+    assert table.count("\n| ") == 5 and "| 32 | 320 |" in table and "| 40 | 40 × 1, then 0 | 1 |" in table
 
 
 @pytest.mark.slow

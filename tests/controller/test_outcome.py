@@ -3,7 +3,7 @@
 from dataclasses import replace
 
 from gangkeeper.controller.deciding.decisions import Reason
-from gangkeeper.controller.deciding.memory import Channel, Memory, News
+from gangkeeper.controller.deciding.memory import Channel, Memory, News, Told
 from gangkeeper.controller.deciding.outcome import HELD_RELEASE_RETRY_SECONDS, Outcome, carried_out
 
 HELD, RELEASED = ("team", "held"), ("team", "released")
@@ -11,7 +11,9 @@ NOW = 1_800_000_000.0
 DECIDED = Outcome(actions=(), phases={}, reserved_accelerators=0, rollbacks=0, next_due=NOW + 60,
                   memory=Memory(reported={(HELD, Channel.STATE): News(Reason.RELEASED),
                                           (HELD, Channel.TIMEOUT): News(Reason.TIMED_OUT),
-                                          (RELEASED, Channel.STATE): News(Reason.RELEASED)}),
+                                          (RELEASED, Channel.STATE): News(Reason.RELEASED)},
+                                told={HELD: {"uid-0": Told(Reason.RELEASED, "n0"), "uid-1": Told(Reason.NO_FIT)},
+                                      RELEASED: {"uid-2": Told(Reason.RELEASED, "n1")}}),
                   released_after=((HELD, 3.0), (RELEASED, 4.0)), waited=((HELD, 30.0), (RELEASED, 40.0)))
 
 
@@ -23,6 +25,9 @@ def test_a_group_whose_releases_were_held_back_was_not_released_by_the_pass():
                                        (RELEASED, Channel.STATE): News(Reason.RELEASED)}, \
         "its release is reported by the pass that makes it"
     assert carried.next_due == NOW + HELD_RELEASE_RETRY_SECONDS
+    assert carried.memory.told == {HELD: {"uid-1": Told(Reason.NO_FIT)},
+                                   RELEASED: {"uid-2": Told(Reason.RELEASED, "n1")}}, \
+        "its members are told of their release by the pass that makes it"
 
 
 def test_the_release_held_back_is_tried_again_unless_a_timeout_falls_due_sooner():

@@ -21,6 +21,7 @@ from gangkeeper.controller.deciding.decisions import (
     Reserve,
     ReserveGroup,
     SaveGang,
+    TellPod,
 )
 from gangkeeper.controller.reading.kube import (
     EVENTS,
@@ -91,6 +92,35 @@ def test_a_release_report_is_an_event_on_the_gang_and_on_each_pod():
     assert all(e["source"] == {"component": "gangkeeper-controller"} for e in kube.events.values())
     pod_event = next(e for e in kube.events.values() if e["involvedObject"]["name"] == "p0")
     assert pod_event["message"] == "group team/g: released 2 members"
+
+
+def tell(pod="p0", reason=Reason.NO_FIT, message="Waiting: no room (kubectl get gang g -n team)", warning=False):
+    return TellPod(GROUP, Involved("v1", "Pod", pod, f"uid-{pod}"), reason, message, warning)
+
+
+def test_a_member_told_why_it_waits_gets_an_event_on_itself_after_the_pod_writes_and_no_audit_line():
+    kube = RecordingKube()
+    run, audit, _ = executor(kube)
+    problem = tell("p2", "Disagreement", "Waiting: declared sizes disagree: annotation says 2, Gang g says 3", warning=True)
+    assert run.execute([tell(), DeletePod(GROUP, "p1", "uid-p1"), problem]).failed == 0
+    assert [(method, resource) for method, resource, _, _ in kube.calls] == [
+        ("delete", PODS.name), ("create", EVENTS.name), ("create", EVENTS.name)]
+    event = next(e for e in kube.events.values() if e["involvedObject"]["name"] == "p0")
+    assert event["involvedObject"] == {"apiVersion": "v1", "kind": "Pod", "name": "p0", "namespace": "team",
+                                       "uid": "uid-p0"}, "kubectl describe pod selects Events by uid"
+    assert (event["reason"], event["message"], event["type"], event["source"]) == (
+        "NoFit", "Waiting: no room (kubectl get gang g -n team)", "Normal", {"component": "gangkeeper-controller"})
+    assert {e["type"] for e in kube.events.values() if e["involvedObject"]["name"] == "p2"} == {"Warning"}
+    assert audit.lines == [], "the group's decision has its own audit line"
+
+
+def test_telling_a_member_the_same_again_bumps_its_event():
+    kube = RecordingKube()
+    run, _, _ = executor(kube)
+    run.execute([tell()])
+    run.execute([tell()])
+    (event,) = kube.events.values()
+    assert event["count"] == 2
 
 
 def test_each_pods_event_names_its_own_group_when_a_pass_reports_on_several():
@@ -364,8 +394,11 @@ def test_a_group_a_member_of_which_changed_since_the_pass_read_it_is_not_release
     kube.versions = {"p1": "12"}
     run, audit, written = executor(kube)
     saved = SaveGang(GROUP, "g", {"phase": "Admitted"})
-    executed = run.execute([released(), release("p0"), release("p1", "n0"), saved])
+    told = tell("p0", Reason.RELEASED, "Released to n1 with its group of 2")
+    executed = run.execute([released(), release("p0"), release("p1", "n0"), saved, told, tell("p2")])
     assert executed.failed == 0 and executed.held == {GROUP}, "held back, which is no failure"
+    assert [e["involvedObject"]["name"] for e in kube.events.values() if e["involvedObject"]["kind"] == "Pod"] == [
+        "p2"], "a member is not told of a release held back"
     assert kube.checked == [f"{names.GROUP_LABEL}=g"], "one request for the group"
     assert [c for c in kube.calls if c[1] == PODS.name] == [] and written == [], "no member released"
     assert audit.lines == [], "and no release on record"

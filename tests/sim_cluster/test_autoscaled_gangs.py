@@ -112,8 +112,9 @@ class Autoscaled:
         (gang,) = [g for g in self.api.list(GANGS, namespace=NS) if g["metadata"]["name"].startswith("train")]
         return gang
 
-    def events(self, reason: str) -> list[dict]:
-        return [e for e in self.api.list("events", namespace=NS) if e.get("reason") == reason]
+    def events(self, reason: str, kind: str = "Gang") -> list[dict]:
+        return [e for e in self.api.list("events", namespace=NS)
+                if e.get("reason") == reason and e["involvedObject"]["kind"] == kind]
 
 
 def test_without_provisioning_the_job_waits_for_ever_and_nothing_scales():
@@ -173,6 +174,7 @@ def test_a_job_larger_than_the_node_groups_max_is_reported_once_and_nothing_scal
     assert cluster.recorder.added == [] and cluster.bound_on() == Counter(nowhere=SIZE)
     assert len(cluster.recorder.requests) == 1, "never asked again while the autoscaler keeps looking"
     assert len(cluster.events("ProvisioningFailed")) == 1
+    assert len(cluster.events("ProvisioningFailed", kind="Pod")) == SIZE, "each member told once, on itself"
     assert cluster.gang()["status"]["reason"] == "ProvisioningFailed"
     assert cluster.watch.violations() == []
 
