@@ -111,6 +111,16 @@ def _topology(quick: bool) -> str:
     return topology_report.markdown(results)
 
 
+def _autoscaling(quick: bool) -> str:
+    from study import autoscaling, autoscaling_report
+
+    if quick:
+        results = autoscaling.run(jobs=40, seed=20190710, horizon=4 * 3600.0, progress=print)
+    else:
+        results = autoscaling.run(jobs=300, seed=20190710, progress=print)
+    return autoscaling_report.markdown(results)
+
+
 def _reliability(quick: bool) -> str:
     import tempfile
 
@@ -158,6 +168,7 @@ SECTIONS: dict[str, Callable[[bool], str]] = {
     "study": _study,
     "priorities": _priorities,
     "topology": _topology,
+    "autoscaling": _autoscaling,
     "reliability": _reliability,
     "load": _load,
     "binding": _binding,

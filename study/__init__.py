@@ -13,4 +13,9 @@ cluster's virtual clock under the stock scheduler, a quota-only gate and gangkee
 - `priorities` (`gangkeeper bench priorities`): the trace with a priority mix at one load, under
   each policy and gangkeeper with preemption off, measured per PriorityClass with `metrics.
   Preemptions`; `priority_report`: its Markdown.
+- `autoscaling` (`gangkeeper bench autoscaling`): static nodes beside a node group the emulated
+  cluster-autoscaler grows, a trace of small jobs and large ones only added nodes can hold, under
+  the stock scheduler and gangkeeper with each `--capacity-provisioning` mode, measured by
+  `metrics.AddedNodes` (GPU-hours of added nodes, and of those no job's pod requested) and
+  gangkeeper's invariants on every change; `autoscaling_report`: its Markdown.
 """

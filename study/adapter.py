@@ -9,7 +9,7 @@ may run on its own, so:
   runs every write through defaulting, admission (the gangkeeper webhook included), the pod rules
   and optimistic concurrency — and turns its refusals into the typed errors the Executor branches
   on, with the product's own `controller.reading.kube.error_from`. Only `create`, `patch`, `patch_status`,
-  `delete` and `resource_versions` exist: the Executor uses nothing else.
+  `delete`, `evict` and `resource_versions` exist: the Executor uses nothing else.
 - `FedInformer` stands in for an `Informer`: the emulated cluster's loop hands it each watch event
   (`observe`), and it does with it what the informer does with a watch event — the controller's
   transform, the informer's `Cache`, the controller's callbacks.
@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from gangkeeper.controller.reading.informer import Cache, Hooks, Transform, apply_event
-from gangkeeper.controller.reading.kube import MERGE_PATCH, Resource, check_patch, error_from
+from gangkeeper.controller.reading.kube import MERGE_PATCH, Resource, check_patch, error_from, eviction
 from gangkeeper.controller.reading.shapes import Reading
 from sim.api import CONTROLLER, APIError, User, WatchEvent
 from sim.apiserver import APIServer
@@ -56,6 +56,10 @@ class InProcessKube:
         preconditions = {k: v for k, v in (("uid", uid), ("resourceVersion", resource_version)) if v}
         return self._call(self.api.delete, resource.name, name, namespace=namespace, user=self.user,
                           preconditions=preconditions or None)
+
+    def evict(self, namespace: str, name: str, uid: str) -> dict:
+        """The Eviction API for this very pod (`uid`), with the body `Kube.evict` posts."""
+        return self._call(self.api.create_eviction, namespace, name, eviction(namespace, name, uid), user=self.user)
 
     def _call(self, method, *args, **kwargs) -> dict:
         self.requests += 1

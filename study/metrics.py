@@ -24,8 +24,11 @@ from dataclasses import dataclass, field
 from statistics import mean
 
 from gangkeeper.controller.deciding.decisions import Reason
+from gangkeeper.names import CAPACITY_FOR_LABEL
+from gangkeeper.quantity import parse_quantity
+from gangkeeper.resources import accelerators, pod_requests
 from sim.api import WatchEvent
-from sim.names import PODS
+from sim.names import NODE_GROUP_LABEL, NODES, PODS
 from sim.scheduler import preempted_by_scheduler
 from sim.training import Member, member, run_key, world_size
 
@@ -297,3 +300,110 @@ def by_class(jobs: Sequence[dict]) -> dict:
         "at_stake_gpu_hours": sum(j["at_stake"] for j in jobs) / 3600,
         "redone_gpu_hours": sum(j["useful"] - j["gpus"] * j["duration"] for j in finished) / 3600,
     }
+
+
+@dataclass
+class _Added:
+    gpus: float
+    since: float
+    jobs: float = 0.0  # GPUs requested by the pods of jobs bound to it now
+    placeholders: float = 0.0  # GPUs requested by placeholder pods bound to it now
+    gpu_seconds: float = 0.0
+    idle: float = 0.0
+    placeholder_seconds: float = 0.0
+
+    def accrue(self, now: float) -> None:
+        elapsed, self.since = now - self.since, now
+        if elapsed <= 0:
+            return
+        self.gpu_seconds += self.gpus * elapsed
+        self.idle += max(self.gpus - self.jobs, 0.0) * elapsed
+        self.placeholder_seconds += min(self.placeholders, max(self.gpus - self.jobs, 0.0)) * elapsed
+
+
+def _gpus(requests: dict) -> float:
+    return float(sum(accelerators(requests).values()))
+
+
+class AddedNodes:
+    """The nodes an autoscaler added and how much of their GPUs the jobs used, from what the cluster shows.
+
+    An added node is one of an autoscaled node group (labelled `sim.names.NODE_GROUP_LABEL`; the
+    study's groups start empty, so each of their nodes was added by the autoscaler), from its
+    creation (it is created Ready when its provisioning time has passed: the time it takes to come
+    is not counted) to its deletion, or to the moment of the snapshot. Over that time:
+      - `gpu_seconds`: its allocatable GPUs;
+      - `idle`: its GPUs that no job's pod requests: not requested by any bound pod that has not
+        finished, or requested by a placeholder (a pause pod gangkeeper made to bring the node,
+        `gangkeeper.names.CAPACITY_FOR_LABEL`) — a pod being deleted still holds its GPUs;
+      - `placeholder_seconds`: the part of `idle` that placeholders requested.
+    A job's pod counts whether or not its job runs: GPUs held by a partly placed job are not idle
+    here (`Holdings` counts them as partial).
+    """
+
+    resources = (NODES, PODS)
+
+    def __init__(self):
+        self.live: dict[str, _Added] = {}  # by node name (the autoscaler reuses the names of nodes it deleted)
+        self.gone: list[_Added] = []
+        self.peak = 0  # the most added nodes standing at once
+        self.holding: dict[str, tuple[str, float, bool]] = {}  # pod key → (added node, GPUs, placeholder)
+
+    def observe(self, event: WatchEvent, now: float) -> None:
+        obj = event.object
+        if event.resource == NODES:
+            name = obj["metadata"]["name"]
+            if NODE_GROUP_LABEL not in (obj["metadata"].get("labels") or {}):
+                return
+            if event.type == "DELETED":
+                node = self.live.pop(name, None)
+                if node is not None:
+                    node.accrue(now)
+                    self.gone.append(node)
+                    self.holding = {key: held for key, held in self.holding.items() if held[0] != name}
+            elif name not in self.live:
+                allocatable = (obj.get("status") or {}).get("allocatable") or {}
+                self.live[name] = _Added(_gpus({k: parse_quantity(v) for k, v in allocatable.items()}), now)
+                self.peak = max(self.peak, len(self.live))
+            return
+        key = f"{obj['metadata'].get('namespace', '')}/{obj['metadata']['name']}"
+        self._hold(key, None, now)
+        spec, status = obj.get("spec") or {}, obj.get("status") or {}
+        node = spec.get("nodeName")
+        if event.type != "DELETED" and node in self.live and status.get("phase") not in ("Succeeded", "Failed"):
+            placeholder = CAPACITY_FOR_LABEL in (obj["metadata"].get("labels") or {})
+            self._hold(key, (node, _gpus(pod_requests(obj)), placeholder), now)
+
+    def _hold(self, key: str, held: tuple[str, float, bool] | None, now: float) -> None:
+        """Take the pod's GPUs off the node it held them on (`held` None), or count them on `held`'s."""
+        if held is None:
+            held, sign = self.holding.pop(key, None), -1
+            if held is None or held[0] not in self.live:
+                return
+        else:
+            self.holding[key], sign = held, 1
+        name, gpus, placeholder = held
+        node = self.live[name]
+        node.accrue(now)
+        if placeholder:
+            node.placeholders += sign * gpus
+        else:
+            node.jobs += sign * gpus
+
+    def step(self, now: float) -> bool:
+        return False
+
+    def next_due(self) -> float | None:
+        return None
+
+    def snapshot(self, now: float) -> dict:
+        """Up to `now`: how many nodes were added (`nodes`), the most standing at once (`peak`) and
+        standing now (`standing`); GPU-hours of added nodes (`gpu_hours`), of those no job's pod
+        requested (`idle_gpu_hours`) and the part of them placeholders requested (`placeholder_gpu_hours`)."""
+        for node in self.live.values():
+            node.accrue(now)
+        every = [*self.gone, *self.live.values()]
+        return {"nodes": len(every), "peak": self.peak, "standing": len(self.live),
+                "gpu_hours": sum(n.gpu_seconds for n in every) / 3600,
+                "idle_gpu_hours": sum(n.idle for n in every) / 3600,
+                "placeholder_gpu_hours": sum(n.placeholder_seconds for n in every) / 3600}

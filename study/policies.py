@@ -162,6 +162,18 @@ class GangkeeperController:
                 for metric in self.controller.metrics.preemptions.collect() for sample in metric.samples
                 if sample.name.endswith("_total")}
 
+    @property
+    def capacity(self) -> dict:
+        """What the controller asked an autoscaler for (the product's metrics): `asked` (requests or
+        sets of placeholders made), `failed` by how the ask came to nothing."""
+        metrics = self.controller.metrics
+        asked = sum(int(sample.value) for metric in metrics.capacity_asked.collect() for sample in metric.samples
+                    if sample.name.endswith("_total"))
+        failed = {sample.labels["reason"]: int(sample.value)
+                  for metric in metrics.capacity_failed.collect() for sample in metric.samples
+                  if sample.name.endswith("_total")}
+        return {"asked": asked, "failed": failed}
+
 
 def _leave_memory_alone() -> None:
     """Python's collector runs as it would in any process (see `GangkeeperController`)."""

@@ -20,12 +20,13 @@ from dataclasses import asdict, dataclass
 import yaml
 
 from gangkeeper import names
-from gangkeeper.controller.deciding.settings import Preempting, Settings
+from gangkeeper.controller.deciding.settings import CapacityProvisioning, Preempting, Provisioning, Settings
 from sim.accounting import Accounting
 from sim.api import ADMIN, APIError, WatchEvent
 from sim.apiserver import APIServer
 from sim.clock import VirtualClock
 from sim.cluster import Component, emulated_cluster
+from sim.deployed import install_placeholder_priority_class
 from sim.names import GPU, PYTORCHJOBS
 from sim.placement import MOST_ALLOCATED, Scoring
 from sim.spec import load
@@ -48,10 +49,14 @@ from study.trace import (
 # to show how much of the difference is packing rather than gang admission.
 POLICIES = ("stock", "stock-binpack", "quota", "gangkeeper")
 BASELINES = ("stock", "quota")
-# gangkeeper's settings by policy name: its defaults (preemption of lower priorities on), and with
-# preemption off, a variant the priority mix (`study.priorities`) replays beside them.
-GANGKEEPER = {"gangkeeper": Settings(), "gangkeeper-no-preemption": Settings(preemption=Preempting.NEVER)}
-KNOWN_POLICIES = (*POLICIES, "gangkeeper-no-preemption")
+# gangkeeper's settings by policy name: its defaults (preemption of lower priorities on, no capacity
+# provisioning); with preemption off, a variant the priority mix (`study.priorities`) replays beside
+# them; asking an autoscaler for capacity by each `--capacity-provisioning` mode (`study.autoscaling`).
+GANGKEEPER = {"gangkeeper": Settings(), "gangkeeper-no-preemption": Settings(preemption=Preempting.NEVER),
+              "gangkeeper-provisioning-request": Settings(provisioning=Provisioning(
+                  mode=CapacityProvisioning.PROVISIONING_REQUEST)),
+              "gangkeeper-placeholders": Settings(provisioning=Provisioning(mode=CapacityProvisioning.PLACEHOLDERS))}
+KNOWN_POLICIES = (*POLICIES, *(policy for policy in GANGKEEPER if policy not in POLICIES))
 BINPACK = Scoring(MOST_ALLOCATED, {"cpu": 1, "memory": 1, GPU: 3})
 NAMESPACE = "ml"
 DRAIN_SECONDS = 24 * 3600.0  # past the last arrival: the longest job (12 h) and the backlog fit in it
@@ -100,11 +105,14 @@ class FinishedJobCleaner:
 
 
 def spec_for(jobs: Sequence[Job], cluster: Cluster, *, node_topology: Sequence[Mapping] | None = None,
-             rules: Mapping[str, Mapping[str, str]] | None = None, nodes: Sequence[dict] | None = None) -> dict:
+             rules: Mapping[str, Mapping[str, str]] | None = None, nodes: Sequence[dict] | None = None,
+             node_groups: Sequence[Mapping] = ()) -> dict:
     """The emulation's scenario: the nodes, the PriorityClasses the jobs name, and each job as a
     PyTorchJob submitted on time (its pods in its PriorityClass, when it has one). For the
     topology run: the nodes labelled by `node_topology` (`sim.spec` node topology levels), the
-    jobs named in `rules` with their workload topology, or `nodes` instead of the cluster's."""
+    jobs named in `rules` with their workload topology, or `nodes` instead of the cluster's. For
+    the autoscaled cluster: `node_groups` (`sim.spec` nodeGroups) the emulated cluster-autoscaler
+    grows and shrinks."""
     rules = rules or {}
     workloads = [{"kind": "PyTorchJob", "name": job.name, "namespace": NAMESPACE, "size": job.pods,
                   "gpusPerPod": job.gpus_per_pod, "cpuPerPod": str(cluster.cpu_per_gpu * job.gpus_per_pod),
@@ -119,12 +127,14 @@ def spec_for(jobs: Sequence[Job], cluster: Cluster, *, node_topology: Sequence[M
                   "cpu": str(cluster.gpus_per_node * cluster.cpu_per_gpu * 2),
                   "memory": f"{cluster.gpus_per_node * cluster.memory_gi_per_gpu * 2}Gi",
                   **({"topology": list(node_topology)} if node_topology else {})}]
-    return load(yaml.safe_dump({"nodes": list(nodes), "priorityClasses": classes, "workloads": workloads}))
+    return load(yaml.safe_dump({"nodes": list(nodes), "nodeGroups": [dict(group) for group in node_groups],
+                                "priorityClasses": classes, "workloads": workloads}))
 
 
 def run_policy(policy: str, jobs: Sequence[Job], spec: dict, cluster: Cluster, drain: float, *,
                watchers: Sequence[Component] = ()) -> dict:
-    """One replay; returns the figures, the per-job rows and counters of the policy's components.
+    """One replay; returns the figures, the per-job rows, counters of the policy's components and
+    the horizon (the moment on the virtual clock the replay ran to).
 
     `watchers`: more measuring components, added to the cluster beside `Holdings`; the caller
     reads them once the replay is over.
@@ -134,6 +144,8 @@ def run_policy(policy: str, jobs: Sequence[Job], spec: dict, cluster: Cluster, d
     clock = VirtualClock()
     if policy in GANGKEEPER:
         api, webhook = policies.gangkeeper_api(clock.now)
+        if GANGKEEPER[policy].provisioning.mode is CapacityProvisioning.PLACEHOLDERS:
+            install_placeholder_priority_class(api)  # deploy/base ships it; the placeholders name it
         component = controller = policies.GangkeeperController(api, clock=clock.now, settings=GANGKEEPER[policy])
     elif policy == "quota":
         api = policies.quota_api(clock.now)
@@ -168,10 +180,11 @@ def run_policy(policy: str, jobs: Sequence[Job], spec: dict, cluster: Cluster, d
         counters.update(passes=controller.passes, failed_actions=controller.failed_actions,
                         index_inconsistencies=controller.inconsistencies,
                         webhook_requests=webhook.requests, controller_writes=controller.kube.requests,
-                        rollbacks=controller.rollbacks, preemptions=controller.preemptions)
+                        rollbacks=controller.rollbacks, preemptions=controller.preemptions,
+                        capacity=controller.capacity)
     elif policy == "quota":
         counters.update(releases=gate.releases)
-    return {"policy": policy, "figures": figures, "counters": counters,
+    return {"policy": policy, "figures": figures, "counters": counters, "horizon": horizon,
             "jobs": [{k: row[k] for k in ("job", "submitted", "started", "finished", "partial", "useful", "state")}
                      for row in rows]}
 

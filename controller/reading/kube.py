@@ -78,6 +78,12 @@ RESOURCES = {r.name: r for r in (PODS, NODES, NAMESPACES, EVENTS, LEASES, *OCCUP
                                  *integrations.RESOURCES)}
 
 
+def eviction(namespace: str, name: str, uid: str) -> dict:
+    """The Eviction that asks the Eviction API to evict this very pod (`uid`)."""
+    return {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name, "namespace": namespace},
+            "deleteOptions": {"preconditions": {"uid": uid}}}
+
+
 # --- errors ---------------------------------------------------------------------------------
 
 
@@ -451,9 +457,7 @@ class Kube:
         """Ask the Eviction API to evict this very pod (`uid`): it honours the pod's
         PodDisruptionBudgets and writes its DisruptionTarget condition. Tried once: a budget's
         refusal (429) is an answer for the next pass to weigh, not a reason to wait here."""
-        body = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name, "namespace": namespace},
-                "deleteOptions": {"preconditions": {"uid": uid}}}
-        return self._exchange("POST", PODS.path(namespace, name) + "/eviction", [], body, None)
+        return self._exchange("POST", PODS.path(namespace, name) + "/eviction", [], eviction(namespace, name, uid), None)
 
     # transport
 

@@ -1,4 +1,5 @@
-"""The store, planner, priorities and binding sections at toy sizes: they run, and their tables carry the figures."""
+"""The store, planner, priorities, autoscaling and binding sections at toy sizes: they run, and their tables carry
+the figures."""
 
 import pytest
 
@@ -7,7 +8,7 @@ from bench import store as bench_store
 from bench.cli import SECTIONS, measured_section, merge
 from reliability import binding
 from reliability.report import binding_markdown
-from study import priorities, priority_report
+from study import autoscaling, autoscaling_report, priorities, priority_report
 from study.run import Cluster
 
 
@@ -43,6 +44,21 @@ def test_the_priorities_section_renders_one_row_per_policy_between_its_markers()
     written = merge("", {"priorities": measured_section("priorities", body, "gangkeeper bench priorities",
                                                         (0.5, 0.5, 0.5))})
     assert "<!-- section: priorities -->\n" in written and written.rstrip().endswith("<!-- /section: priorities -->")
+
+
+def test_the_autoscaling_section_renders_one_row_per_policy_between_its_markers():
+    results = autoscaling.run(jobs=12, seed=5, cluster=Cluster(nodes=2), pool=autoscaling.Pool(max_nodes=4),
+                              horizon=2 * 3600)
+    body = autoscaling_report.markdown(results)
+    rows = [line for line in body.splitlines() if line.startswith("| ") and "---" not in line]
+    assert [row.split(" | ")[0] for row in rows[1:]] == [
+        "| stock scheduler", "| gangkeeper, `None` (no provisioning)", "| gangkeeper, `ProvisioningRequest`",
+        "| gangkeeper, `Placeholders`"]
+    assert "Checks (gangkeeper's invariants" in body and "Reproduce: `gangkeeper bench autoscaling`" in body
+    assert list(SECTIONS)[list(SECTIONS).index("topology") + 1] == "autoscaling"
+    written = merge("", {"autoscaling": measured_section("autoscaling", body, "gangkeeper bench autoscaling",
+                                                         (0.5, 0.5, 0.5))})
+    assert "<!-- section: autoscaling -->\n" in written and written.rstrip().endswith("<!-- /section: autoscaling -->")
 
 
 def test_the_binding_section_renders_both_sides_per_size_and_the_differences_against_the_goals():

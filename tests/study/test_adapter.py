@@ -34,6 +34,16 @@ def test_refusals_are_the_controllers_typed_errors(kube):
         kube.delete(PODS, "ml", "p", uid="not-its-uid")
 
 
+def test_an_eviction_goes_to_the_eviction_api_for_that_very_pod(kube):
+    uid = kube.api.get("pods", "p", namespace="ml")["metadata"]["uid"]
+    with pytest.raises(Conflict):
+        kube.evict("ml", "p", "not-its-uid")
+    kube.evict("ml", "p", uid)
+    assert kube.api.list("pods", namespace="ml") == [], "evicted: an unbound pod goes at once"
+    with pytest.raises(NotFound):
+        kube.evict("ml", "p", uid)
+
+
 def test_a_patch_body_that_does_not_match_its_type_is_a_bug(kube):
     with pytest.raises(ValueError):
         kube.patch(PODS, "ml", "p", {"not": "a list"}, JSON_PATCH)
