@@ -21,7 +21,8 @@ DESCRIPTION = """Run gangkeeper's benchmarks and studies and write their figures
 
 Each section records when, with what command and on what machine it ran; the sections not
 named keep their figures. Compare ratios measured within one run: the machines are shared.
---quick checks that the sections work; its figures measure nothing."""
+--quick checks that the sections work; its figures measure nothing. controller-large (65,000
+nodes: many minutes, about 2 GiB) runs only when named: `all` leaves it out."""
 
 
 def _webhook(quick: bool) -> str:
@@ -66,6 +67,19 @@ def _controller(quick: bool) -> str:
         figures = bench_controller.run(**bench_controller.SCALE, latency_groups=50)
     told = bench_controller.telling(waiting_pods=2_000 if quick else 10_000)
     return bench_controller.markdown(figures, told)
+
+
+def _controller_large(quick: bool) -> str:
+    from bench import controller as bench_controller
+
+    if quick:
+        figures = bench_controller.run(nodes=(1_000,), bound_pods=10_000, waiting_groups=100, latency_groups=10,
+                                       compare_whole=False)
+        held = bench_controller.memory(nodes=(500, 1_000), bound_pods=10_000, waiting_groups=100)
+    else:  # 65,000 nodes, 650,000 bound pods, 5,000 waiting groups; memory at 5,000 and 65,000 nodes
+        figures = bench_controller.run(**bench_controller.LARGE, latency_groups=50)
+        held = bench_controller.memory()
+    return bench_controller.large_markdown(figures, held)
 
 
 def _fuzz(quick: bool) -> str:
@@ -164,6 +178,7 @@ SECTIONS: dict[str, Callable[[bool], str]] = {
     "planner": _planner,
     "occupancy": _occupancy,
     "controller": _controller,
+    "controller-large": _controller_large,
     "fuzz": _fuzz,
     "study": _study,
     "priorities": _priorities,
@@ -203,6 +218,10 @@ HEADER = ("# gangkeeper benchmarks\n\n"
           "across runs.\n\n")
 
 
+# Sections run only when named: they take many minutes and gigabytes (`bench all` leaves them out).
+ON_REQUEST = frozenset({"controller-large"})
+
+
 def _section(text: str) -> str:
     if text not in ("all", *SECTIONS):
         raise argparse.ArgumentTypeError(f"{text!r} is not a benchmark; choose from all, {', '.join(SECTIONS)}")
@@ -213,7 +232,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("bench", help="run the benchmarks and write bench/RESULTS.md",
                                    description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("sections", nargs="*", metavar="SECTION", type=_section,
-                        help=f"which benchmarks to run: all (the default), {', '.join(SECTIONS)}")
+                        help=f"which benchmarks to run: all (the default: every one but {', '.join(sorted(ON_REQUEST))}), "
+                             f"{', '.join(SECTIONS)}")
     add_flag(parser, "--results", default=DEFAULT_RESULTS, help="Markdown file the figures are written to")
     parser.add_argument("--quick", action="store_true",
                         help="smaller sizes and shorter runs, to check that the benchmarks work")
@@ -221,7 +241,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    chosen = list(SECTIONS) if not args.sections or "all" in args.sections else list(dict.fromkeys(args.sections))
+    named = list(dict.fromkeys(args.sections))
+    every = [name for name in SECTIONS if name not in ON_REQUEST] if not named or "all" in named else []
+    chosen = list(dict.fromkeys(every + [name for name in named if name != "all"]))
     command = " ".join(["gangkeeper bench", *chosen, *(["--quick"] if args.quick else [])])
     results = Path(args.results)
     fresh = {}

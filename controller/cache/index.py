@@ -146,6 +146,18 @@ class ClusterIndex:
             return self._apply(changes)
 
     def _apply(self, changes: Iterable[Change]) -> int:
+        with self.ledger.in_one_go():  # the pods of a batch change their nodes' figures once, at its end
+            failed, devices_changed = self._apply_each(changes)
+        self.occupancy.serve_extended(self.ledger, self.nodes, everywhere=devices_changed)
+        if self._claiming:  # their device rooms made now, with the change, rather than in the next pass
+            self.occupancy.index_rooms(self._claiming, self.pool)
+            self._claiming = []
+        self._deleted.clear()
+        self._deleted_workloads.clear()
+        return failed
+
+    def _apply_each(self, changes: Iterable[Change]) -> tuple[int, bool]:
+        """Apply the changes one by one: how many failed, and whether devices changed."""
         failed = 0
         devices_changed = False
         for resource, key, value in changes:
@@ -167,13 +179,7 @@ class ClusterIndex:
             except Exception:
                 log.exception("%s %s: change not applied to the index", resource, key)
                 failed += 1
-        self.occupancy.serve_extended(self.ledger, self.nodes, everywhere=devices_changed)
-        if self._claiming:  # their device rooms made now, with the change, rather than in the next pass
-            self.occupancy.index_rooms(self._claiming, self.pool)
-            self._claiming = []
-        self._deleted.clear()
-        self._deleted_workloads.clear()
-        return failed
+        return failed, devices_changed
 
     def put_pod(self, key: str, facts: PodFacts | None) -> None:
         old = self.pods.get(key)

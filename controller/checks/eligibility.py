@@ -12,15 +12,16 @@ which filter keeps it out.
 """
 
 from collections import Counter
-from collections.abc import Hashable, Iterable, Mapping
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from functools import lru_cache
 
 from gangkeeper.controller.model.members import Member
+from gangkeeper.controller.model.names_in_order import Move, NamesInOrder, full, moved, moves_between
 from gangkeeper.controller.model.nodes import Node, Taint, Toleration
 from gangkeeper.controller.model.selectors import Requirement, Term, int64, requirement_matches
 from gangkeeper.integrations.finding import is_valid_label_key, is_valid_label_value
 from gangkeeper.names import PIN_FIELD
-from gangkeeper.resources import PODS
+from gangkeeper.resources import PODS, Amount
 
 UNSCHEDULABLE_TAINT = Taint("node.kubernetes.io/unschedulable", "", "NoSchedule")
 FILTERED_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
@@ -124,7 +125,7 @@ class NodePool:
     """
 
     REMEMBERED = 1024
-    __slots__ = ("nodes", "_answers", "_label_values", "_domains", "_capacities", "_labelled", "_among")
+    __slots__ = ("nodes", "_answers", "_label_values", "_domains", "_capacities", "_labelled", "_among", "_most")
 
     def __init__(self, nodes: Iterable[Node]):
         self.nodes: dict[str, Node] = {node.name: node for node in sorted(nodes, key=lambda n: n.name)}
@@ -134,6 +135,7 @@ class NodePool:
         self._capacities: dict[tuple[str, str], dict[str, int]] = {}
         self._labelled: dict[tuple[str, Hashable], tuple[tuple[str, ...], Counter]] = {}
         self._among: dict[Hashable, tuple[tuple[str, ...], frozenset[str], tuple[str, ...]]] = {}
+        self._most: dict[str, Amount] = {}
 
     def label_values(self, label: str) -> Mapping[str, str]:
         """Node name → value of `label`, for the nodes that have it (topology domains)."""
@@ -148,11 +150,19 @@ class NodePool:
 
         The answer is kept in the slot until another tuple or another set comes (as `labelled`
         keeps its counts), both kept beside it, so that their identities name no other: one
-        answer a slot, so that sets made for one class (a volume's nodes) cannot pile up."""
+        answer a slot, so that sets made for one class (a volume's nodes) cannot pile up, and no
+        more than `REMEMBERED` slots (a domain's nodes may name one). When the next tuple of the same set is a later hand-out of the same journal
+        (`names_in_order`), the answer follows what moved; an answer that leaves names out is
+        handed out with a journal of its own, for `labelled` to follow in turn."""
         known = self._among.get(slot)
         if known is not None and known[0] is names and known[1] is eligible:
             return known[2]
-        answer = names if eligible.issuperset(names) else tuple(filter(eligible.__contains__, names))
+        moves = moves_between(known[0], names) if known is not None and known[1] is eligible else None
+        answer = None if moves is None or known is None else _among_moved(known[0], known[2], names, eligible, moves)
+        if answer is None:
+            answer = names if eligible.issuperset(names) else NamesInOrder(filter(eligible.__contains__, names), [])
+        if known is None and len(self._among) >= self.REMEMBERED:
+            self._among.clear()
         self._among[slot] = (names, eligible, answer)
         return answer
 
@@ -162,13 +172,18 @@ class NodePool:
         Given a `slot`, the answer for a tuple is kept there until another tuple comes: the
         ledger hands out the same tuple of names while the nodes with one amount free do not
         change (`Ledger.names_by_free`), so that groups planned one after the other count each
-        amount once. The tuple is kept beside its answer, so that its identity names no other."""
+        amount once. The tuple is kept beside its answer, so that its identity names no other.
+        When the next tuple is a later hand-out of the same journal, the count follows what
+        moved (`names_in_order`) rather than counting every name again."""
         values = self.label_values(label)
-        if slot is None or type(names) is not tuple:
+        if slot is None or not isinstance(names, tuple):
             return Counter(map(values.get, names))
         known = self._labelled.get((label, slot))
         if known is None or known[0] is not names:
-            known = self._labelled[label, slot] = (names, Counter(map(values.get, names)))
+            moves = None if known is None else moves_between(known[0], names)
+            counted = Counter(map(values.get, names)) if moves is None or known is None else _counted(
+                known[1], values, moves)
+            known = self._labelled[label, slot] = (names, counted)
         return known[1]
 
     def domains(self, label: str) -> Mapping[str, frozenset[str]]:
@@ -191,6 +206,14 @@ class NodePool:
                 for value, names in self.domains(label).items()}
         return capacity
 
+    def most(self, resource: str) -> Amount:
+        """The most of `resource` one node's allocatable lists (0 when none lists it)."""
+        most = self._most.get(resource)
+        if most is None:
+            most = self._most[resource] = max((node.allocatable.get(resource, 0) for node in self.nodes.values()),
+                                              default=0)
+        return most
+
     def eligible(self, member: Member) -> frozenset[str]:
         """Names of the nodes that pass the member's `placement_refusal`."""
         return self._answer(member)[0]
@@ -210,3 +233,33 @@ class NodePool:
             answer = self._answers[key] = (eligible, Counter(r for r in reasons.values() if r is not None))
         return answer
 
+
+
+def _among_moved(before: tuple[str, ...], answer: tuple[str, ...], names: tuple[str, ...], eligible: frozenset[str],
+                 moves: Sequence[Move]) -> tuple[str, ...] | None:
+    """`NodePool.eligible_among`'s answer for `names`, from its `answer` for `before` and what moved
+    between the two; None when it must be worked out again (names it left out come in)."""
+    if answer is before:  # every name was eligible: still so if every name that came is
+        return names if all(name in eligible for name, sign in moves if sign > 0) else None
+    kept = [move for move in moves if move[0] in eligible]
+    if not kept:
+        return answer
+    if type(answer) is not NamesInOrder or answer.position != len(answer.journal):
+        return None
+    journal = answer.journal
+    if full(journal, len(answer)):
+        journal = []
+    else:
+        journal += kept
+    return NamesInOrder(moved(answer, kept), journal)
+
+
+def _counted(counted: Counter, values: Mapping[str, str], moves: Sequence[Move]) -> Counter:
+    """`counted` (of the names before `moves`) after them; values no name has any more are left out."""
+    counted = counted.copy()
+    for name, sign in moves:
+        value = values.get(name)
+        counted[value] += sign
+        if not counted[value]:
+            del counted[value]
+    return counted

@@ -96,6 +96,7 @@ from gangkeeper.controller.model.members import GroupKey
 from gangkeeper.controller.planning.planner import apply, plan_group
 from gangkeeper.controller.planning.plans import Plan
 from gangkeeper.controller.planning.queue import Order, Planned, Waiting, admission_view, plan_pass
+from gangkeeper.controller.reading.informer import uncollected
 
 log = logging.getLogger("gangkeeper.controller.reconciler")
 Decided = TypeVar("Decided")  # what one group's decision returns (`_guarded`)
@@ -116,7 +117,18 @@ def reconcile(index: ClusterIndex, memory: Memory, now: float, settings: Setting
 
     An index fed by informers (`controller.cache.index`) costs O(groups under way + objects changed
     since the last pass); a fresh one (`ClusterIndex.build`, a restart) has every group decided.
+
+    The cyclic garbage collector is held off meanwhile (`informer.uncollected`): a pass plans on
+    copies of the ledger and the occupancy, containers of an entry per node and per pod that
+    reference counting frees when the pass ends, and that each collection during the pass would
+    read through (a third of a pass at 65,000 nodes); what the pass leaves is collected after it.
     """
+    with uncollected():
+        return _reconcile(index, memory, now, settings, capabilities)
+
+
+def _reconcile(index: ClusterIndex, memory: Memory, now: float, settings: Settings,
+               capabilities: ApiCapabilities) -> Outcome:
     pending = index.pending(memory.first_seen, now)
     state = PassState(now, settings, memory, index.workloads, index, capabilities,
                       remembered=Remembered(rollbacks=dict(memory.rollbacks)))

@@ -9,6 +9,7 @@ they change, so that planning every group after a restart costs what each plan r
 nodes times the groups. Ties break as the full sort would: by name within an amount.
 """
 
+import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from math import floor
 
@@ -169,8 +170,11 @@ def shelf(cls: MemberClass, pool: NodePool, ledger: Ledger, taken: Mapping[str, 
                 return (0, -amount) if left == amount else None  # else moved, or too few left
             return int(amount >= pool.nodes[name].allocatable.get(accelerator, 0)), -amount
 
-        dealt = {(tier, -amount): buckets.setdefault((tier, -amount), _Bucket()) for tier in (0, 1)}
-        _Deal(_inside(names, scope), key_of, dealt)
+        # Partly used: a node of the plan's, or one with more than the amount. With neither, every node
+        # of the amount is untouched, and a tier 0 bucket would read them all to find none.
+        tiers = (0, 1) if taken or pool.most(accelerator) > amount else (1,)
+        dealt = {(tier, -amount): buckets.setdefault((tier, -amount), _Bucket()) for tier in tiers}
+        _Deal(_inside(names, scope, pool, (accelerator, amount)), key_of, dealt)
     for key, entries in moved.items():
         bucket = buckets.setdefault(key, _Bucket())
         entries.sort()
@@ -183,21 +187,24 @@ def shelf(cls: MemberClass, pool: NodePool, ledger: Ledger, taken: Mapping[str, 
     return buckets
 
 
-def _inside(names: Sequence[str], scope: Scope) -> Iterator[str]:
-    """The scope's names among `names`, in their order: picked out as they are read, or, for a
-    scope much smaller than the names, its own names sorted (the same names, in the same order)."""
+def _inside(names: tuple[str, ...], scope: Scope, pool: NodePool, slot: tuple[str, int]) -> Iterator[str]:
+    """The scope's names among `names` (one amount's), in their order: for a scope much smaller
+    than the names, its own names sorted (the same names, in the same order); otherwise those
+    the pool keeps for the scope and the amount, which follow the nodes that move between
+    amounts (`NodePool.eligible_among`): a domain may have few of an amount's names, or none,
+    and picking them out as they are read would read every name of the amount for each group."""
     if scope is None:
         return iter(names)
     if len(scope) * 8 < len(names):
         return iter(sorted(scope.intersection(names)))
-    return (name for name in names if name in scope)
+    return iter(pool.eligible_among(scope, names, (*slot, scope)))
 
 
 class _Bucket:
     """The names of one preference key in packing order, worked out as far as they are read:
     those known so far, then what its `_Deal` hands out, then `after` once the deal is done."""
 
-    __slots__ = ("names", "deal", "after")
+    __slots__ = ("names", "deal", "after", "__weakref__")
 
     def __init__(self) -> None:
         self.names: list[str] = []
@@ -222,13 +229,18 @@ class _Bucket:
 class _Deal:
     """Hands the names of one source, in their order, to the buckets their keys name (None: to
     none), one at a time as a bucket asks for more; when the source is done, each bucket takes
-    its `after` names and the deal leaves it."""
+    its `after` names and the deal leaves it.
+
+    The buckets hold their deal, the deal only weak references to them: no reference cycle, so
+    that a plan's shelf is freed as soon as the plan is made (a pass holds the cyclic garbage
+    collector off: `deciding.reconciler.reconcile`). A bucket no one reads any more is dealt nothing."""
 
     __slots__ = ("_names", "_key_of", "_buckets")
 
     def __init__(self, names: Iterator[str], key_of: Callable[[str], tuple[int, int] | None],
                  buckets: Mapping[tuple[int, int], _Bucket]):
-        self._names, self._key_of, self._buckets = names, key_of, buckets
+        self._names, self._key_of = names, key_of
+        self._buckets = {key: weakref.ref(bucket) for key, bucket in buckets.items()}
         for bucket in buckets.values():
             bucket.deal = self
 
@@ -237,11 +249,15 @@ class _Deal:
         for name in self._names:
             key = self._key_of(name)
             if key is not None:
-                self._buckets[key].names.append(name)
+                bucket = self._buckets[key]()
+                if bucket is not None:
+                    bucket.names.append(name)
                 return
-        for bucket in self._buckets.values():
-            bucket.names += bucket.after
-            bucket.deal = None
+        for ref in self._buckets.values():
+            bucket = ref()
+            if bucket is not None:
+                bucket.names += bucket.after
+                bucket.deal = None
 
 
 def _device_buckets(cls: MemberClass, pool: NodePool, occupancy: Occupancy) -> dict[tuple[int, int], Sequence[str]]:

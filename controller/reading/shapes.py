@@ -65,11 +65,27 @@ def _decoded(decoder: msgspec.json.Decoder, data: bytes) -> Any:
 # Named here beside each other so that one look shows everything the controller reads of a pod
 # and a node; `controller.reading.pods.pod_facts` and `controller.reading.nodes.node_from_api` are what read them.
 
+class _Port(TypedDict, total=False):
+    hostPort: Any
+    hostIP: Any
+    protocol: Any
+
+
 class _Container(TypedDict, total=False):
     name: Any
     resources: Any
-    ports: Any
+    ports: list[_Port]
     restartPolicy: Any
+
+
+class _Volume(TypedDict, total=False):
+    persistentVolumeClaim: Any
+
+
+class _Condition(TypedDict, total=False):
+    type: Any
+    reason: Any
+    message: Any
 
 
 class _PodMetadata(TypedDict, total=False):
@@ -95,14 +111,14 @@ class _PodSpec(TypedDict, total=False):
     schedulingGates: Any
     priority: Any
     preemptionPolicy: Any
-    volumes: Any
+    volumes: list[_Volume]
     resourceClaims: Any
     topologySpreadConstraints: Any
 
 
 class _PodStatus(TypedDict, total=False):
     phase: Any
-    conditions: Any
+    conditions: list[_Condition]
     resourceClaimStatuses: Any
 
 

@@ -1,6 +1,11 @@
 """The benchmark harness keeps every section's figures: running one section replaces only it."""
 
-from bench.cli import HEADER, SECTIONS, measured_section, merge
+import argparse
+
+import pytest
+
+from bench import cli
+from bench.cli import HEADER, ON_REQUEST, SECTIONS, measured_section, merge
 
 
 def test_a_fresh_section_replaces_its_old_figures_and_keeps_the_others():
@@ -28,3 +33,19 @@ def test_a_written_section_whose_name_has_a_hyphen_is_kept_too():
     after = merge(HEADER + notes, {"webhook": measured_section("webhook", "figures", "gangkeeper bench webhook",
                                                                (0.5, 0.5, 0.5))})
     assert "why the target is missed" in after
+
+
+@pytest.mark.parametrize("named, expected", [
+    ([], [name for name in SECTIONS if name not in ON_REQUEST]),
+    (["all"], [name for name in SECTIONS if name not in ON_REQUEST]),
+    (["controller-large"], ["controller-large"]),
+    (["all", "controller-large"], [name for name in SECTIONS if name not in ON_REQUEST] + ["controller-large"]),
+])
+def test_all_leaves_out_the_sections_run_only_when_named(monkeypatch, tmp_path, named, expected):
+    ran = []
+    for name in SECTIONS:
+        monkeypatch.setitem(SECTIONS, name, lambda quick, name=name: ran.append(name) or f"{name} figures")
+    results = tmp_path / "RESULTS.md"
+    assert cli.run(argparse.Namespace(sections=named, quick=True, results=str(results))) == 0
+    assert ran == expected and "controller-large" in ON_REQUEST
+    assert all(f"{name} figures" in results.read_text() for name in expected)

@@ -3,6 +3,7 @@ from fractions import Fraction
 import pytest
 
 from gangkeeper.controller.cache.capacity import Ledger, members_fitting, usage
+from gangkeeper.controller.model.names_in_order import moves_between
 from tests.controller.builders import GPU, member, node
 
 REQUESTS = {"cpu": Fraction(4), GPU: Fraction(2)}
@@ -178,3 +179,45 @@ def test_a_usage_found_by_its_requests_mapping_is_that_of_those_requests():
         ledger.forget(f"r{number}")
     ledger.bind("c", "n1", shared)
     assert ledger.free("n1")[GPU] == 2 and ledger.free("n1")["cpu"] == 96 - 12
+
+
+def test_the_names_handed_out_carry_what_moved_since_and_each_ledger_journals_its_own():
+    ledger = Ledger([node(name, gpus=8) for name in ("n1", "n2", "n3")])
+    first = ledger.names_by_free(GPU, 8)
+    ledger.bind("a", "n2", REQUESTS)
+    ledger.forget("a")
+    ledger.bind("b", "n3", REQUESTS)
+    second = ledger.names_by_free(GPU, 8)
+    assert second == ("n1", "n2") and moves_between(first, second) == [("n2", -1), ("n2", +1), ("n3", -1)]
+    assert moves_between(second, first) is None, "the later hand-out first: not known"
+    copy = ledger.copy()
+    assert copy.names_by_free(GPU, 8) is second, "nothing moved since: the same names"
+    copy.bind("c", "n1", REQUESTS)
+    assert copy.names_by_free(GPU, 8) == ("n2",) and moves_between(second, copy.names_by_free(GPU, 8)) is None
+    assert ledger.names_by_free(GPU, 8) is second, "the copy's moves are its own"
+    for number in range(40):  # more moves than a journal keeps for three names: read again in full
+        ledger.bind(f"x{number}", "n1", REQUESTS)
+        ledger.forget(f"x{number}")
+    assert ledger.names_by_free(GPU, 8) == ("n1", "n2") and moves_between(second, ledger.names_by_free(GPU, 8)) is None
+
+
+def test_in_one_go_the_nodes_figures_change_when_it_ends_as_they_would_pod_by_pod():
+    by_pod, at_once = ledger_with_two_nodes(), ledger_with_two_nodes()
+    steps = [("bind", "a", "n1"), ("reserve", "b", "n1"), ("bind", "c", "n2"), ("forget", "b", None),
+             ("bind", "a", "n2"), ("reserve", "d", "n1")]
+
+    def take(ledger):
+        for step, uid, where in steps:
+            if step == "forget":
+                ledger.forget(uid)
+            else:
+                getattr(ledger, step)(uid, where, REQUESTS)
+
+    take(by_pod)
+    with at_once.in_one_go():
+        take(at_once)
+        assert at_once.free("n1")[GPU] == 8 and at_once.counted() == by_pod.counted(), "figures from before, pods now"
+    assert {name: dict(at_once.free(name)) for name in ("n1", "n2")} == {
+        name: dict(by_pod.free(name)) for name in ("n1", "n2")} == {
+        "n1": {GPU: 6, "cpu": 28, "pods": 9, "memory": 2**40}, "n2": {GPU: 0, "cpu": 24, "pods": 8, "memory": 2**40}}
+    assert at_once.nodes_by_free(GPU) == by_pod.nodes_by_free(GPU) == {6: {"n1"}, 0: {"n2"}}

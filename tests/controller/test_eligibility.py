@@ -1,7 +1,9 @@
+from collections import Counter
 from fractions import Fraction
 
 import pytest
 
+from gangkeeper.controller.cache.capacity import Ledger
 from gangkeeper.controller.checks.eligibility import NodePool, affinity_matches, placement_refusal, refusal, tolerates
 from gangkeeper.controller.model.nodes import Taint, Toleration
 from gangkeeper.controller.model.selectors import Requirement, Term, requirement_matches
@@ -160,3 +162,27 @@ def test_pool_remembers_eligible_nodes_and_counts_refusals():
     assert pool.eligible(member("other", node_selector={"pool": "a100"})) is pool.eligible(pod)
     assert pool.refusals(pod) == {"not Ready": 1, "nodeSelector pool=a100 not matched": 1}
     assert pool.label_values("pool") == {"a": "a100", "b": "a100", "d": "h100"}
+
+
+def test_what_the_pool_works_out_from_the_ledgers_names_follows_the_nodes_that_move_as_a_fresh_pool_finds_it():
+    nodes = [node(f"n{i}", zone="ab"[i % 3 == 0]) for i in range(9)] + [node("n9", zone="a", ready=False)]
+    pool, ledger = NodePool(nodes), Ledger(nodes)
+    every, eligible = frozenset(n.name for n in nodes), pool.eligible(member("p"))
+    for step in range(12):  # nodes leave the 8 free for 6 and come back, one plan after the other
+        for amount, chosen in [(amount, chosen) for amount in (8, 6)
+                               for chosen in (every, eligible, frozenset({"n0", "n2", "n9"}), every - {"n1"})]:
+            names = ledger.names_by_free(GPU, amount)
+            among = pool.eligible_among(chosen, names, (amount, chosen))
+            assert among == tuple(name for name in names if name in chosen)
+            counted = pool.labelled("topology.kubernetes.io/zone", among, (amount, chosen))
+            assert counted == Counter(NodePool(nodes).label_values("topology.kubernetes.io/zone")[n] for n in among)
+            assert all(counted.values()), "a value no node has any more is left out"
+        ledger.bind(f"p{step}", f"n{step % 10}", {GPU: Fraction(2)})
+        if step % 3:
+            ledger.forget(f"p{step - 1}")
+    assert pool.eligible_among(every, ledger.names_by_free(GPU, 8), (8, every)) is ledger.names_by_free(GPU, 8)
+
+
+def test_pool_knows_the_most_of_a_resource_one_node_has():
+    pool = NodePool([node("a", gpus=8), node("b", gpus=16), node("c", gpus=None)])
+    assert (pool.most(GPU), pool.most("example.com/fpga")) == (16, 0)

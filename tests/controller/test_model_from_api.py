@@ -8,7 +8,7 @@ from gangkeeper.controller.model.members import group_of
 from gangkeeper.controller.model.nodes import Taint, Toleration
 from gangkeeper.controller.model.selectors import Requirement, Term
 from gangkeeper.controller.reading.nodes import node_from_api
-from gangkeeper.controller.reading.pods import member_from_api
+from gangkeeper.controller.reading.pods import member_from_api, pod_facts
 from gangkeeper.controller.reading.workloads import workload_from_api
 from tests.controller.builders import GPU, member, node_object, pod_object
 
@@ -125,3 +125,26 @@ def test_pods_that_write_their_requests_alike_share_them_and_others_read_their_o
     odd["spec"]["containers"][0]["resources"]["requests"]["example.com/x"] = ["not", "hashable"]
     with pytest.raises(ValueError, match="is a list"):  # read the long way, which says what is wrong
         member_from_api(odd)
+
+
+def test_a_bound_pod_outside_every_group_is_read_for_its_node_its_neighbours_and_preemption_alone():
+    pod = pod_object("web", gpus=1, gated=False, node_name="n1", phase="Running", priority=7,
+                     tolerations=[{"key": "gpu", "operator": "Exists"}], node_selector={"pool": "a"})
+    pod["metadata"].update(labels={"app": "web"}, ownerReferences=[{"kind": "ReplicaSet", "name": "web", "uid": "r",
+                                                                     "controller": True}])
+    pod["spec"].update(affinity={"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                           {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": "zone"}]}},
+                       resourceClaims=[{"name": "gpu", "resourceClaimName": "shared"}])
+    facts, whole = pod_facts(pod), member_from_api(pod)
+    read = ("namespace", "name", "uid", "requests", "priority", "preempts", "terminating", "node", "phase", "created",
+            "labels", "rules", "claims")
+    assert [getattr(facts.member, field) for field in read] == [getattr(whole, field) for field in read]
+    assert facts.member.rules.anti_affinity and facts.group is None and facts.resource_version == ""
+    assert (facts.member.tolerations, facts.member.node_selector, facts.owner) == ((), (), None), \
+        "never placed again: its own constraints are not read"
+    assert pod_facts(pod_object("waiting", gated=False)) is None, "not bound: it takes nothing"
+    assert pod_facts(pod_object("done", gated=False, node_name="n1", phase="Succeeded")) is None
+    placeholder = pod_object("hold", gated=False, node_name="n1", phase="Running",
+                             tolerations=[{"key": "gpu", "operator": "Exists"}])
+    placeholder["metadata"]["labels"] = {names.CAPACITY_FOR_LABEL: "gang-uid"}
+    assert pod_facts(placeholder).member.tolerations == member_from_api(placeholder).tolerations != (), "read whole"

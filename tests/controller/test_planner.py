@@ -1,5 +1,7 @@
+import gc
 from collections import Counter
 
+from gangkeeper.controller.checks.eligibility import NodePool
 from gangkeeper.controller.model.members import group_of
 from gangkeeper.controller.planning.planner import apply, plan_group
 from gangkeeper.controller.planning.plans import NoFit, Plan, Topology
@@ -157,3 +159,41 @@ def test_no_fit_reports_where_the_placeable_members_would_go():
     assert isinstance(result, NoFit) and result.placeable == 2
     assert sorted(n for _, n in result.partial) == ["n1", "n2"]
     assert result.reason.startswith("2 of 3 waiting members placeable")
+
+
+def test_a_pool_that_planned_groups_before_plans_inside_zones_as_a_fresh_pool_would():
+    """What the pool remembers between plans (each amount's eligible nodes, their count by zone, a
+    zone's nodes of each amount) follows the nodes each admitted plan moves."""
+    nodes = [node(f"n{i:02d}", zone="abcd"[i % 4 if i < 24 else 0]) for i in range(40)] + [node("big", zone="a", gpus=16)]
+    pool, ledger = cluster(nodes, [busy(f"n{i:02d}", i % 8) for i in range(0, 24, 2)])
+    admitted = 0
+    for number, (size, gpus) in enumerate([(3, 2), (1, 8), (4, 4), (2, 1), (5, 8), (2, 6), (9, 1), (3, 8), (6, 2),
+                                           (1, 16), (4, 8), (7, 1)]):
+        group = gang(f"g{number}", size, gpus=gpus)
+        plan = plan_group(group, pool, ledger)
+        assert plan == plan_group(group, NodePool(nodes), ledger)
+        if isinstance(plan, Plan):
+            apply(plan, ledger)
+            admitted += plan.domain is not None
+    assert admitted >= 6, "most plans kept to one zone"
+
+
+def test_a_larger_node_left_with_an_amount_is_partly_used_before_untouched_nodes_of_that_amount():
+    pool, ledger = cluster([node("a8"), node("big", gpus=16), node("z8")], [busy("big", 8)])
+    assert placement(plan_group(gang("g", 1, gpus=8), pool, ledger)) == {"big": 1}
+    pool, ledger = cluster([node("a8"), node("z8")])  # no larger node: every node with 8 free is untouched
+    assert placement(plan_group(gang("g", 1, gpus=8), pool, ledger)) == {"a8": 1}
+
+
+def test_a_plan_leaves_no_garbage_that_only_the_cyclic_collector_frees():
+    """A pass holds the cyclic collector off: what planning a group makes is freed as it is dropped."""
+    nodes = [node(f"n{i}", zone="ab"[i % 2]) for i in range(6)]
+    pool, ledger = cluster(nodes, [busy("n0", 4), busy("n3", 2)])
+    gc.collect()
+    gc.disable()
+    try:
+        for size, gpus in ((3, 2), (1, 8), (5, 4)):
+            plan_group(gang(f"g{size}", size, gpus=gpus), pool, ledger)
+        assert gc.collect() == 0
+    finally:
+        gc.enable()

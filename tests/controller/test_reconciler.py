@@ -1,10 +1,12 @@
 """Pure decisions of `reconcile()`, pass after pass on a stand-in API (tests/controller/world.py)."""
 
+import gc
+
 import pytest
 
 from gangkeeper import names
 from gangkeeper.controller.cache.groups import GANGS, PYTORCHJOBS
-from gangkeeper.controller.deciding import gangs
+from gangkeeper.controller.deciding import gangs, reconciler
 from gangkeeper.controller.deciding.decisions import (
     DeleteGang,
     DeletePod,
@@ -23,6 +25,16 @@ from tests.controller.world import CREATED, NOW, NS, Run, World, add_group, book
 
 def pod(world, name):
     return world.pods[f"{NS}/{name}"]
+
+
+def test_a_pass_holds_the_garbage_collector_off_and_lets_it_run_again_after(monkeypatch):
+    world = World(nodes(1))
+    add_group(world, "g", 1)
+    seen, planning = [], reconciler._plan
+    monkeypatch.setattr(reconciler, "_plan", lambda *args: seen.append(gc.isenabled()) or planning(*args))
+    assert gc.isenabled()
+    Run(world).step()
+    assert seen == [False] and gc.isenabled()
 
 
 # --- reserve, then release -------------------------------------------------------------------

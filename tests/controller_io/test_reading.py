@@ -169,11 +169,14 @@ def test_an_object_read_through_its_shape_makes_the_same_cache_value(reader, tra
 def test_what_no_transform_reads_is_left_out():
     (read,) = shapes.PODS.page(orjson.dumps({"items": [listed_pod()]}))["items"]
     assert "managedFields" not in read["metadata"] and "containerStatuses" not in read["status"]
-    assert read["spec"]["containers"] == [{"name": "main", "ports": [{"containerPort": 80, "hostPort": 8080}],
+    assert read["spec"]["containers"] == [{"name": "main", "ports": [{"hostPort": 8080}],
                                            "resources": {"requests": {"cpu": "4", "memory": "64Gi",
                                                                       "nvidia.com/gpu": "8"}}}]
     assert read["spec"]["initContainers"][0] == {"name": "sidecar", "restartPolicy": "Always",
                                                  "resources": {"requests": {"cpu": "1"}}}
+    assert read["spec"]["volumes"] == [{"persistentVolumeClaim": {"claimName": "data"}}]
+    assert read["status"]["conditions"] == [{"type": "PodScheduled", "reason": "Unschedulable",
+                                             "message": "0/3 nodes are available"}]
 
 
 def test_an_object_off_the_shape_is_read_whole():
