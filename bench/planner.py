@@ -12,6 +12,10 @@ binds `bound_pods` pods to it (GPU and CPU pods, never beyond a node's allocatab
     inside one rack; this pass and the plain one are timed in turn `TOPOLOGY_ROUNDS` times and
     the least of each is reported with their ratio (the machines are noisy), with checks that every
     admitted group sits in one zone and each of its slices in one rack,
+  - the pass again with 20% of the groups in trees of groups (issue 25, `planning.trees`): every
+    fifth group, in trees of `TREE_CHILDREN` children under a parent requiring one zone, all of
+    them needed (`min_group_count`); timed in turn with the plain pass `TOPOLOGY_ROUNDS` times, the
+    least of each with their ratio, with a check that every admitted tree sits in one zone,
 and measures with tracemalloc the memory held by the bound pods' model, the ledger and the
 node pool. Everything is seeded: two runs plan the same thing.
 """
@@ -30,6 +34,7 @@ from gangkeeper.controller.model.nodes import Node
 from gangkeeper.controller.planning.planner import plan_group
 from gangkeeper.controller.planning.plans import Plan, Topology
 from gangkeeper.controller.planning.queue import QueuePolicy, plan_pass
+from gangkeeper.controller.planning.trees import Tree, tree_key
 from gangkeeper.controller.reading.nodes import node_from_api
 from gangkeeper.controller.reading.pods import member_from_api
 
@@ -41,6 +46,8 @@ TOPOLOGY = Topology(rack_label=RACK_LABEL)
 ZONE_LABEL = "topology.kubernetes.io/zone"
 SLICE_SIZE = 4
 TOPOLOGY_ROUNDS = 3  # passes of each kind, in turn
+TREE_SHARE = 5  # every fifth group is a child in a tree: 20%
+TREE_CHILDREN = 4
 GPU_TAINT = {"key": GPU, "value": "present", "effect": "NoSchedule"}
 GPU_TOLERATION = {"key": GPU, "operator": "Exists", "effect": "NoSchedule"}
 
@@ -85,6 +92,7 @@ def _scenario(node_count: int, bound_pods: int, waiting_groups: int) -> dict:
         "plan_64x8gpu_idle_cluster_fits": isinstance(idle_times[0][1], Plan),
         **_memory(node_list, bound_pods, node_count),
         **topology,
+        **_tree_passes(groups, pool, ledger, policy),
     }
 
 
@@ -118,6 +126,34 @@ def _topology_passes(groups: list[Group], pool: NodePool, ledger: Ledger, policy
             "topology_waiting": len(result.waiting), "topology_in_one_zone": in_one_zone,
             "topology_slices": len(runs), "topology_slices_in_one_rack": sum(len({racks[n] for n in run}) == 1
                                                                              for run in runs)}
+
+
+def _forest(groups: list[Group]) -> list[Group | Tree]:
+    """Every `TREE_SHARE`-th group a child, `TREE_CHILDREN` to a tree requiring one zone; the rest as they are."""
+    children = groups[::TREE_SHARE]
+    alone: list[Group | Tree] = [group for position, group in enumerate(groups) if position % TREE_SHARE]
+    trees = [Tree(tree_key("bench", f"tree-{start}"), f"tree-{start}", len(part), tuple(part),
+                  TopologyRule(required=ZONE_LABEL))
+             for start in range(0, len(children), TREE_CHILDREN) if (part := children[start:start + TREE_CHILDREN])]
+    return sorted(alone + trees, key=lambda unit: unit.first_seen)
+
+
+def _tree_passes(groups: list[Group], pool: NodePool, ledger: Ledger, policy: QueuePolicy) -> dict:
+    """The plain pass and the pass with 20% of the groups in trees, in turn; the least time of each."""
+    units = _forest(groups)
+    plain_times, tree_times = [], []
+    result = None
+    for _ in range(TOPOLOGY_ROUNDS):
+        plain_times.append(_timed(lambda: plan_pass(groups, pool, ledger, now=1_000.0, policy=policy))[0])
+        seconds, result = _timed(lambda: plan_pass(units, pool, ledger, now=1_000.0, policy=policy))
+        tree_times.append(seconds)
+    zones = pool.label_values(ZONE_LABEL)
+    trees = [plan for unit, plan in result.admitted if isinstance(unit, Tree)]
+    return {"trees_plain_ms": _ms(min(plain_times)), "trees_ms": _ms(min(tree_times)),
+            "trees_ratio": round(min(tree_times) / min(plain_times), 2),
+            "trees": sum(isinstance(unit, Tree) for unit in units), "trees_admitted": len(trees),
+            "trees_in_one_zone": sum(len({zones[node] for node in plan.nodes}) == 1 for plan in trees),
+            "trees_groups_admitted": len(result.admitted)}
 
 
 def _memory(node_list: list[Node], bound_pods: int, node_count: int) -> dict:
@@ -230,6 +266,14 @@ def markdown(figures: dict) -> str:
             f"| {row['topology_ratio']} | {row['topology_plain_admitted']} / {row['topology_admitted']} "
             f"| {row['topology_in_one_zone']} of {row['topology_admitted']} "
             f"| {row['topology_slices_in_one_rack']} of {row['topology_slices']} |")
+    trees = ["| nodes | plain pass ms (least of {rounds}) | pass with trees ms (least of {rounds}) | ratio "
+             "| trees admitted (of) | admitted trees in one zone | entries admitted |".format(rounds=TOPOLOGY_ROUNDS),
+             "|" + "---|" * 7]
+    for label, row in figures.items():
+        trees.append(
+            f"| {label.split('=')[1]} | {row['trees_plain_ms']} | {row['trees_ms']} | {row['trees_ratio']} "
+            f"| {row['trees_admitted']} ({row['trees']}) | {row['trees_in_one_zone']} of {row['trees_admitted']} "
+            f"| {row['trees_groups_admitted']} |")
     return ("## Planner: one full planning pass over 500 waiting groups\n\n"
             "`bench/planner.py`: 8-GPU nodes in 4 zones and racks of 16, bound pods spread over "
             "them, 500 waiting gangs of 1–64 members. Target: a full pass ≤ 1 s at 5,000 nodes.\n\n"
@@ -238,7 +282,12 @@ def markdown(figures: dict) -> str:
             "(`topology.kubernetes.io/zone`), and those of 4 members or more come in slices of 4 ranks, "
             "each inside one rack (`example.com/rack`); timed in turn with the plain pass on the same "
             "cluster. Target: the ruled pass ≤ 1 s at 5,000 nodes.\n\n"
-            + "\n".join(ruled) + "\n")
+            + "\n".join(ruled) + "\n\n"
+            f"With 20% of the groups in trees of groups (issue 25): every {TREE_SHARE}th group a child, "
+            f"{TREE_CHILDREN} children to a tree whose parent requires one zone and needs all of them; "
+            "timed in turn with the plain pass on the same cluster (its entries: groups alone and whole "
+            "trees). Target: the pass with trees ≤ 1 s at 5,000 nodes.\n\n"
+            + "\n".join(trees) + "\n")
 
 
 if __name__ == "__main__":

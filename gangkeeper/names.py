@@ -84,6 +84,38 @@ TOPOLOGY_ANNOTATIONS = (TOPOLOGY_REQUIRED_ANNOTATION, TOPOLOGY_PREFERRED_ANNOTAT
                         TOPOLOGY_SLICE_REQUIRED_ANNOTATION, TOPOLOGY_SLICE_SIZE_ANNOTATION)
 GANG_TOPOLOGY_FIELDS = ("required", "preferred", "sliceRequired", "sliceSize")
 
+# Groups of groups (issue 25): a Gang names its parent Gang (`spec.parent`, same namespace), and a
+# parent, which has no members of its own, how many of its children must all be placeable together
+# (`spec.minGroupCount`). Trees are at most TREE_DEPTH_MAX deep (the parent and its children: 2),
+# as native 1.37 CompositePodGroups are.
+TREE_DEPTH_MAX = 4
+# A workload's pods (or the workload itself) may name their group's parent Gang with this label, as
+# a Gang does with `spec.parent`: two workloads (the prefill and the decode Deployments of
+# disaggregated inference) tied into one tree, the Gangs the controller makes for them naming it.
+PARENT_LABEL = f"{DOMAIN}/parent"
+# On a workload that makes one child group per part (a JobSet: TREE_BY_REPLICATED_JOB, one per
+# replicated job; a LeaderWorkerSet: TREE_BY_REPLICA_GROUP, one per replica group) under a parent Gang the controller makes for it, named after it and owned by it:
+# how many children must all be placeable together (MIN_GROUP_COUNT_ANNOTATION, default all of them)
+# and the parent's domain (the workload's own TOPOLOGY_REQUIRED_ANNOTATION / _PREFERRED_ANNOTATION).
+TREE_ANNOTATION = f"{DOMAIN}/tree"
+TREE_BY_REPLICATED_JOB = "replicatedJob"
+TREE_BY_REPLICA_GROUP = "replicaGroup"  # a LeaderWorkerSet: one child per replica group
+MIN_GROUP_COUNT_ANNOTATION = f"{DOMAIN}/min-group-count"
+MIN_GROUP_COUNT_RANGE = (1, 1_000)
+# Topology labels from the coarsest to the finest, per family: a child's topology may not name a
+# label coarser than its parent's of the same family (a child's zone while its parent asks for one
+# rack). Labels of different families, or unknown ones, are not compared.
+TOPOLOGY_LEVELS = (
+    ("topology.kubernetes.io/region", "topology.kubernetes.io/zone", "kubernetes.io/hostname"),
+    ("topology.kubernetes.io/zone", "cloud.google.com/gce-topology-block", "cloud.google.com/gce-topology-subblock",
+     "cloud.google.com/gce-topology-host", "kubernetes.io/hostname"),
+    ("topology.kubernetes.io/zone", "topology.k8s.aws/network-node-layer-1", "topology.k8s.aws/network-node-layer-2",
+     "topology.k8s.aws/network-node-layer-3", "kubernetes.io/hostname"),
+    ("topology.kubernetes.io/zone", "network.topology.nvidia.com/core", "network.topology.nvidia.com/spine",
+     "network.topology.nvidia.com/leaf", "network.topology.nvidia.com/accelerator", "kubernetes.io/hostname"),
+    ("topology.kubernetes.io/zone", "nvidia.com/gpu.clique", "kubernetes.io/hostname"),
+)
+
 # The pin: required node affinity on the node's name, added to every existing term.
 PIN_FIELD = "metadata.name"
 

@@ -8,6 +8,7 @@ Warnings go where the request is allowed but probably not what was meant.
 
 import json
 import math
+import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
@@ -101,7 +102,8 @@ def group_change_problems(old: Mapping, new: Mapping) -> list[str]:
     if not has_gate(old):
         return []
     problems = []
-    for section, key in (("labels", names.GROUP_LABEL), ("annotations", names.GROUP_SOURCE_ANNOTATION)):
+    for section, key in (("labels", names.GROUP_LABEL), ("labels", names.PARENT_LABEL),
+                         ("annotations", names.GROUP_SOURCE_ANNOTATION)):
         before, after = _metadata(old, section).get(key), _metadata(new, section).get(key)
         if before != after:
             problems.append(f"metadata.{section}[{key}]: changed from {_shown(before)} to {_shown(after)} while the "
@@ -252,10 +254,25 @@ def _whole_number(low: int, high: int, what: str) -> Callable[[object], str]:
     return check
 
 
+_OBJECT_NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+_OBJECT_NAME_MAX = 253
+
+
+def _is_object_name(value: str) -> bool:
+    return len(value) <= _OBJECT_NAME_MAX and _OBJECT_NAME.fullmatch(value) is not None
+
+
 def _group_name(value: object) -> str:
     if isinstance(value, str) and value and is_valid_label_value(value):
         return ""
     return f"a group name must be a non-empty label value ({LABEL_VALUE_RULE})"
+
+
+def _parent_name(value: object) -> str:
+    if isinstance(value, str) and _is_object_name(value):
+        return ""
+    return (f"write the name of a parent Gang in the pod's namespace (lower-case letters, digits, '-' and '.', "
+            f"at most {_OBJECT_NAME_MAX} characters; a label value, so at most 63)")
 
 
 def _label_key(value: object) -> str:
@@ -266,6 +283,7 @@ _CHECKS: dict[tuple[str, str], Callable[[object], str]] = {
     ("annotations", names.MIN_COUNT_ANNOTATION): _whole_number(*names.MIN_COUNT_RANGE, "the group's minimum size"),
     ("annotations", names.SCHEDULE_TIMEOUT_ANNOTATION): _whole_number(*TIMEOUT_RANGE, "a number of seconds"),
     ("labels", names.GROUP_LABEL): _group_name,
+    ("labels", names.PARENT_LABEL): _parent_name,
     ("annotations", names.TOPOLOGY_REQUIRED_ANNOTATION): _label_key,
     ("annotations", names.TOPOLOGY_PREFERRED_ANNOTATION): _label_key,
     ("annotations", names.TOPOLOGY_SLICE_REQUIRED_ANNOTATION): _label_key,
@@ -302,10 +320,17 @@ def _min_count_warnings(pod: Mapping, request: AdmissionRequest, policy: Policy)
 def gang_problems(gang: Mapping) -> list[str]:
     spec = gang.get("spec") or {}
     problems = []
-    if "minCount" not in spec:
+    low_groups, high_groups = names.MIN_GROUP_COUNT_RANGE
+    if "minCount" not in spec and "minGroupCount" not in spec:
         problems.append(f"spec.minCount: missing; write the group's minimum size, from "
-                        f"{names.MIN_COUNT_RANGE[0]} to {names.MIN_COUNT_RANGE[1]}")
-    for field, (low, high) in (("minCount", names.MIN_COUNT_RANGE), ("scheduleTimeoutSeconds", TIMEOUT_RANGE)):
+                        f"{names.MIN_COUNT_RANGE[0]} to {names.MIN_COUNT_RANGE[1]} (or, for a parent of Gangs, "
+                        f"spec.minGroupCount, from {low_groups} to {high_groups})")
+    elif "minCount" in spec and "minGroupCount" in spec:
+        problems.append(f"spec.minGroupCount: {_shown(spec['minGroupCount'])} is not accepted beside spec.minCount: "
+                        f"a Gang is a group of pods (spec.minCount) or a parent of Gangs (spec.minGroupCount), "
+                        f"not both: remove one")
+    for field, (low, high) in (("minCount", names.MIN_COUNT_RANGE), ("scheduleTimeoutSeconds", TIMEOUT_RANGE),
+                               ("minGroupCount", names.MIN_GROUP_COUNT_RANGE)):
         value = spec.get(field)
         if field in spec and not (type(value) is int and low <= value <= high):
             problems.append(f"spec.{field}: {_shown(value)} is not accepted: write a whole number from {low} to {high}")
@@ -316,9 +341,23 @@ def gang_problems(gang: Mapping) -> list[str]:
     elif not is_valid_label_value(name := (gang.get("metadata") or {}).get("name", "")):
         problems.append(f"metadata.name: {_shown(name)} cannot name a group: set spec.groupName "
                         f"to a label value ({LABEL_VALUE_RULE})")
+    if "parent" in spec:
+        problems.extend(_parent_problems(spec["parent"], (gang.get("metadata") or {}).get("name", "")))
     if "topology" in spec:
         problems.extend(gang_topology_problems(spec))
     return problems
+
+
+def _parent_problems(parent: object, name: str) -> list[str]:
+    """`spec.parent`: the name of another Gang of the namespace (whether it exists, and the tree's
+    shape, the controller checks: `controller.cache.trees`)."""
+    if not (isinstance(parent, str) and _is_object_name(parent)):
+        return [f"spec.parent: {_shown(parent)} is not accepted: write the name of a parent Gang in the same "
+                f"namespace (lower-case letters, digits, '-' and '.', at most {_OBJECT_NAME_MAX} characters)"]
+    if parent == name:
+        return [f"spec.parent: {_shown(parent)} is not accepted: a Gang cannot be its own parent; write the name "
+                f"of another Gang, one with spec.minGroupCount"]
+    return []
 
 
 def gang_topology_problems(spec: Mapping) -> list[str]:
@@ -344,6 +383,10 @@ def gang_topology_problems(spec: Mapping) -> list[str]:
     elif "sliceSize" in topology and "sliceRequired" not in topology:
         problems.append(f"spec.topology.sliceRequired: missing; spec.topology.sliceSize needs it: write "
                         f"{_SLICE_LABEL_WHAT}, or remove spec.topology.sliceSize")
+    if "minGroupCount" in spec:
+        problems += [f"spec.topology.{field}: {_shown(topology[field])} is not accepted on a parent "
+                     f"(spec.minGroupCount): a parent confines its children to one domain (spec.topology.required "
+                     f"or preferred); give slices to its children" for field in fields[2:] if field in topology]
     min_count, (fewest, most) = spec.get("minCount"), names.MIN_COUNT_RANGE
     if valid_size is not None and type(min_count) is int and fewest <= min_count <= most:
         problem = _not_dividing(valid_size, min_count, "spec.minCount")

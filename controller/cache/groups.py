@@ -33,6 +33,7 @@ from typing import NamedTuple
 
 from gangkeeper import integrations, names
 from gangkeeper.controller.cache.declared_topology import group_topology
+from gangkeeper.controller.cache.trees import INVALID_TREE, PARENT_HAS_NO_MEMBERS, tree_problem
 from gangkeeper.controller.model.members import NO_TOPOLOGY, Group, GroupKey, Member, group_of
 from gangkeeper.controller.model.objects import Owner, PodFacts, Workload, WorkloadIndex, WorkloadKey
 from gangkeeper.integrations import gang, job, jobset, native_pod_group, pytorchjob
@@ -58,6 +59,7 @@ class GangView:
     problem: tuple[str, str] | None = None
     declared_by: tuple[str, ...] = field(default=())
     finished: str | None = None  # the end its owner has come to, which is the group's (`Workload.finished`)
+    parent: str = ""  # the parent Gang its Gang names (`spec.parent`): a child in a tree (`cache.trees`)
 
 
 # --- grouping ----------------------------------------------------------------------------------
@@ -67,14 +69,16 @@ class Workloads(Mapping):
     """Workloads by (resource, namespace, name), with Gangs also found by the group they declare.
 
     A Gang may declare any group (`spec.groupName`); finding it by scanning every workload would
-    cost O(workloads) per group and pass, so Gangs are indexed by (namespace, group) as well.
+    cost O(workloads) per group and pass, so Gangs are indexed by (namespace, group) as well, and
+    by the parent they name (`spec.parent`: a tree's children, `cache.trees`).
     """
 
-    __slots__ = ("_items", "_gangs")
+    __slots__ = ("_items", "_gangs", "_children")
 
     def __init__(self, items: WorkloadIndex | None = None):
         self._items: dict[WorkloadKey, Workload] = {}
         self._gangs: dict[tuple[str, str], set[str]] = {}
+        self._children: dict[tuple[str, str], set[str]] = {}
         for key, workload in (items or {}).items():
             self.put(key, workload)
 
@@ -94,17 +98,22 @@ class Workloads(Mapping):
         for every group, an empty set per group ever seen would grow without bound."""
         previous = self._items.pop(key, None)
         if previous is not None and previous.resource == GANGS:
-            declared = (previous.namespace, previous.group_name)
-            declaring = self._gangs.get(declared)
-            if declaring is not None:
-                declaring.discard(previous.name)
-                if not declaring:
-                    del self._gangs[declared]
+            _forget(self._gangs, (previous.namespace, previous.group_name), previous.name)
+            _forget(self._children, (previous.namespace, previous.parent), previous.name)
         if workload is not None:
             self._items[key] = workload
             if workload.resource == GANGS:
                 self._gangs.setdefault((workload.namespace, workload.group_name), set()).add(workload.name)
+                if workload.parent:
+                    self._children.setdefault((workload.namespace, workload.parent), set()).add(workload.name)
         return previous
+
+    def children(self, namespace: str, parent: str) -> list[Workload]:
+        """The Gangs naming `parent` in their `spec.parent`, by name."""
+        return [self._items[(GANGS, namespace, name)] for name in sorted(self._children.get((namespace, parent), ()))]
+
+    def gang(self, namespace: str, name: str) -> Workload | None:
+        return self._items.get((GANGS, namespace, name))
 
     def gang_declaring(self, namespace: str, group: str) -> Workload | None:
         """The Gang named like the group when it declares it, else the first (by name) that does."""
@@ -112,6 +121,14 @@ class Workloads(Mapping):
         if not declaring:
             return None
         return self._items[(GANGS, namespace, group if group in declaring else min(declaring))]
+
+
+def _forget(index: dict[tuple[str, str], set[str]], key: tuple[str, str], name: str) -> None:
+    names_there = index.get(key)
+    if names_there is not None:
+        names_there.discard(name)
+        if not names_there:
+            del index[key]
 
 
 def as_workloads(workloads: WorkloadIndex) -> Workloads:
@@ -247,7 +264,18 @@ def _view(key: GroupKey, pods: tuple[PodFacts, ...], workloads: Workloads, first
     declarations, owner, missing = _declarations(key, pods, workloads)
     values = {value for _, value in declarations}
     problem = None
-    if len(sources) > 1:
+    gang = gang_for(key[0], label, workloads)
+    live_pods = [p for p in pods if not p.member.terminal]
+    declaring = _declaring(pods[0], integrations.BY_SOURCE.get(source), workloads)
+    if gang is not None and gang.is_parent:
+        problem = (PARENT_HAS_NO_MEMBERS, f"Gang {gang.name} is a parent (spec.minGroupCount): it has no members of "
+                                          f"its own; label the pods into one of its children, the Gangs whose "
+                                          f"spec.parent is {gang.name}")
+    elif gang is not None and gang.parent and (wrong := tree_problem(gang, workloads)) is not None:
+        problem = (INVALID_TREE, wrong)
+    elif (unlike := _parent_disagreement(live_pods, gang, declaring)):
+        problem = ("Disagreement", unlike)
+    elif len(sources) > 1:
         problem = ("Disagreement", f"members name different group sources: {sorted(sources)}")
     elif len(values) > 1:
         problem = ("Disagreement", "declared sizes disagree: " + ", ".join(f"{who} says {v}" for who, v in declarations))
@@ -260,7 +288,7 @@ def _view(key: GroupKey, pods: tuple[PodFacts, ...], workloads: Workloads, first
     min_count = next(iter(values)) if problem is None else 0
     topology = NO_TOPOLOGY
     if problem is None:
-        topology, problem = group_topology(live, gang_for(key[0], label, workloads), min_count)
+        topology, problem = group_topology(live, gang, min_count)
         min_count = min_count if problem is None else 0
     group = group_of(key, members, min_count, first_seen, _timeout(pods, workloads, key))
     if topology != NO_TOPOLOGY:
@@ -268,8 +296,38 @@ def _view(key: GroupKey, pods: tuple[PodFacts, ...], workloads: Workloads, first
     most = _max_count(key, pods[0], workloads) if problem is None else None
     if most is not None:
         group = replace(group, max_count=max(most, min_count))
+    parent = gang.parent if gang is not None else _labelled_parent(live_pods, declaring)
     return GangView(group, pods, source, label, owner, problem, tuple(who for who, _ in declarations),
-                    _finished(pods[0], workloads) if problem is None else None)
+                    _finished(pods[0], workloads) if problem is None else None, parent)
+
+
+def _labelled_parent(live: list[PodFacts], owner: Workload | None) -> str:
+    """The parent Gang the members' label `gangkeeper.io/parent`, or their owner's, names ('' for none)."""
+    said = {value for facts in live if (value := facts.member.labels.get(names.PARENT_LABEL))}
+    if owner is not None and owner.resource != GANGS and owner.parent:
+        said.add(owner.parent)
+    return min(said) if said else ""
+
+
+def _parent_disagreement(live: list[PodFacts], gang: Workload | None, owner: Workload | None) -> str | None:
+    """Members (or their owner) naming different parents with `gangkeeper.io/parent`, or one their
+    Gang's `spec.parent` does not name: which tree the group is in would be a guess."""
+    said: dict[str, list[str]] = {}
+    for facts in live:
+        said.setdefault(facts.member.labels.get(names.PARENT_LABEL, ""), []).append(facts.member.name)
+    if owner is not None and owner.resource != GANGS and owner.parent:
+        said.setdefault(owner.parent, []).append(f"{owner.kind} {owner.name}")
+        if said.get("") and len(said) == 2:  # the owner names it for pods that do not
+            said.pop("")
+    named = {value for value in said if value}
+    if len(said) > 1:
+        shown = ", ".join(f"{', '.join(sorted(who)[:3])} say {value or '(none)'}" for value, who in sorted(said.items()))
+        return f"label {names.PARENT_LABEL} disagrees ({shown}): give the members and their owner one parent, or none"
+    if named and gang is not None and gang.parent not in named:
+        value = next(iter(named))
+        return (f"label {names.PARENT_LABEL}={value} and Gang {gang.name}'s spec.parent "
+                f"{gang.parent or '(unset)'} disagree: set spec.parent: {value} on Gang {gang.name}, or remove the label")
+    return None
 
 
 def _priority_disagreement(live: list[Member]) -> tuple[str, str] | None:

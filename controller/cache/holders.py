@@ -9,7 +9,7 @@ be taken while the group keeps running. The group's own candidate is then the re
 it takes its extras too.
 """
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from math import ceil
 
@@ -34,12 +34,16 @@ class Candidate:
     budgets: tuple[Budget, ...] = ()  # the PodDisruptionBudgets selecting a lone pod
     extra: bool = False
     place: int = 0
+    together: tuple[GroupKey, ...] = ()  # the other groups taken with it: the children of one tree
+    tree: str = ""  # the parent Gang of the tree it stands for
 
     @property
     def name(self) -> str:
         member = self.members[0]
         if self.extra and self.group is not None:
             return f"{member.namespace}/{member.name} (beyond the min count of {self.group[1]})"
+        if self.tree and self.group is not None:
+            return f"{self.group[0]}/{self.tree} (tree of {', '.join(key[1] for key in (self.group, *self.together))})"
         if self.group is not None:
             return f"{self.group[0]}/{self.group[1]}"
         return f"{member.namespace}/{member.name}"
@@ -59,16 +63,29 @@ def candidate(group: GroupKey | None, members: Iterable[Member], ledger: Ledger,
 
 
 def holders(groups: Sequence[Group], lone: Iterable[Member], ledger: Ledger,
-            budgets: Budgets | None = None) -> list[Candidate]:
-    """Every candidate: one per group holding capacity and one per elastic extra of it, one per
-    lone pod bound (with the budgets selecting it)."""
+            budgets: Budgets | None = None, trees: Mapping[GroupKey, str] | None = None) -> list[Candidate]:
+    """Every candidate: one per group holding capacity (one per tree for the groups `trees` names
+    the parent of) and one per elastic extra of it, one per lone pod bound (with the budgets selecting it)."""
     found: list[Candidate | None] = []
+    children: dict[tuple[str, str], list[Candidate]] = {}
     for group in groups:
         extras = elastic_extras(group)
         taken_alone = {m.uid for m in extras}
-        found.append(candidate(group.key, [m for m in group.members if m.uid not in taken_alone], ledger))
+        whole = candidate(group.key, [m for m in group.members if m.uid not in taken_alone], ledger)
+        tree = (trees or {}).get(group.key)
+        if tree is not None and whole is not None:
+            children.setdefault((group.key[0], tree), []).append(whole)
+        else:
+            found.append(whole)
         found += [replace(single, extra=True, place=place) for place, member in enumerate(extras)
                   if (single := candidate(group.key, (member,), ledger)) is not None]
+    for (_, tree), parts in children.items():
+        parts.sort(key=lambda c: c.group or ("", ""))
+        first = parts[0]
+        found.append(replace(first, members=tuple(m for c in parts for m in c.members),
+                             priority=max(c.priority for c in parts), accelerators=sum(c.accelerators for c in parts),
+                             started=min(c.started for c in parts),
+                             together=tuple(c.group for c in parts[1:] if c.group is not None), tree=tree))
     found += [candidate(None, (member,), ledger, budgets.covering(member) if budgets is not None else ())
               for member in lone if member.node]
     return [c for c in found if c is not None]

@@ -51,6 +51,7 @@ from gangkeeper.controller.cache.groups import (
 from gangkeeper.controller.cache.holders import Candidate, holders
 from gangkeeper.controller.cache.occupancy import RESOURCES as OCCUPANCY_RESOURCES
 from gangkeeper.controller.cache.occupancy import Occupancy
+from gangkeeper.controller.cache.trees import root_of, tree_groups
 from gangkeeper.controller.checks.eligibility import NodePool
 from gangkeeper.controller.checks.interpod.refusal import SpreadScope
 from gangkeeper.controller.model.members import GroupKey, Member
@@ -235,6 +236,10 @@ class ClusterIndex:
             return  # a status write (ours, on a Gang) changes no group
         for dependency in {*dependents(key, previous), *dependents(key, workload)}:
             self._dirty |= self._dependents.get(dependency, set())
+        for gang in (previous, workload):
+            if gang is not None and key[0] == GANGS and (gang.parent or gang.is_parent):
+                # A Gang of a tree: what every group of the tree may do changes with it (`cache.trees`).
+                self._dirty |= {(gang.namespace, group) for group in tree_groups(gang, self.workloads)}
 
     def _book(self, gang: WorkloadKey, previous: Workload | None, workload: Workload | None) -> None:
         """Count the reservations a Gang's status holds for its members, and no longer those it dropped."""
@@ -304,8 +309,22 @@ class ClusterIndex:
         groups = [view.group for views in self._views.values() for view in views]
         lone = [facts.member for facts in self.pods.values()
                 if facts.group is None and (below is None or facts.member.priority < below)]
-        found = holders(groups, lone, self.ledger, self.budgets)
+        found = holders(groups, lone, self.ledger, self.budgets, self._trees())
         return found if below is None else [c for c in found if c.priority < below]
+
+    def _trees(self) -> dict[GroupKey, str]:
+        """The root parent Gang of each group that is a child in a tree (`cache.trees`)."""
+        found = {}
+        for views in self._views.values():
+            for view in views:
+                parent = self.workloads.gang(view.group.key[0], view.parent) if view.parent else None
+                if parent is not None:
+                    found[view.group.key] = root_of(parent, self.workloads).name
+        return found
+
+    def views_in(self, namespace: str, label: str) -> tuple[GangView, ...]:
+        """The views of the group label's bucket as last grouped (the children of a tree: `cache.trees`)."""
+        return self._views.get((namespace, label), ())
 
     def view(self, key: GroupKey) -> GangView | None:
         """The group's view as last grouped, decided this pass or not."""

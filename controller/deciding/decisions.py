@@ -58,6 +58,9 @@ class Reason(enum.StrEnum):
     PROVISIONING = "Provisioning"
     PROVISIONING_FAILED = "ProvisioningFailed"
     TOO_LARGE = "TooLargeToProvision"
+    # a child of a tree of groups (`controller.deciding.trees`) reserved while its tree does not fit:
+    # released once the tree's min group count of children are
+    WITH_TREE = "WaitingForTree"
 
 
 class GangEvent(enum.StrEnum):

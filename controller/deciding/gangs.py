@@ -210,14 +210,17 @@ def reservations_patch(view: GangView, assignments: Sequence[tuple[Member, str]]
 
 
 def gang_body(view: GangView, name: str) -> dict:
-    """A new Gang for the group: ours (the managed-by label), owned by the group's owner when it has one."""
+    """A new Gang for the group: ours (the managed-by label), owned by the group's owner when it has
+    one, naming the parent its members' label names (a child in a tree: `cache.trees`)."""
     metadata: dict = {"name": name, "namespace": view.group.key[0],
                       "labels": {names.MANAGED_BY_LABEL: names.MANAGED_BY_VALUE}}
     if view.owner is not None:
         metadata["ownerReferences"] = [{"apiVersion": view.owner.api_version, "kind": view.owner.kind,
                                         "name": view.owner.name, "uid": view.owner.uid}]
-    return {"apiVersion": API_VERSION, "kind": names.GANG_KIND, "metadata": metadata,
-            "spec": {"minCount": view.group.min_count, "groupName": view.label}}
+    spec: dict = {"minCount": view.group.min_count, "groupName": view.label}
+    if view.parent:  # named by the members' label gangkeeper.io/parent, or their owner's
+        spec["parent"] = view.parent
+    return {"apiVersion": API_VERSION, "kind": names.GANG_KIND, "metadata": metadata, "spec": spec}
 
 
 def status_due(current: Mapping, wanted: Mapping, last_written: float | None, now: float) -> float | None:

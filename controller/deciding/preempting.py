@@ -50,7 +50,7 @@ def preempt(state: PassState, view: GangView, preemption: Preemption,
     group = view.group
     reserve(state, view, preemption.plan)
     victims = {f"{m.namespace}/{m.name}": (m.uid, victim.group) for victim in preemption.victims for m in victim.members}
-    whole = {victim.group for victim in preemption.victims if not victim.extra}
+    whole = {key for victim in preemption.victims if not victim.extra for key in (victim.group, *victim.together)}
     extras: dict[GroupKey, list[Member]] = {}
     for victim in preemption.victims:
         if victim.extra and victim.group is not None and victim.group not in whole:
@@ -70,8 +70,10 @@ def preempt(state: PassState, view: GangView, preemption: Preemption,
         victim_view = view_of(victim.group) if victim.group is not None else None
         if victim_view is None:
             _evict(state, victim.members[0], why)
-        else:
-            _preempt_group(state, victim_view, why)
+            continue
+        for whole_view in (victim_view, *(view_of(key) for key in victim.together)):  # a tree is taken whole
+            if whole_view is not None:
+                _preempt_group(state, whole_view, why)
     for key, members in extras.items():
         victim_view = view_of(key)
         if victim_view is not None:

@@ -58,6 +58,9 @@ that gains none for `Settings.incomplete_group_seconds` is reported as stuck inc
 Warning Event, a `Stuck` condition, an audit line, a metric), since it may never complete
 (`deciding.incomplete`).
 
+The groups of a tree of Gangs (`deciding.trees`) are queued, released, preempted and rolled
+back as one.
+
 This module is the pass itself: which groups it decides, what each still needs, the queue's
 admissions. Its parts are modules of their own: `state` (its working state), `timeouts` (what
 time alone decides), `booking` (reserve, then release), `rollback`, `elastic` (a running group's
@@ -72,13 +75,13 @@ released); what it returns, `outcome` with `decisions` (verdicts and actions),
 import enum
 import logging
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Set
 from dataclasses import replace
 from typing import TypeVar
 
 from gangkeeper.controller.cache.groups import GangView, settled_phase
 from gangkeeper.controller.cache.index import ClusterIndex, Pending
-from gangkeeper.controller.deciding import elastic, gangs, telling
+from gangkeeper.controller.deciding import elastic, gangs, telling, trees
 from gangkeeper.controller.deciding.booking import release, reserve
 from gangkeeper.controller.deciding.capabilities import ApiCapabilities
 from gangkeeper.controller.deciding.decisions import DeleteGang, Phase, Reason, Release, Verdict
@@ -95,7 +98,8 @@ from gangkeeper.controller.deciding.timeouts import bind_failed, incomplete_too_
 from gangkeeper.controller.model.members import GroupKey
 from gangkeeper.controller.planning.planner import apply, plan_group
 from gangkeeper.controller.planning.plans import Plan
-from gangkeeper.controller.planning.queue import Order, Planned, Waiting, admission_view, plan_pass
+from gangkeeper.controller.planning.queue import Order, Planned, Waiting, plan_pass
+from gangkeeper.controller.planning.trees import Tree, held
 from gangkeeper.controller.reading.informer import uncollected
 
 log = logging.getLogger("gangkeeper.controller.reconciler")
@@ -141,13 +145,19 @@ def _reconcile(index: ClusterIndex, memory: Memory, now: float, settings: Settin
             queue.append(view)
         elif planning is Planning.EXTRAS:
             extras.append(view)
-    _plan(state, queue, extras, index)
+    trees.roll_back_together(state, pending.views)
+    rolled_back = state.figures.rolled_back
+    _plan(state, [v for v in queue if v.group.key not in rolled_back],
+          [v for v in extras if v.group.key not in rolled_back], index)
+    trees.make_parents(state, pending.views)
     for view in pending.views:
         _guarded(ask_for_capacity, state, view)
     if pending.complete and state.index.asked:
         take_back_unclaimed(state, {gang.uid for view in pending.views if (gang := gang_of(state, view)) is not None})
     for view in pending.views:
         _guarded(report_and_status, state, view)
+    for root in trees.decided_trees(state, pending.views):
+        trees.save_parent_status(state, root)
     telling.tell_chosen(state)
     gone = _gone(pending, memory)
     state.actions.extend(_disposed_gangs(state, gone))
@@ -227,6 +237,8 @@ def _decide_in_flight(state: PassState, view: GangView) -> Planning:
         return _not_admitted(state, view)
     if waiting_for_room(state, view):
         return Planning.NONE
+    if not trees.released_together(state, view):  # reserved before the rest of its tree (a write failed)
+        return Planning.ADMISSION
     release(state, view)
     bound = sum(1 for m in live if m.node)
     held_back = len(live) - group.max_count if group.max_count is not None and len(live) > group.max_count else 0
@@ -260,7 +272,6 @@ def _plan(state: PassState, queue: list[GangView], extras: list[GangView], index
     fit when preemption is on; then give each admitted group with members still waiting (elastic
     ones beyond min count, replacements) one more, from what is left."""
     pool = index.pool
-    views = {view.group.key: view for view in queue}
     for view in queue:
         state.verdicts[view.group.key] = incomplete_or_queued(state, view)
     if not queue and not extras:
@@ -268,23 +279,32 @@ def _plan(state: PassState, queue: list[GangView], extras: list[GangView], index
     candidates = index.preemption_candidates if state.settings.preemption is Preempting.LOWER_PRIORITY else None
     provided = place_provided(state, queue, pool, index.ledger, index.occupancy)
     if provided is None:
-        result = plan_pass([admission_view(view.group) for view in queue], pool, index.ledger, state.now,
+        units, views = trees.units(state, queue)
+        result = plan_pass(units, pool, index.ledger, state.now,
                            state.settings.policy, index.occupancy, candidates, basis=index.version,
                            last=index.planned if isinstance(index.planned, Planned) else None)
         index.planned = result.planned
     else:  # planned on what the groups placed first left: nothing of the last pass's answers holds
         queue, ledger, occupancy = provided
-        result = plan_pass([admission_view(view.group) for view in queue], pool, ledger, state.now,
-                           state.settings.policy, occupancy, candidates)
+        units, views = trees.units(state, queue)
+        result = plan_pass(units, pool, ledger, state.now, state.settings.policy, occupancy, candidates)
         index.planned = None
     working, around = result.ledger, result.occupancy  # admitted plans and the starving head's hold are counted in them
-    for group, plan in result.admitted:
-        reserve(state, views[group.key], plan)
-        state.verdicts[group.key] = Verdict(Phase.ADMITTED, Reason.RESERVED, f"{len(plan.assignments)} members reserved")
-    for group, preemption in result.preemptions:
-        preempt(state, views[group.key], preemption, index.view)
+    for unit, plan in result.admitted:
+        if isinstance(unit, Tree):
+            _reserve_tree(state, unit, plan, views, {view.group.key for view in queue})
+            continue
+        reserve(state, views[unit.key], plan)
+        state.verdicts[unit.key] = Verdict(Phase.ADMITTED, Reason.RESERVED, f"{len(plan.assignments)} members reserved")
+    for unit, preemption in result.preemptions:
+        if isinstance(unit, Tree):
+            trees.preempt_tree(state, unit, preemption, views, index.view)
+        else:
+            preempt(state, views[unit.key], preemption, index.view)
     for waiting in result.waiting:
-        if waiting.no_fit is not None:
+        if isinstance(waiting.group, Tree):
+            _tree_waits(state, waiting.group, waiting, {view.group.key for view in queue})
+        elif waiting.no_fit is not None:
             state.no_fits[waiting.group.key] = waiting.no_fit
             state.verdicts[waiting.group.key] = Verdict(Phase.WAITING, Reason.NO_FIT, waiting.reason)
         elif _behind_the_head(waiting):
@@ -296,10 +316,41 @@ def _plan(state: PassState, queue: list[GangView], extras: list[GangView], index
         # With the members that hold their nodes, whose domains a topology rule keeps it to.
         booked = tuple(m for m in view.group.members if not m.waiting and not m.terminal and (m.node or m.reserved_node))
         extra = plan_group(replace(view.group, members=(*booked, member), min_count=1), pool, working,
-                           state.settings.policy.topology, around)
+                           state.settings.policy.topology, around, trees.confinement(state, view, pool))
         if isinstance(extra, Plan):
             apply(extra, working, around, pool)
             reserve(state, view, extra)
+
+
+def _reserve_tree(state: PassState, tree: Tree, plan: Plan, views: Mapping[GroupKey, GangView],
+                  queued: Set[GroupKey]) -> None:
+    """Book each child's part of the tree's plan on the child (its Gang); a queued child held already says so."""
+    parts = trees.parts(tree, plan)
+    for group in trees.groups_of(tree):
+        view = views.get(group.key)
+        if view is None:
+            continue
+        part = parts.get(group.key)
+        if part:
+            reserve(state, view, Plan(group.key, tuple(part), plan.domain))
+            state.verdicts[group.key] = Verdict(Phase.ADMITTED, Reason.RESERVED,
+                                                f"{len(part)} members reserved with tree {tree.name}")
+        elif held(group) and group.key in queued:
+            state.verdicts[group.key] = Verdict(Phase.ADMITTED, Reason.RESERVED, f"reserved with tree {tree.name}")
+
+
+def _tree_waits(state: PassState, tree: Tree, waiting: Waiting, queued: Set[GroupKey]) -> None:
+    """Every queued child of a tree left waiting says why (the tree's reason); one reserved already waits for the rest."""
+    for group in trees.groups_of(tree):
+        if group.key not in queued:
+            continue
+        if held(group):
+            state.verdicts[group.key] = Verdict(Phase.ADMITTED, Reason.WITH_TREE,
+                                                f"reserved; released once tree {tree.name} is: {waiting.reason}")
+        elif waiting.no_fit is not None:
+            state.verdicts[group.key] = Verdict(Phase.WAITING, Reason.NO_FIT, waiting.reason)
+        elif group.complete:
+            state.verdicts[group.key] = Verdict(Phase.WAITING, Reason.QUEUED, f"tree {tree.name}: {waiting.reason}")
 
 
 def _behind_the_head(waiting: Waiting) -> bool:

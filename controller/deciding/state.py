@@ -32,6 +32,7 @@ from gangkeeper.controller.deciding.settings import Settings
 from gangkeeper.controller.model.members import GroupKey, Member
 from gangkeeper.controller.model.objects import WorkloadKey
 from gangkeeper.controller.planning.plans import NoFit
+from gangkeeper.controller.planning.trees import Tree
 from gangkeeper.resources import accelerator_count, accelerators
 from gangkeeper.wording import first_of
 
@@ -100,6 +101,7 @@ class PassState:
     # Where each group's Gang is (`gang_place`), found once: the pass asks for every group's twice, and
     # the workloads do not change while it decides.
     places: dict[GroupKey, tuple[GangView, gangs.GangPlace | None]] = field(default_factory=dict)
+    trees: dict[GroupKey, Tree] = field(default_factory=dict)  # each tree as it stands, found once (`deciding.trees`)
     no_fits: dict[GroupKey, NoFit] = field(default_factory=dict)  # why each group the queue left waiting does not fit
     released: dict[GroupKey, dict[str, str]] = field(default_factory=dict)  # members released this pass: uid → node
     # What members are to be told this pass, before `telling.tell_chosen` picks the pass's share

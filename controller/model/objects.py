@@ -66,6 +66,8 @@ class Workload:
     group_name: str = ""
     schedule_timeout: float | None = None
     topology: Mapping[str, object] = field(default_factory=lambda: _NO_FIELDS)  # a Gang's spec.topology, as written
+    parent: str = ""  # a Gang's spec.parent, another kind's label gangkeeper.io/parent: its group's parent Gang
+    min_group_count: int | None = None  # a parent Gang's spec.minGroupCount (None: the Gang is no parent)
     status: Mapping | None = None  # a Gang's status, compared before it is written again
     disposable: bool = False  # a Gang the controller created for a group without owner
     suspend: SuspendState | None = None  # an owner's suspend switch, where its kind has one
@@ -75,6 +77,11 @@ class Workload:
     # A Gang's `status.reservations`: member pod name → (uid, node), the nodes booked for its gated members.
     reservations: Mapping[str, tuple[str, str]] = field(default_factory=lambda: _NO_FIELDS)
     resource_version: str = ""
+
+    @property
+    def is_parent(self) -> bool:
+        """A Gang with children rather than members of its own (`spec.minGroupCount`)."""
+        return self.min_group_count is not None
 
     @property
     def owner(self) -> Owner:

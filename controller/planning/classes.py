@@ -9,7 +9,7 @@ accelerators are considered, so a 64-member group on 5,000 nodes is planned in m
 """
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from math import ceil
 
 from gangkeeper.controller.cache.capacity import Ledger
@@ -65,6 +65,15 @@ def member_classes(members: Sequence[Member], pool: NodePool, ledger: Ledger,
         alike.setdefault(key, []).append(member)
     classes = [_member_class(group, pool, ledger, occupancy) for group in alike.values()]
     return sorted(classes, key=lambda c: (-c.per_member, -len(c.members)))
+
+
+def confined(classes: Sequence[MemberClass], within: frozenset[str]) -> list[MemberClass]:
+    """The classes with their eligible nodes and room cut to the nodes `within` (a parent's domain,
+    which a child of a tree is planned inside: `planning.trees`)."""
+    return [replace(cls, eligible=cls.eligible & within,
+                    room={free: kept for free, names in cls.room.items()
+                          if (kept := tuple(name for name in names if name in within))})
+            for cls in classes]
 
 
 def devices_of(member: Member, occupancy: Occupancy) -> DeviceDemand | Unresolved:

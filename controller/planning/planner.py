@@ -28,6 +28,7 @@ from gangkeeper.controller.checks.eligibility import NodePool
 from gangkeeper.controller.model.members import Group
 from gangkeeper.controller.planning.classes import (
     MemberClass,
+    confined,
     device_bound,
     devices_of,
     fits_somewhere,
@@ -41,11 +42,15 @@ from gangkeeper.controller.planning.rule_search import plan_by_rule
 
 
 def plan_group(group: Group, pool: NodePool, ledger: Ledger, topology: Topology = Topology(),
-               occupancy: Occupancy | None = None) -> Plan | NoFit:
+               occupancy: Occupancy | None = None, within: Scope = None) -> Plan | NoFit:
     """Without `occupancy`, only resources and each node's own rules decide (devices, the pods
-    around a member and its volumes are not looked at). The ledger and occupancy are left as they were."""
+    around a member and its volumes are not looked at). Given `within`, only those nodes are used
+    (a child of a tree, inside its parent's domain: `planning.trees`). The ledger and occupancy
+    are left as they were."""
     members = group.waiting_members
     classes = member_classes(members, pool, ledger, occupancy)
+    if within is not None:
+        classes = confined(classes, within)
     if group.topology:
         return plan_by_rule(group, classes, pool, ledger, occupancy)
     domains: list[Domain] = _domains(classes, pool, topology) if fits_somewhere(classes) else [None]

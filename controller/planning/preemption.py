@@ -12,6 +12,8 @@ by whole groups:
     group or lone pod, whatever their priorities (the least important of all, the last in their
     group's order first), and a victim set of extras alone is cheaper than any that stops work;
     a group taken whole takes its extras with it;
+  - a tree of groups (`planning.trees`) preempts as one, its plan the tree's, and is taken as one:
+    its children holding capacity are one candidate (`cache.holders`);
   - every candidate is taken away at once; when the group does not fit even then, nothing is
     taken. Otherwise candidates are given back, the most important first, and each one stays
     given back when the group still fits without it: the scheduler's reprieve. Importance is
@@ -40,9 +42,9 @@ from gangkeeper.controller.cache.capacity import Ledger
 from gangkeeper.controller.cache.holders import Candidate
 from gangkeeper.controller.cache.occupancy import Occupancy
 from gangkeeper.controller.checks.eligibility import NodePool
-from gangkeeper.controller.model.members import Group, GroupKey
-from gangkeeper.controller.planning.planner import plan_group
+from gangkeeper.controller.model.members import GroupKey
 from gangkeeper.controller.planning.plans import Plan, Topology
+from gangkeeper.controller.planning.trees import Unit, plan_unit
 
 MAX_CANDIDATES = 64
 
@@ -55,7 +57,7 @@ class Preemption:
     victims: tuple[Candidate, ...]
 
 
-def preempt(group: Group, candidates: Iterable[Candidate], pool: NodePool, ledger: Ledger,
+def preempt(group: Unit, candidates: Iterable[Candidate], pool: NodePool, ledger: Ledger,
             topology: Topology = Topology(), occupancy: Occupancy | None = None) -> Preemption | None:
     """The victims whose going makes room for `group`, and its plan then; None when the group
     may not preempt, or when taking every candidate of lower priority is not enough."""
@@ -65,7 +67,7 @@ def preempt(group: Group, candidates: Iterable[Candidate], pool: NodePool, ledge
     if not weighed:
         return None
     working, around = _without(weighed, ledger, occupancy)
-    if not isinstance(plan_group(group, pool, working, topology, around), Plan):
+    if not isinstance(plan_unit(group, pool, working, topology, around), Plan):
         return None
     violating = _violating(weighed)
     found = [_reprieved(group, weighed, sorted(weighed, key=lambda c: (c.name in violating, *order(c)), reverse=True),
@@ -74,7 +76,7 @@ def preempt(group: Group, candidates: Iterable[Candidate], pool: NodePool, ledge
     if victims is None:
         return None
     working, around = _without(victims, ledger, occupancy)
-    plan = plan_group(group, pool, working, topology, around)
+    plan = plan_unit(group, pool, working, topology, around)
     assert isinstance(plan, Plan)  # the set taken is one just found to fit
     return Preemption(plan, tuple(sorted(victims, key=_importance)))
 
@@ -87,7 +89,7 @@ def _without(victims: Iterable[Candidate], ledger: Ledger, occupancy: Occupancy 
     return working, around
 
 
-def _reprieved(group: Group, weighed: list[Candidate], order: list[Candidate], pool: NodePool, ledger: Ledger,
+def _reprieved(group: Unit, weighed: list[Candidate], order: list[Candidate], pool: NodePool, ledger: Ledger,
                topology: Topology, occupancy: Occupancy | None) -> list[Candidate]:
     """The victims left once candidates are given back in `order`, each staying given back when
     the group still fits without it (every candidate taken fits, as the caller checked); an extra
@@ -100,15 +102,15 @@ def _reprieved(group: Group, weighed: list[Candidate], order: list[Candidate], p
             victims.append(victim)
             continue
         _give_back(victim, working, around, pool)
-        if not isinstance(plan_group(group, pool, working, topology, around), Plan):
+        if not isinstance(plan_unit(group, pool, working, topology, around), Plan):
             _take(victim, working, around)
             victims.append(victim)
             if not victim.extra:
-                whole.add(victim.group)
+                whole.update((victim.group, *victim.together))
     return victims
 
 
-def _weighed(group: Group, candidates: Iterable[Candidate], pool: NodePool, ledger: Ledger) -> list[Candidate]:
+def _weighed(group: Unit, candidates: Iterable[Candidate], pool: NodePool, ledger: Ledger) -> list[Candidate]:
     """The least important candidates of lower priority that hold what the group asks for (its
     accelerators when it asks for any: a node agent with none frees nothing it needs) where it may go."""
     usable: set[str] = set()
@@ -118,12 +120,14 @@ def _weighed(group: Group, candidates: Iterable[Candidate], pool: NodePool, ledg
         wanted |= {name for name, value in member.requests.items() if value > 0 and name != "pods"}
     needs = {name for name in wanted if ledger.is_accelerator(name)} or wanted
     candidates = list(candidates)
+    own = {m.uid for m in group.members}  # a tree's children already placed are its own, no victims
     lower = sorted((c for c in candidates if c.priority < group.priority and c.group != group.key
+                    and own.isdisjoint(m.uid for m in c.members)
                     and len(c.budgets) <= 1 and any((m.node or m.reserved_node) in usable for m in c.members)
                     and any(m.requests.get(name, 0) > 0 for m in c.members for name in needs)), key=_importance)
     whole = [c for c in lower if not c.extra][:MAX_CANDIDATES]
     extras = [c for c in lower if c.extra][:MAX_CANDIDATES]
-    taken_with = {c.group for c in whole if c.group is not None}
+    taken_with = {key for c in whole if c.group is not None for key in (c.group, *c.together)}
     weighed_alone = {c.name for c in extras}
     extras += [c for c in candidates if c.extra and c.group in taken_with and c.name not in weighed_alone]
     return sorted(extras + whole, key=_importance)

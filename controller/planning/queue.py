@@ -11,6 +11,9 @@ capacity twice. The caller's ledger is untouched; the copies, with every admitte
 held capacity counted, are handed back in the `Pass`
 so that the caller can plan more (one member at a time for elastic groups) without another copy.
 
+A tree of groups (`planning.trees`) is one entry of the queue, planned, held, preempting and
+reused as one, by its most important child's priority and its oldest child's age.
+
 StrictFIFO: the first group that does not fit stops the pass; every group behind it waits.
 
 BestEffortFIFO, the exact rule:
@@ -60,15 +63,17 @@ Exactly safe because:
 import enum
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
+from typing import TypeVar
 
 from gangkeeper.controller.cache.capacity import Ledger
 from gangkeeper.controller.cache.holders import Candidate
 from gangkeeper.controller.cache.occupancy import Occupancy
 from gangkeeper.controller.checks.eligibility import NodePool
 from gangkeeper.controller.model.members import Group, GroupKey
-from gangkeeper.controller.planning.planner import apply, plan_group
+from gangkeeper.controller.planning.planner import apply
 from gangkeeper.controller.planning.plans import NoFit, Plan, Topology
 from gangkeeper.controller.planning.preemption import Preemption, preempt
+from gangkeeper.controller.planning.trees import Tree, Unit, plan_unit
 
 PREEMPTION_ATTEMPTS = 3  # groups that may look for victims in one pass; one of them preempts at most
 
@@ -87,9 +92,9 @@ class QueuePolicy:
 
 @dataclass(frozen=True, slots=True)
 class Waiting:
-    """A group left waiting, why, and the planner's answer when it was planned at all."""
+    """A group (or a tree of groups) left waiting, why, and the planner's answer when it was planned at all."""
 
-    group: Group
+    group: Unit
     reason: str
     no_fit: NoFit | None = None
 
@@ -107,27 +112,32 @@ class Planned:
     basis: Hashable
     topology: Topology
     steps: tuple[Step, ...]
-    answers: Mapping[GroupKey, tuple[Group, int, Plan | NoFit]]
+    answers: Mapping[GroupKey, tuple[Unit, int, Plan | NoFit]]
 
 
 @dataclass(frozen=True, slots=True)
 class Pass:
-    admitted: tuple[tuple[Group, Plan], ...]
+    admitted: tuple[tuple[Unit, Plan], ...]
     waiting: tuple[Waiting, ...]
-    held_for: Group | None
+    held_for: Unit | None
     ledger: Ledger
     occupancy: Occupancy | None = None
-    preemptions: tuple[tuple[Group, Preemption], ...] = ()
+    preemptions: tuple[tuple[Unit, Preemption], ...] = ()
     planned: Planned | None = None
 
 
-def queued(groups: Iterable[Group]) -> list[Group]:
-    """The complete groups with waiting members, in admission order."""
+Queued = TypeVar("Queued", Group, Unit)
+
+
+def queued(groups: Iterable[Queued]) -> list[Queued]:
+    """The complete groups (and trees: `planning.trees`) with waiting members, in admission order."""
     ready = [group for group in groups if group.complete and group.waiting_members]
     return sorted(ready, key=lambda group: (-group.priority, group.first_seen, group.key))
 
 
-def incomplete_reason(group: Group) -> str:
+def incomplete_reason(group: Unit) -> str:
+    if isinstance(group, Tree):
+        return group.missing()
     live = [member for member in group.members if not member.terminal]
     ungated = [member.name for member in live if not member.gated]
     if len(live) < group.min_count:
@@ -148,7 +158,7 @@ def admission_view(group: Group) -> Group:
     return replace(group, members=tuple(booked + waiting[:max(0, group.min_count - len(booked))]))
 
 
-def plan_pass(groups: Iterable[Group], nodes: NodePool, ledger: Ledger, now: float,
+def plan_pass(groups: Iterable[Unit], nodes: NodePool, ledger: Ledger, now: float,
               policy: QueuePolicy = QueuePolicy(), occupancy: Occupancy | None = None,
               candidates: Callable[[int], Iterable[Candidate]] | None = None, *,
               basis: Hashable | None = None, last: Planned | None = None) -> Pass:
@@ -166,17 +176,17 @@ def plan_pass(groups: Iterable[Group], nodes: NodePool, ledger: Ledger, now: flo
     if occupancy is not None:
         occupancy.index_rooms((member for group in order for member in group.waiting_members), nodes)
     around = None if occupancy is None else occupancy.copy()
-    admitted: list[tuple[Group, Plan]] = []
-    preemptions: list[tuple[Group, Preemption]] = []
+    admitted: list[tuple[Unit, Plan]] = []
+    preemptions: list[tuple[Unit, Preemption]] = []
     weighed: list[Candidate] | None = None
     attempts = 0  # groups that asked for victims this pass
-    head: Group | None = None
+    head: Unit | None = None
     reuse = _Reuse(last if basis is not None and last is not None and last.basis == basis
                    and last.topology == policy.topology else None)
     for position, group in enumerate(order):
         outcome = reuse.answer(group)
         if outcome is None:
-            outcome = plan_group(group, nodes, working, policy.topology, around)
+            outcome = plan_unit(group, nodes, working, policy.topology, around)
         reuse.planned(group, outcome)
         if isinstance(outcome, Plan):
             apply(outcome, working, around, nodes)
@@ -214,9 +224,9 @@ class _Reuse:
     def __init__(self, last: Planned | None):
         self.last = last
         self.steps: list[Step] = []
-        self.answers: dict[GroupKey, tuple[Group, int, Plan | NoFit]] = {}
+        self.answers: dict[GroupKey, tuple[Unit, int, Plan | NoFit]] = {}
 
-    def answer(self, group: Group) -> Plan | NoFit | None:
+    def answer(self, group: Unit) -> Plan | NoFit | None:
         """The last pass's answer for the group, when it was planned on what it would be planned on now."""
         if self.last is None:
             return None
@@ -225,10 +235,10 @@ class _Reuse:
             return None
         return before[2]
 
-    def planned(self, group: Group, outcome: Plan | NoFit) -> None:
+    def planned(self, group: Unit, outcome: Plan | NoFit) -> None:
         self.answers[group.key] = (group, len(self.steps), outcome)
 
-    def step(self, kind: str, group: Group, outcome: Plan | NoFit) -> None:
+    def step(self, kind: str, group: Unit, outcome: Plan | NoFit) -> None:
         """A change to the working copies; the first one that differs from the last pass's ends reuse."""
         taken = (kind, group.key, outcome)
         position = len(self.steps)

@@ -9,6 +9,10 @@ the group's gated members: docs/design.md, "Release, binding and rollback"), and
 ones it created (labelled managed-by gangkeeper, with no owner) once their group is gone. Its
 members are labelled explicitly, so a Gang has no rule of its own in the webhook (they are plain
 pods' explicit groups), and it has no suspend switch.
+
+A Gang may name a parent Gang (`spec.parent`), and a parent says how many of its children must
+all be placeable together (`spec.minGroupCount`): a tree of groups admitted as one
+(`controller.cache.trees`). A parent has no members of its own.
 """
 
 from collections.abc import Mapping
@@ -29,10 +33,20 @@ def declaration(gang: Mapping) -> Declaration:
             "group_name": spec.get("groupName") or metadata.get("name", ""),
             "schedule_timeout": float(timeout) if timeout is not None else None,
             "topology": topology(spec),
+            "parent": spec["parent"] if isinstance(spec.get("parent"), str) else "",
+            "min_group_count": _whole(spec.get("minGroupCount")),
             "status": status,
             "reservations": reservations(status),
             "disposable": labels.get(names.MANAGED_BY_LABEL) == names.MANAGED_BY_VALUE
             and not metadata.get("ownerReferences")}
+
+
+def _whole(value: object) -> int | None:
+    """`spec.minGroupCount` when it is a whole number (the CRD schema and the webhook refuse
+    anything else); None when it is not set: the Gang is no parent."""
+    if value is None:
+        return None
+    return value if type(value) is int else 0
 
 
 def reservations(status: Mapping) -> Mapping[str, tuple[str, str]]:

@@ -12,6 +12,12 @@ that come only after it runs (a deadlock made by gangkeeper), so such a JobSet i
 stage: under `InOrder` each replicated job, otherwise the replicated jobs with the same
 dependencies, which the controller creates in the same moment.
 `spec.suspend` makes the JobSet controller suspend its Jobs, whose pods are then deleted.
+
+A JobSet annotated `gangkeeper.io/tree: replicatedJob` is a tree of groups instead (issue 25): one
+child group per replicated job, under a parent Gang named after the JobSet, which the controller
+makes (owned by the JobSet), with `gangkeeper.io/min-group-count` children that must all be
+placeable together (all of them when unset) and the JobSet's own `gangkeeper.io/topology-required`
+(or `-preferred`) as the parent's domain; each replicated job's pod template says its own.
 """
 
 from collections.abc import Mapping
@@ -19,7 +25,16 @@ from collections.abc import Mapping
 from gangkeeper import names
 from gangkeeper.integrations import job, trainjob
 from gangkeeper.integrations.finding import Classification, found, index_of, labels_and_annotations
-from gangkeeper.integrations.kind import SUSPEND_VERBS, Declaration, Integration, ObjectRef, Rank, Resource, Suspension
+from gangkeeper.integrations.kind import (
+    SUSPEND_VERBS,
+    Declaration,
+    Integration,
+    ObjectRef,
+    Rank,
+    Resource,
+    Suspension,
+    as_tree,
+)
 
 RESOURCE = Resource(*names.JOBSET_API, names.JOBSET_KIND)
 SUSPENSION = Suspension(("spec", "suspend"))
@@ -68,9 +83,16 @@ def sizes(spec: Mapping) -> tuple[dict[str, int], dict[str, str]]:
 
 
 def declaration(jobset: Mapping) -> Declaration:
-    """Its stages' sizes and its switch; a TrainJob's JobSet is suspended through the TrainJob."""
-    by_part, parts = sizes(jobset.get("spec") or {})
+    """Its stages' sizes (a tree's: its replicated jobs') and its switch; a TrainJob's JobSet is
+    suspended through the TrainJob."""
+    spec = jobset.get("spec") or {}
+    tree = ((jobset.get("metadata") or {}).get("annotations") or {}).get(names.TREE_ANNOTATION)
+    if tree == names.TREE_BY_REPLICATED_JOB:
+        spec = {**spec, "startupPolicy": {"startupPolicyOrder": "InOrder"}}  # one part per replicated job
+    by_part, parts = sizes(spec)
     declared: Declaration = {"sizes": by_part, "parts": parts, "suspend": SUSPENSION.state(jobset)}
+    if tree == names.TREE_BY_REPLICATED_JOB:
+        as_tree(declared, jobset, len(set(parts.values())))
     switch = trainjob.switch_of(jobset)
     if switch is not None:
         declared["switch"] = switch

@@ -46,7 +46,9 @@ class Declaration(TypedDict, total=False):
     the whole), the most pods per part it runs at once where it runs with fewer than all, between
     bounds of its own (`maxima`: an elastic job's maximum, the replicas its autoscaler keeps), which part each value of the kind's `part_label` belongs to when the object
     splits its group into parts that start apart (`parts`; empty: one group), for a Gang the group it declares, its
-    schedule timeout, its `spec.topology` (the fields of `names.GANG_TOPOLOGY_FIELDS` it sets,
+    schedule timeout, its parent Gang (`parent`, '' for none) and, for a parent, its
+    `spec.minGroupCount` (`min_group_count`; None for a Gang that is no parent) — for an owner asking to
+    be a tree of its groups, the parent Gang the controller makes for it (`as_tree`) —, its `spec.topology` (the fields of `names.GANG_TOPOLOGY_FIELDS` it sets,
     as written: the controller checks them), its status (compared before it is written again),
     the nodes its status reserves for members (`reservations`: pod name → (uid, node)) and
     whether the controller created it for a group without owner (and so deletes it with the
@@ -63,6 +65,8 @@ class Declaration(TypedDict, total=False):
     group_name: str
     schedule_timeout: float | None
     topology: Mapping[str, object]
+    parent: str
+    min_group_count: int | None
     status: Mapping
     reservations: Mapping[str, tuple[str, str]]
     disposable: bool
@@ -220,3 +224,19 @@ SUSPEND_VERBS = LIST_AND_WATCH | {"patch"}
 def declared_by_owner(group: str, labels: Mapping[str, str], owner: tuple[str, str] | None) -> ObjectRef | None:
     """A `declarer` for kinds whose object is the members' controlling owner (PyTorchJob, Job)."""
     return owner
+
+
+def as_tree(declared: Declaration, owner: Mapping, children: int) -> None:
+    """What an owner asking to be a tree of its groups (annotation `gangkeeper.io/tree`: a JobSet's
+    replicated jobs, a LeaderWorkerSet's replica groups) declares of the parent Gang the controller
+    makes for it, added to `declared`: its name (the owner's), its min group count
+    (`gangkeeper.io/min-group-count`, else all `children`; 0 when it is no whole number, which the
+    controller refuses) and its topology (the owner's own `gangkeeper.io/topology-required`, `-preferred`)."""
+    metadata = owner.get("metadata") or {}
+    annotations = metadata.get("annotations") or {}
+    count = annotations.get(names.MIN_GROUP_COUNT_ANNOTATION)
+    declared["parent"] = metadata.get("name", "")
+    declared["topology"] = {field: annotations[key] for field, key in (
+        ("required", names.TOPOLOGY_REQUIRED_ANNOTATION), ("preferred", names.TOPOLOGY_PREFERRED_ANNOTATION))
+        if key in annotations}
+    declared["min_group_count"] = children if count is None else int(count) if count.isdigit() else 0

@@ -30,6 +30,13 @@ would keep it gated, waiting for workers that come only after it runs. The LWS t
 group by the worker index (`parts`): the leader alone, then its `size - 1` workers, each a gang,
 so that no worker runs before all of them can and the leader never waits for them.
 
+Asked with the annotation `gangkeeper.io/tree: replicaGroup` (and started LeaderCreated), its
+replica groups are the children of one parent Gang the controller makes, named after the LWS
+(issue 25, `controller.cache.trees`): `gangkeeper.io/min-group-count` of them (default: `replicas`)
+must all be placeable together, inside the LWS's own `gangkeeper.io/topology-required` domain.
+Under LeaderReady the annotation is not read: a tree would hold the leaders for workers that come
+only once they run.
+
 No suspend switch: a rollback deletes the group's pods, loudly (an audit line per pod, Warning
 Events), and the StatefulSets create them again, gated.
 """
@@ -39,7 +46,7 @@ from collections.abc import Mapping
 
 from gangkeeper import names
 from gangkeeper.integrations.finding import Classification, found, labels_and_annotations
-from gangkeeper.integrations.kind import LIST_AND_WATCH, Declaration, Integration, ObjectRef, Resource
+from gangkeeper.integrations.kind import LIST_AND_WATCH, Declaration, Integration, ObjectRef, Resource, as_tree
 
 RESOURCE = Resource(*names.LWS_API, names.LWS_KIND)
 LEADER, WORKERS = "leader", "workers"
@@ -72,11 +79,16 @@ def leader_ordinal(pod: Mapping) -> str | None:
 
 
 def declaration(lws: Mapping) -> Declaration:
-    """`size` pods per replica group; under LeaderReady the leader and its workers as two parts."""
+    """`size` pods per replica group; under LeaderReady the leader and its workers as two parts.
+    Asked to (`gangkeeper.io/tree: replicaGroup`, LeaderCreated), its replica groups are one tree."""
     spec = lws.get("spec") or {}
     size = int((spec.get("leaderWorkerTemplate") or {}).get("size", 1))
     if spec.get("startupPolicy") != names.LWS_LEADER_READY or size < 2:
-        return {"sizes": {"": size}}
+        declared: Declaration = {"sizes": {"": size}}
+        tree = ((lws.get("metadata") or {}).get("annotations") or {}).get(names.TREE_ANNOTATION)
+        if tree == names.TREE_BY_REPLICA_GROUP:
+            as_tree(declared, lws, int(spec.get("replicas", 1)))
+        return declared
     parts = {str(worker): WORKERS for worker in range(1, size)}
     return {"sizes": {LEADER: 1, WORKERS: size - 1}, "parts": {names.LWS_LEADER_WORKER_INDEX: LEADER, **parts}}
 

@@ -24,7 +24,7 @@ def test_the_store_section_reports_every_list_it_timed():
 def test_the_planner_section_has_one_row_per_cluster_size_in_each_table():
     figures = bench_planner.run(nodes=(32, 64), bound_pods=100, waiting_groups=10)
     tables = [block for block in bench_planner.markdown(figures).split("\n\n") if block.startswith("| nodes")]
-    assert len(tables) == 2, "the plain pass, then the pass with topology rules"
+    assert len(tables) == 3, "the plain pass, then the pass with topology rules, then with trees of groups"
     for table in tables:
         rows = [line for line in table.splitlines() if "---" not in line]
         assert [row.split(" | ")[0] for row in rows[1:]] == ["| 32", "| 64"]

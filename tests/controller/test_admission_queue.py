@@ -133,13 +133,13 @@ def _counting(monkeypatch):
     from gangkeeper.controller.planning import queue
 
     calls = []
-    real = queue.plan_group
+    real = queue.plan_unit
 
     def counted(group, *args):
         calls.append(group.key[1])
         return real(group, *args)
 
-    monkeypatch.setattr(queue, "plan_group", counted)
+    monkeypatch.setattr(queue, "plan_unit", counted)
     return calls
 
 

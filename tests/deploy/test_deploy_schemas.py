@@ -69,6 +69,8 @@ def _gang(spec, status=None):
 @pytest.mark.parametrize("spec", [
     {"minCount": names.MIN_COUNT_RANGE[0]},
     {"minCount": names.MIN_COUNT_RANGE[1], "scheduleTimeoutSeconds": 0, "priority": -5, "groupName": "llama-7b.run_1"},
+    {"minCount": 2, "parent": "inference.pair-1"},
+    {"minGroupCount": names.MIN_GROUP_COUNT_RANGE[1], "topology": {"required": "topology.kubernetes.io/zone"}},
 ])
 def test_gang_schema_accepts(gang_schema, spec):
     status = {"phase": "Waiting", "present": 3, "minCount": 4, "accelerators": 32, "conditions": [
@@ -84,6 +86,10 @@ def test_gang_schema_accepts(gang_schema, spec):
     {"minCount": 2, "scheduleTimeoutSeconds": -1},
     {"minCount": 2, "groupName": "-starts-with-dash"},
     {"minCount": 2, "groupName": "x" * 64},
+    {"minCount": 2, "minGroupCount": 2},
+    {"minGroupCount": names.MIN_GROUP_COUNT_RANGE[0] - 1},
+    {"minGroupCount": names.MIN_GROUP_COUNT_RANGE[1] + 1},
+    {"minCount": 2, "parent": "Not_A_Name"},
 ])
 def test_gang_schema_refuses(gang_schema, spec):
     assert list(gang_schema.iter_errors(_gang(spec)))
@@ -94,9 +100,15 @@ def test_gang_status_phase_is_an_enum_and_conditions_have_the_metav1_shape(gang_
     assert list(gang_schema.iter_errors(_gang({"minCount": 1}, {"conditions": [{"type": "Ready", "status": "True"}]})))
 
 
+def test_a_parents_status_lists_its_children(gang_schema):
+    children = [{"name": "prefill", "present": 2, "minCount": 2, "placed": 0}, {"name": "decode"}]
+    assert not list(gang_schema.iter_errors(_gang({"minGroupCount": 2}, {"phase": "Waiting", "children": children})))
+    assert list(gang_schema.iter_errors(_gang({"minGroupCount": 2}, {"children": [{"present": 2}]})))
+
+
 def test_gang_printer_columns(default):
     crd = find(default, "CustomResourceDefinition", f"{names.GANG_PLURAL}.{names.GANG_GROUP}")
     (version,) = crd["spec"]["versions"]
-    assert [c["name"] for c in version["additionalPrinterColumns"]] == ["Phase", "Reason", "Present", "Min", "Placed", "GPUs", "Topology", "Waiting", "Age"]
+    assert [c["name"] for c in version["additionalPrinterColumns"]] == ["Phase", "Reason", "Present", "Min", "Placed", "GPUs", "Parent", "Topology", "Waiting", "Age"]
     assert version["subresources"] == {"status": {}}
     assert crd["spec"]["scope"] == "Namespaced" and crd["spec"]["names"]["shortNames"] == ["gang"]

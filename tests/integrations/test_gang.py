@@ -8,13 +8,23 @@ def test_a_gang_declares_size_group_and_timeout():
     declared = gang.declaration({"metadata": {"name": "llm"}, "spec": {
         "minCount": 16, "groupName": "llm-run", "scheduleTimeoutSeconds": 600}, "status": {"phase": "Waiting"}})
     assert declared == {"sizes": {"": 16}, "group_name": "llm-run", "schedule_timeout": 600.0, "topology": {},
+                        "parent": "", "min_group_count": None,
                         "status": {"phase": "Waiting"}, "reservations": {}, "disposable": False}
 
 
 def test_the_group_defaults_to_the_gangs_name_and_nothing_else_is_assumed():
     declared = gang.declaration({"metadata": {"name": "llm"}})
     assert declared == {"sizes": {"": 0}, "group_name": "llm", "schedule_timeout": None, "topology": {},
-                        "status": {}, "reservations": {}, "disposable": False}
+                        "parent": "", "min_group_count": None, "status": {}, "reservations": {}, "disposable": False}
+
+
+def test_a_gang_names_its_parent_and_a_parent_its_min_group_count():
+    child = gang.declaration({"metadata": {"name": "decode"}, "spec": {"minCount": 4, "parent": "pair"}})
+    assert (child["parent"], child["min_group_count"]) == ("pair", None)
+    parent = gang.declaration({"metadata": {"name": "pair"}, "spec": {"minGroupCount": 2}})
+    assert (parent["parent"], parent["min_group_count"], parent["sizes"]) == ("", 2, {"": 0})
+    odd = gang.declaration({"metadata": {"name": "odd"}, "spec": {"minGroupCount": "2", "parent": 7}})
+    assert (odd["parent"], odd["min_group_count"]) == ("", 0), "no parent, and a count the controller refuses"
 
 
 def test_a_gang_declares_its_topology_as_written_for_the_controller_to_judge():

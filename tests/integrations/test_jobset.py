@@ -85,3 +85,29 @@ def test_the_jobset_declaring_a_member_is_the_one_its_labels_name_not_its_job():
 def test_a_jobset_is_suspended_through_spec_suspend():
     assert jobset.SUSPENSION.patch({"metadata": {"resourceVersion": "3"}, "spec": {}}, True) == {
         "metadata": {"resourceVersion": "3"}, "spec": {"suspend": True}}
+
+
+def tree_jobset(**annotations):
+    return {"metadata": {"name": "train", "annotations": {names.TREE_ANNOTATION: names.TREE_BY_REPLICATED_JOB,
+                                                          **annotations}},
+            "spec": {"replicatedJobs": [replicated(f"job{i}", parallelism=4) for i in range(4)]}}
+
+
+def test_a_jobset_asking_to_be_a_tree_makes_one_child_per_replicated_job_under_a_parent_named_after_it():
+    declared = jobset.declaration(tree_jobset(**{names.MIN_GROUP_COUNT_ANNOTATION: "3",
+                                                 names.TOPOLOGY_REQUIRED_ANNOTATION: "topology.kubernetes.io/zone"}))
+    assert declared["sizes"] == {f"job{i}": 4 for i in range(4)}
+    assert declared["parts"] == {f"job{i}": f"job{i}" for i in range(4)}
+    assert (declared["parent"], declared["min_group_count"], declared["topology"]) == (
+        "train", 3, {"required": "topology.kubernetes.io/zone"})
+
+
+def test_a_trees_min_group_count_defaults_to_every_replicated_job_and_an_unreadable_one_is_zero():
+    assert jobset.declaration(tree_jobset())["min_group_count"] == 4
+    assert jobset.declaration(tree_jobset(**{names.MIN_GROUP_COUNT_ANNOTATION: "all"}))["min_group_count"] == 0
+
+
+def test_a_jobset_not_asking_to_be_a_tree_declares_no_parent():
+    plain = tree_jobset()
+    plain["metadata"]["annotations"] = {names.TREE_ANNOTATION: "job"}
+    assert "parent" not in jobset.declaration(plain) and jobset.declaration(plain)["sizes"] == {"": 16}

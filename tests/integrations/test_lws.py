@@ -154,3 +154,22 @@ def test_an_lws_has_no_suspend_switch_and_is_only_read():
     assert lws.INTEGRATION.suspension is None
     assert lws.INTEGRATION.verbs == {"list", "watch"} and not lws.INTEGRATION.status_verbs
     assert lws.RESOURCE.path("ml", LWS) == f"/apis/leaderworkerset.x-k8s.io/v1/namespaces/ml/leaderworkersets/{LWS}"
+
+
+def tree_lws(startup_policy=None, **annotations):
+    spec = {"replicas": 3, "leaderWorkerTemplate": {"size": 4}}
+    if startup_policy:
+        spec["startupPolicy"] = startup_policy
+    return {"metadata": {"name": "serve", "annotations": {names.TREE_ANNOTATION: names.TREE_BY_REPLICA_GROUP,
+                                                          **annotations}}, "spec": spec}
+
+
+def test_an_lws_asked_to_form_a_tree_declares_a_parent_of_its_replica_groups():
+    declared = lws.declaration(tree_lws(**{names.TOPOLOGY_REQUIRED_ANNOTATION: "topology.kubernetes.io/zone"}))
+    assert declared == {"sizes": {"": 4}, "parent": "serve", "min_group_count": 3,
+                        "topology": {"required": "topology.kubernetes.io/zone"}}
+    assert lws.declaration(tree_lws(**{names.MIN_GROUP_COUNT_ANNOTATION: "2"}))["min_group_count"] == 2
+
+
+def test_an_lws_started_leader_ready_forms_no_tree():
+    assert "parent" not in lws.declaration(tree_lws(names.LWS_LEADER_READY))

@@ -194,6 +194,16 @@ GANG_CASES = [
     ({"minCount": True}, ["spec.minCount: true is not accepted"]),
     ({"minCount": 0, "scheduleTimeoutSeconds": -5, "groupName": "Not Valid"},
      ["spec.minCount: 0", "spec.scheduleTimeoutSeconds: -5", 'spec.groupName: "Not Valid"']),
+    # groups of groups (issue 25): a child names its parent, a parent has minGroupCount and no minCount
+    ({"minCount": 2, "parent": "pair"}, []),
+    ({"minGroupCount": 2, "topology": {"required": "topology.kubernetes.io/zone"}}, []),
+    ({"minCount": 2, "minGroupCount": 2}, ["spec.minGroupCount: 2 is not accepted beside spec.minCount"]),
+    ({"minGroupCount": 0}, ["spec.minGroupCount: 0 is not accepted: write a whole number from 1 to 1000"]),
+    ({"minCount": 2, "parent": "Pair_1"}, ['spec.parent: "Pair_1" is not accepted: write the name of a parent Gang']),
+    ({"minCount": 2, "parent": "bert"}, ['spec.parent: "bert" is not accepted: a Gang cannot be its own parent']),
+    ({"minGroupCount": 2, "topology": {"sliceRequired": "example.com/rack", "sliceSize": 4}},
+     ['spec.topology.sliceRequired: "example.com/rack" is not accepted on a parent',
+      "spec.topology.sliceSize: 4 is not accepted on a parent"]),
 ]
 
 
@@ -206,6 +216,17 @@ def test_gang_objects(spec, problems, operation):
     assert len(verdict.problems) == len(problems)
     for problem, expected in zip(verdict.problems, problems):
         assert problem.startswith(expected)
+
+
+def test_a_pods_parent_label_names_a_gang_and_stays_while_the_pod_is_gated():
+    refused = judged(pod("p", labels={names.GROUP_LABEL: "decode", names.PARENT_LABEL: "Pair_1"}))
+    assert not refused.allowed
+    assert f'metadata.labels[{names.PARENT_LABEL}]: "Pair_1" is not accepted: write the name of a parent Gang' \
+        in refused.message
+    old = gated(labels={names.GROUP_LABEL: "decode", names.PARENT_LABEL: "pair"})
+    new = gated(labels={names.GROUP_LABEL: "decode", names.PARENT_LABEL: "other"})
+    changed = judged(new, operation="UPDATE", old=old, user="alice")
+    assert not changed.allowed and f"metadata.labels[{names.PARENT_LABEL}]: changed from" in changed.message
 
 
 def test_gang_named_beyond_a_label_value_needs_a_group_name():
