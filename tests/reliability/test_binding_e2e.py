@@ -29,5 +29,5 @@ def test_every_group_of_both_sides_is_bound_and_measured(tmp_path):
     assert set(summary["sizes"]) == set(spec.sizes)
     row = summary["sizes"][16]
     assert row[binding.GANGKEEPER]["all_bound"] == row[binding.BARE]["all_bound"] == spec.groups
-    assert set(row["difference_ms"]) == {"p50", "p99"} and row["goal_ms"] == 100.0
+    assert set(row["difference_ms"]) == {"p50", "p99"} and row["goal_ms"] == binding.GOAL_MS[16]
     assert row[binding.GANGKEEPER]["controller_metric"]["count"] == spec.groups

@@ -117,7 +117,7 @@ def test_the_playground_serves_gangkeeper_to_kubectl_and_stops_with_everything(t
     assert children and not [pid for pid in children if running(pid)], "a child outlived sim serve"
     controller_log = (work / "controller.log").read_text()
     assert "now leads" in controller_log
-    assert not re.search(r'404|namespaces "gangkeeper" not found', controller_log), controller_log
+    assert not re.search(r'\b404\b|namespaces "gangkeeper" not found', controller_log), controller_log
     for name in ("kubeconfig", "kubeconfig.controller", "apiserver-tls/ca.crt", "webhook-tls/tls.crt",
                  "webhook.log", "controller.log", "certs-install.log"):
         assert (work / name).is_file(), name
