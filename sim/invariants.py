@@ -39,7 +39,10 @@ and none of them is judged with the rest half applied. The invariants:
   not bound yet as much as one running): those being deleted for as long as they take, the
   others (a suspended owner's pods its operator has not deleted yet) for at most the bind
   timeout and the reaction time since the room was first held; once no member reserved there is
-  gated any more, everything is. A node never registered has nothing to give; one that
+  gated any more, everything is, but for gangkeeper's own placeholders (docs/autoscaling.md):
+  pause pods at a negative priority that hold room for members and that any member preempts, so
+  that one the scheduler binds into room reserved for a member of higher priority, released or
+  not, is not counted while that member is not bound. A node never registered has nothing to give; one that
   was deleted promises nothing (its pods are on their way out);
   a resource a DeviceClass serves (`extendedResourceName`) where the node does not list it is
   counted in devices instead, below; a pod with ResourceClaims holds accelerators while bound;
@@ -126,6 +129,7 @@ class PodState:
     uid: str = ""
     booked: str = ""  # the node its group's Gang reserves for it (`status.reservations`), for this uid
     pin: str = ""  # the one node its required node affinity names (`metadata.name In [node]`)
+    placeholder: bool = False  # gangkeeper's own placeholder pod (`names.CAPACITY_FOR_LABEL`)
     kept: str = ""  # the node it was released on from a reservation, while its pin holds it there
 
     @property
@@ -197,6 +201,7 @@ def pod_state(pod: Mapping, size_of: Callable[[Mapping], int | None] = group_siz
         priority=int(spec.get("priority") or 0),
         uid=metadata.get("uid", ""),
         pin=pin_of(spec),
+        placeholder=names.CAPACITY_FOR_LABEL in (metadata.get("labels") or {}),
     )
 
 
@@ -417,6 +422,10 @@ class Checker:
                               allocatable)
         else:
             self._room_since.pop(node, None)
+        arriving = [p.priority for p in counted if not p.node]
+        if over and arriving:  # placeholders that a member reserved here preempts
+            over = self._over([p for p in counted if not (p.placeholder and p.node and p.priority < max(arriving))],
+                              allocatable)
         detail = ", ".join(f"{r} {float(u):g} > {float(a):g}" for r, (u, a) in sorted(over.items()))
         registered = "" if node in self.nodes else " (a node never registered)"
         self._verdict(bool(over), now, "over-commit", node,

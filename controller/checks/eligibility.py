@@ -125,7 +125,8 @@ class NodePool:
     """
 
     REMEMBERED = 1024
-    __slots__ = ("nodes", "_answers", "_label_values", "_domains", "_capacities", "_labelled", "_among", "_most")
+    __slots__ = ("nodes", "_answers", "_label_values", "_domains", "_capacities", "_labelled", "_among", "_most",
+                 "_slots")
 
     def __init__(self, nodes: Iterable[Node]):
         self.nodes: dict[str, Node] = {node.name: node for node in sorted(nodes, key=lambda n: n.name)}
@@ -136,6 +137,7 @@ class NodePool:
         self._labelled: dict[tuple[str, Hashable], tuple[tuple[str, ...], Counter]] = {}
         self._among: dict[Hashable, tuple[tuple[str, ...], frozenset[str], tuple[str, ...]]] = {}
         self._most: dict[str, Amount] = {}
+        self._slots: dict[tuple[frozenset[str], str, int], int] = {}
 
     def label_values(self, label: str) -> Mapping[str, str]:
         """Node name → value of `label`, for the nodes that have it (topology domains)."""
@@ -214,6 +216,18 @@ class NodePool:
                                               default=0)
         return most
 
+    def slots(self, names: frozenset[str], resource: str, each: int) -> int:
+        """How many pods asking `each` whole units of `resource` these nodes' allocatable holds in
+        all, with nothing else on them (`planning.bounds`)."""
+        key = (names, resource, each)
+        slots = self._slots.get(key)
+        if slots is None:
+            if len(self._slots) >= self.REMEMBERED:
+                self._slots.clear()
+            slots = self._slots[key] = sum(int(self.nodes[name].allocatable.get(resource, 0)) // each
+                                           for name in names if name in self.nodes)
+        return slots
+
     def eligible(self, member: Member) -> frozenset[str]:
         """Names of the nodes that pass the member's `placement_refusal`."""
         return self._answer(member)[0]
@@ -232,7 +246,6 @@ class NodePool:
             eligible = frozenset(name for name, reason in reasons.items() if reason is None)
             answer = self._answers[key] = (eligible, Counter(r for r in reasons.values() if r is not None))
         return answer
-
 
 
 def _among_moved(before: tuple[str, ...], answer: tuple[str, ...], names: tuple[str, ...], eligible: frozenset[str],

@@ -23,6 +23,8 @@ BestEffortFIFO, the exact rule:
     tentatively (`NoFit.partial`) and that capacity counts as taken for the rest of the pass:
     groups behind the head are admitted only if they fit without it. Passes recompute the hold
     from the ledger, so capacity that frees goes to the head, pass after pass, until it fits.
+  - A group that would not fit even on the empty cluster (`planning.bounds`) is never the head:
+    its hold would starve the groups behind it for nothing. It waits, and its reason says why.
   - One head is held at a time: two holds could split what frees between two starving groups
     and leave both waiting forever — the deadlock gangs exist to prevent. Groups ahead of the
     head in queue order were planned before it and are not affected.
@@ -70,6 +72,7 @@ from gangkeeper.controller.cache.holders import Candidate
 from gangkeeper.controller.cache.occupancy import Occupancy
 from gangkeeper.controller.checks.eligibility import NodePool
 from gangkeeper.controller.model.members import Group, GroupKey
+from gangkeeper.controller.planning.bounds import beyond_the_cluster
 from gangkeeper.controller.planning.planner import apply
 from gangkeeper.controller.planning.plans import NoFit, Plan, Topology
 from gangkeeper.controller.planning.preemption import Preemption, preempt
@@ -204,11 +207,15 @@ def plan_pass(groups: Iterable[Unit], nodes: NodePool, ledger: Ledger, now: floa
                 preemptions.append((group, found))
                 continue
         held = f"; capacity is held for {head}, starving since it waited {policy.starvation_seconds:g}s" if head else ""
+        starving = head is None and now - group.first_seen >= policy.starvation_seconds
+        beyond = beyond_the_cluster(group, nodes, ledger) if starving and isinstance(group, Group) else None
+        if beyond is not None:
+            held = f"; it holds no capacity while it waits: {beyond}"
         waiting.append(Waiting(group, outcome.reason + held, outcome))
         if policy.order is Order.STRICT_FIFO:
             waiting += [Waiting(later, f"behind {group} in StrictFIFO order") for later in order[position + 1:]]
             break
-        if head is None and now - group.first_seen >= policy.starvation_seconds:
+        if starving and beyond is None:
             head = group
             apply(outcome, working, around, nodes)
             reuse.step("hold", group, outcome)

@@ -72,7 +72,7 @@ def test_a_starving_group_holds_the_capacity_that_frees_for_it():
 
 def test_a_later_group_that_fits_beside_the_hold_is_admitted():
     pool, ledger = cluster([node("n1"), node("n2"), node("n3", gpus=2)])
-    big = gang("big", 3, first_seen=0)
+    big = gang("big", 2, first_seen=0)
     ledger.bind("running", "n1", member("running").requests)
     small = gang("small", 1, first_seen=1, gpus=2)
     result = plan_pass([big, small], pool, ledger, now=10_000, policy=BEST_EFFORT)
@@ -81,11 +81,44 @@ def test_a_later_group_that_fits_beside_the_hold_is_admitted():
 
 
 def test_only_the_first_starving_group_is_held():
-    pool, ledger = cluster([node("n1"), node("n2")])
+    pool, ledger = cluster([node("n1"), node("n2"), node("n3")])
+    ledger.bind("running", "n3", member("running").requests)
     first, second = gang("first", 3, first_seen=0), gang("second", 3, first_seen=1)
     result = plan_pass([first, second], pool, ledger, now=10_000, policy=BEST_EFFORT)
     assert result.held_for is first
     assert result.waiting[1].no_fit.placeable == 0
+
+
+def test_a_group_larger_than_the_empty_cluster_holds_nothing_and_says_why():
+    pool, ledger = cluster([node("n1"), node("n2"), node("n3")])
+    ledger.bind("running", "n3", member("running").requests)
+    huge = gang("huge", 4, first_seen=0)  # 4 × 8 GPUs: three 8-GPU nodes never hold it
+    small = gang("small", 1, first_seen=1)
+    result = plan_pass([huge, small], pool, ledger, now=10_000, policy=BEST_EFFORT)
+    assert admitted(result) == ["small"] and result.held_for is None
+    assert result.waiting[0].reason.endswith(
+        "; it holds no capacity while it waits: 4 members need 8 nvidia.com/gpu each, "
+        "and the 3 nodes that may take them hold 3 such members even when empty")
+
+
+def test_the_next_starving_group_that_could_fit_is_held_behind_one_that_never_fits():
+    pool, ledger = cluster([node("n1"), node("n2"), node("n3")])
+    ledger.bind("running", "n3", member("running").requests)
+    huge, big = gang("huge", 4, first_seen=0), gang("big", 3, first_seen=1)
+    result = plan_pass([huge, big, gang("small", 1, first_seen=2)], pool, ledger, now=10_000, policy=BEST_EFFORT)
+    assert result.held_for is big and admitted(result) == []
+
+
+def test_classes_that_share_an_accelerator_are_counted_together_against_the_empty_cluster():
+    pool, ledger = cluster([node("n1"), node("n2")])  # 16 GPUs
+    fours = [member(f"four-{i}", gpus=4) for i in range(4)]  # 16 GPUs: each class alone would fit
+    twos = [member(f"two-{i}", gpus=2) for i in range(2)]
+    mixed = group_of(("team", "mixed"), fours + twos, 6, 0.0)
+    result = plan_pass([mixed], pool, ledger, now=10_000, policy=BEST_EFFORT)
+    assert result.held_for is None
+    assert result.waiting[0].reason.endswith(
+        "; it holds no capacity while it waits: its members need 20 nvidia.com/gpu, "
+        "and the 2 nodes that may take them hold 16")
 
 
 def test_incomplete_groups_are_reported_and_groups_in_flight_are_not():

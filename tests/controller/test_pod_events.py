@@ -80,8 +80,9 @@ def test_a_group_given_up_at_its_schedule_timeout_says_so_on_its_members():
 
 
 def test_a_member_waiting_on_for_the_same_reason_is_told_again_before_its_event_ages_out():
-    world = World(nodes(1))
-    add_group(world, "big", 2, gpus=16)
+    world = World(nodes(2))
+    world.add(pod_object("running", namespace=NS, gated=False, node_name="n1", phase="Running"))
+    add_group(world, "big", 2)
     run = Run(world)
     said = told(run.step())
     assert told(run.step(seconds=RETELL_SECONDS - 2)) == {}

@@ -80,8 +80,9 @@ def test_a_plan_too_large_for_its_gang_and_a_group_without_one_are_booked_on_eac
 # --- queue policy ----------------------------------------------------------------------------
 
 def blocked_head_and_small_group(order: Order, starvation: float = 300.0) -> Run:
-    world = World(nodes(2))
-    add_group(world, "big", 3, created="2027-01-15T07:00:00Z")  # older, does not fit on 16 GPUs
+    world = World(nodes(3))
+    world.add(pod_object("running", namespace=NS, gated=False, node_name="n2", phase="Running"))
+    add_group(world, "big", 3, created="2027-01-15T07:00:00Z")  # older, does not fit beside the running pod
     add_group(world, "small", 1)
     return Run(world, Settings(policy=QueuePolicy(order=order, starvation_seconds=starvation)))
 
@@ -105,7 +106,7 @@ def test_a_starving_group_holds_what_fits_of_it_so_smaller_ones_cannot_take_it()
     assert booked(outcome) == []
     message = of(outcome, SaveGang, "small")[0].status["conditions"][0]["message"]
     assert "capacity is held for team/big" in message
-    run.world.node("n2")
+    run.world.finish(f"{NS}/running")
     assert {a.group[1] for a in booked(run.step())} == {"big"}
 
 

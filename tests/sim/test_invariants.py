@@ -166,6 +166,40 @@ def test_room_held_over_a_victim_reserved_but_not_bound_yet_is_no_over_commit_wh
     assert kinds(c) == ["over-commit"], "room promised over a victim nobody takes away"
 
 
+def placeholder(name: str, node_name: str, priority: int = -10) -> dict:
+    """gangkeeper's placeholder for another group, bound by the scheduler."""
+    obj = with_priority(pod(name, group="", size=1, gpus=8, node_name=node_name, phase="Running"), priority)
+    obj["metadata"]["labels"] = {names.CAPACITY_FOR_LABEL: "other"}
+    return obj
+
+
+def test_a_placeholder_bound_into_room_released_to_a_member_is_no_over_commit_until_the_member_binds():
+    """The swap's race: a placeholder deleted, another group's placeholder bound into its room before
+    the controller sees it, a member released there, which preempts it (docs/autoscaling.md)."""
+    c = checker()
+    c.observe("pods", "ADDED", with_priority(pod("member", group="m", size=1, gpus=8, reserved="n1"), 0), 1)
+    c.observe("pods", "ADDED", placeholder("other-placeholder", "n1"), 2)
+    assert kinds(c) == [], "the member preempts the placeholder"
+    c.observe("pods", "MODIFIED", with_priority(pod("member", group="m", size=1, gpus=8, node_name="n1",
+                                                    reserved="n1", phase="Running"), 0), 3)
+    assert kinds(c) == ["over-commit"], "both bound: the placeholder had to go first"
+
+
+def test_a_bound_pod_that_is_no_placeholder_under_a_released_member_is_over_commit():
+    c = checker()
+    c.observe("pods", "ADDED", with_priority(pod("member", group="m", size=1, gpus=8, reserved="n1"), 0), 1)
+    not_placeholder = with_priority(pod("low", group="", size=1, gpus=8, node_name="n1", phase="Running"), -10)
+    c.observe("pods", "ADDED", not_placeholder, 2)
+    assert kinds(c) == ["over-commit"]
+
+
+def test_a_placeholder_that_outranks_the_member_reserved_there_is_counted():
+    c = checker()
+    c.observe("pods", "ADDED", with_priority(pod("member", group="m", size=1, gpus=8, reserved="n1"), -100), 1)
+    c.observe("pods", "ADDED", placeholder("other-placeholder", "n1", priority=-10), 2)
+    assert kinds(c) == ["over-commit"]
+
+
 def test_room_held_over_pods_of_equal_priority_is_over_commit():
     c = checker()
     c.observe("pods", "ADDED", with_priority(pod("peer", group="", size=1, gpus=8, node_name="n1",
