@@ -334,7 +334,7 @@ class Executor:
                 writes.append(_Write(position, _events_of(namespace, action.involved),
                                      partial(self._report_on_group, action, self._gang_uids)))
                 if action.on_pods:
-                    message = f"group {'/'.join(action.group)}: {action.message}"
+                    message = f"{_whose(action)}: {action.message}"
                     writes += [_Write(position, _events_of(namespace, pod), partial(
                         self._event, namespace, pod, action.reason, message, action.warning)) for pod in action.pods]
             elif isinstance(action, TellPod):
@@ -507,6 +507,13 @@ def _run_chain(chain: list[_Write], proceed: Callable[[], bool]) -> list[tuple[_
         except Exception as error:
             answers.append((write, error))
     return answers
+
+
+def _whose(report: Report) -> str:
+    """Whose news a member's copy of its group's report is: its Gang by the name `kubectl get gang`
+    takes, else its group (no Gang: a pod reported on)."""
+    involved = report.involved
+    return f"gang {involved.name}" if involved.kind == "Gang" else f"group {'/'.join(report.group)}"
 
 
 def _urgency(action: Action) -> int:

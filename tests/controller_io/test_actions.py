@@ -91,7 +91,7 @@ def test_a_release_report_is_an_event_on_the_gang_and_on_each_pod():
                         ("Pod", "p1", "uid-p1", "team", "v1")], "kubectl describe selects Events by uid"
     assert all(e["source"] == {"component": "gangkeeper-controller"} for e in kube.events.values())
     pod_event = next(e for e in kube.events.values() if e["involvedObject"]["name"] == "p0")
-    assert pod_event["message"] == "group team/g: released 2 members"
+    assert pod_event["message"] == "gang g: released 2 members", "named as `kubectl get gang` takes it"
 
 
 def tell(pod="p0", reason=Reason.NO_FIT, message="Waiting: no room (kubectl get gang g -n team)", warning=False):
@@ -128,11 +128,22 @@ def test_each_pods_event_names_its_own_group_when_a_pass_reports_on_several():
     # Event in the pass named that group.
     kube = RecordingKube()
     run, _, _ = executor(kube)
-    run.execute([Report(("team", group), GangEvent.RELEASED, Reason.RELEASED, "released 1 member", GANG,
+    run.execute([Report(("team", group), GangEvent.RELEASED, Reason.RELEASED, "released 1 member",
+                        GANG._replace(name=f"gang-{group}", uid=f"uid-gang-{group}"),
                         (Involved("v1", "Pod", f"{group}-0", f"uid-{group}-0"),), on_pods=True) for group in "ab"])
     messages = {e["involvedObject"]["name"]: e["message"] for e in kube.events.values()}
-    assert messages["a-0"] == "group team/a: released 1 member"
-    assert messages["b-0"] == "group team/b: released 1 member"
+    assert messages["a-0"] == "gang gang-a: released 1 member"
+    assert messages["b-0"] == "gang gang-b: released 1 member"
+
+
+def test_a_groups_report_on_its_pods_names_the_group_when_it_has_no_gang():
+    kube = RecordingKube()
+    run, _, _ = executor(kube)
+    reported_on, other = Involved("v1", "Pod", "p0", "uid-p0"), Involved("v1", "Pod", "p1", "uid-p1")
+    run.execute([Report(GROUP, GangEvent.RELEASED, Reason.RELEASED, "released 2 members", reported_on, (other,),
+                        on_pods=True)])
+    messages = {e["involvedObject"]["name"]: e["message"] for e in kube.events.values()}
+    assert messages["p1"] == "group team/g: released 2 members"
 
 
 def test_the_same_news_bumps_one_event_and_survives_a_restart():
