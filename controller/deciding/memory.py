@@ -145,6 +145,8 @@ class Memory:
     strengths: Mapping[GroupKey, Strength] = field(default_factory=dict)
     # What each member was last told on itself, by group and pod uid (`controller.deciding.telling`).
     told: Mapping[GroupKey, Mapping[str, Told]] = field(default_factory=dict)
+    # Children of a tree reserved while their tree is not: since when (`controller.deciding.trees`).
+    waiting_for_tree: Mapping[GroupKey, float] = field(default_factory=dict)
 
 
 def unreported(memory: Memory, groups: Iterable[GroupKey]) -> Memory:
@@ -162,7 +164,8 @@ def unreported(memory: Memory, groups: Iterable[GroupKey]) -> Memory:
 def after_pass(memory: Memory, pending: Pending, now: float, *, rollbacks: Mapping[GroupKey, tuple[int, float]],
                reported: Mapping[tuple[GroupKey, Channel], News], incomplete_since: Mapping[GroupKey, float],
                status_written: Mapping[GroupKey, float], arrivals: Mapping[GroupKey, Arrival],
-               strengths: Mapping[GroupKey, Strength], told: Mapping[GroupKey, Mapping[str, Told]]) -> Memory:
+               strengths: Mapping[GroupKey, Strength], told: Mapping[GroupKey, Mapping[str, Told]],
+               waiting_for_tree: Mapping[GroupKey, float]) -> Memory:
     """What to remember after a pass that decided `pending` and learned the rest: fresh entries for
     the groups decided, the old ones of groups left alone (settled, so unchanged), none for groups
     that are gone or, after a complete pass, undecided."""
@@ -195,6 +198,7 @@ def after_pass(memory: Memory, pending: Pending, now: float, *, rollbacks: Mappi
         arrivals={**kept(memory.arrivals), **arrivals},
         strengths={**kept(memory.strengths), **strengths},
         told={**kept(memory.told), **told},
+        waiting_for_tree={**kept(memory.waiting_for_tree), **waiting_for_tree},
         status_written={**kept(memory.status_written),
                         **{key: memory.status_written[key] for key in decided if key in memory.status_written},
                         **status_written})

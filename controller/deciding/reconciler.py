@@ -238,7 +238,11 @@ def _decide_in_flight(state: PassState, view: GangView) -> Planning:
     if waiting_for_room(state, view):
         return Planning.NONE
     if not trees.released_together(state, view):  # reserved before the rest of its tree (a write failed)
-        return Planning.ADMISSION
+        failure = trees.waited_too_long(state, view)
+        if failure is None:
+            return Planning.ADMISSION
+        roll_back(state, view, owner, attempts, failure)
+        return Planning.NONE
     release(state, view)
     bound = sum(1 for m in live if m.node)
     held_back = len(live) - group.max_count if group.max_count is not None and len(live) > group.max_count else 0
@@ -365,7 +369,8 @@ def _outcome(state: PassState, pending: Pending, index: ClusterIndex) -> Outcome
     memory = replace(after_pass(state.memory, pending, state.now, rollbacks=learned.rollbacks,
                                 reported=learned.reported, incomplete_since=learned.incomplete_since,
                                 status_written=learned.status_written, arrivals=learned.arrivals,
-                                strengths=learned.strengths, told=learned.told),
+                                strengths=learned.strengths, told=learned.told,
+                                waiting_for_tree=learned.waiting_for_tree),
                      held=learned.held, given_up=learned.given_up, preempting=learned.preempting,
                      capacity=learned.capacity)
     decided = {view.group.key: verdict_of(state, view).phase for view in pending.views}

@@ -61,6 +61,7 @@ class Remembered:
     capacity: dict[GroupKey, Asking] = field(default_factory=dict)
     strengths: dict[GroupKey, Strength] = field(default_factory=dict)  # of groups admitted or running
     told: dict[GroupKey, dict[str, Told]] = field(default_factory=dict)  # by pod uid (`controller.deciding.telling`)
+    waiting_for_tree: dict[GroupKey, float] = field(default_factory=dict)  # reserved children (`deciding.trees`)
 
 
 @dataclass

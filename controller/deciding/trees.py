@@ -8,7 +8,10 @@ its tree is admitted; a tree rolled back as one; and the parent Gang's status.
     child with none of its members present.
   - **Released together.** The children are reserved in one pass (one write on each child's Gang);
     a child whose tree does not yet hold `min_group_count` children at their minimum (a write that
-    failed) stays reserved and gated, `WaitingForTree`, and its tree is planned again with it.
+    failed) stays reserved and gated, `WaitingForTree`, and its tree is planned again with it. It
+    holds its nodes so for the bind timeout at most (`waited_too_long`): then it is rolled back,
+    and its tree with it, rather than keep capacity for a tree that may not fit again (two trees
+    each holding part of what the other needs would wait for ever).
   - **Rolled back as one.** When a child is rolled back (its release not bound in time, or below its
     minimum for too long), every other child of the tree that holds capacity is rolled back with
     it, the same way (`rollback.roll_back`), and released no more in this pass.
@@ -93,6 +96,21 @@ def released_together(state: PassState, view: GangView) -> bool:
         return True
     root = root_of(state, view)
     return root is not None and held(tree_of(state, root))
+
+
+def waited_too_long(state: PassState, view: GangView) -> str | None:
+    """Why a child reserved while its tree is not must give its nodes back, once it has waited for
+    the rest of its tree for the bind timeout (module docstring); None while it may wait on."""
+    key = view.group.key
+    since = min(state.memory.waiting_for_tree.get(key, state.now), state.now)
+    timeout = state.settings.bind_timeout_seconds
+    if state.now - since < timeout:
+        state.remembered.waiting_for_tree[key] = since
+        state.figures.due.append(since + timeout)
+        return None
+    root = root_of(state, view)
+    tree = f"tree {root.name}" if root is not None else f"parent {view.parent}"
+    return f"reserved for {timeout:g}s while {tree} could not place the rest of its children"
 
 
 def preempt_tree(state: PassState, tree: Tree, preemption: Preemption, views: Mapping[GroupKey, GangView],

@@ -13,6 +13,7 @@ from gangkeeper.controller.cache.trees import INVALID_TREE, PARENT_HAS_NO_MEMBER
 from gangkeeper.controller.deciding.decisions import DeletePod, GangEvent, Release, ReserveGroup, SaveGang
 from gangkeeper.controller.deciding.gangs import gang_body
 from gangkeeper.controller.deciding.reconciler import reconcile
+from gangkeeper.controller.deciding.settings import Settings
 from gangkeeper.controller.model.members import TopologyRule, group_of
 from gangkeeper.controller.planning.plans import NoFit, Plan
 from gangkeeper.controller.planning.preemption import preempt
@@ -303,6 +304,27 @@ def test_a_child_reserved_while_the_rest_of_its_tree_no_longer_fits_waits_for_it
     again = run.step()
     assert not of(again, Release) and not booked(again)
     assert world.gang("prefill")["status"]["reason"] == "WaitingForTree"
+
+
+def test_a_child_that_waits_for_its_tree_past_the_bind_timeout_is_rolled_back_with_it():
+    world = pair_world(6)
+    add_group(world, "decode", 4)
+    run = Run(world)
+    outcome = reconcile(world.index(), run.memory, run.now)
+    world.apply([a for a in outcome.actions if not (isinstance(a, ReserveGroup) and a.name == "decode")])
+    run.memory, run.now = outcome.memory, run.now + 1
+    free = sorted({f"n{i}" for i in range(6)} - {world.reserved_node(f"prefill-{i}") for i in range(2)})
+    for name in free:  # the room decode was to have is taken, and stays taken
+        world.add(pod_object(f"other-{name}", gated=False, node_name=name, phase="Running"))
+    timeout = Settings().bind_timeout_seconds
+    waited = run.step(seconds=timeout - 1)
+    assert not waited.rollbacks and world.gang("prefill")["status"]["reason"] == "WaitingForTree"
+    assert waited.next_due == run.now + 1, "the runner wakes when the wait runs out"
+    assert not run.step().rollbacks, "a second short of the bind timeout: it may still wait"
+    rolled = run.step()
+    assert rolled.rollbacks == 1 and not of(rolled, Release)
+    (said,) = [a.message for a in reports(rolled, GangEvent.ROLLED_BACK)]
+    assert f"reserved for {timeout:g}s while tree pair could not place the rest of its children" in said
 
 
 # --- a parent named by a label (stage 2) ------------------------------------------------------------
