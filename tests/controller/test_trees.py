@@ -291,7 +291,9 @@ def test_a_childs_members_placed_after_admission_stay_in_its_parents_domain():
     assert sorted(b.node for b in placed) == ["a-0", "a-1"], "room in zone b, but not in the tree's zone"
 
 
-def test_a_child_reserved_while_the_rest_of_its_tree_no_longer_fits_waits_for_it_gated():
+def prefill_reserved_and_decodes_room_taken() -> tuple[World, Run]:
+    """The pair's prefill reserved, decode's reservation lost (its write failed), and another
+    team's pods then take the room decode was to have."""
     world = pair_world(6)
     add_group(world, "decode", 4)
     run = Run(world)
@@ -301,21 +303,18 @@ def test_a_child_reserved_while_the_rest_of_its_tree_no_longer_fits_waits_for_it
     free = sorted({f"n{i}" for i in range(6)} - {world.reserved_node(f"prefill-{i}") for i in range(2)})
     for name in free:  # another team's pods take the room decode was to have
         world.add(pod_object(f"other-{name}", gated=False, node_name=name, phase="Running"))
+    return world, run
+
+
+def test_a_child_reserved_while_the_rest_of_its_tree_no_longer_fits_waits_for_it_gated():
+    world, run = prefill_reserved_and_decodes_room_taken()
     again = run.step()
     assert not of(again, Release) and not booked(again)
     assert world.gang("prefill")["status"]["reason"] == "WaitingForTree"
 
 
 def test_a_child_that_waits_for_its_tree_past_the_bind_timeout_is_rolled_back_with_it():
-    world = pair_world(6)
-    add_group(world, "decode", 4)
-    run = Run(world)
-    outcome = reconcile(world.index(), run.memory, run.now)
-    world.apply([a for a in outcome.actions if not (isinstance(a, ReserveGroup) and a.name == "decode")])
-    run.memory, run.now = outcome.memory, run.now + 1
-    free = sorted({f"n{i}" for i in range(6)} - {world.reserved_node(f"prefill-{i}") for i in range(2)})
-    for name in free:  # the room decode was to have is taken, and stays taken
-        world.add(pod_object(f"other-{name}", gated=False, node_name=name, phase="Running"))
+    world, run = prefill_reserved_and_decodes_room_taken()
     timeout = Settings().bind_timeout_seconds
     waited = run.step(seconds=timeout - 1)
     assert not waited.rollbacks and world.gang("prefill")["status"]["reason"] == "WaitingForTree"
