@@ -13,23 +13,18 @@ its group.
 """
 
 import json
-import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
 from demo.processes import free_port
-from tests.sim_cluster.playground import Served, line_after
+from tests.sim_cluster.playground import SETTLE_SECONDS, PlaygroundUser, Served, line_after
 
 pytestmark = pytest.mark.e2e
 
-KUBECTL = Path(sys.executable).parent / "kubectl"
 NS = "team"
 ZONE = "topology.kubernetes.io/zone"
-SETTLE_SECONDS = 60
 SPEC = f"""\
 nodes:
   - {{count: 3, gpusPerNode: 8, namePrefix: a, labels: {{{ZONE}: a}}}}
@@ -88,40 +83,11 @@ spec:
 """
 
 
-class Playground:
-    def __init__(self, kubeconfig: Path, work: Path):
-        self.env = {**os.environ, "KUBECONFIG": str(kubeconfig)}
-        self.work = work
-
-    def kubectl(self, *args: str, stdin: str | None = None) -> str:
-        result = subprocess.run([str(KUBECTL), *args], input=stdin, env=self.env, cwd=self.work, capture_output=True,
-                                text=True, timeout=60)
-        assert result.returncode == 0, f"kubectl {' '.join(args)}: {result.stderr}"
-        return result.stdout
-
-    def gang(self, job_name: str) -> dict | None:
-        gangs = json.loads(self.kubectl("get", "gangs", "-n", NS, "-o", "json"))["items"]
-        return next((g for g in gangs if g["metadata"]["name"] == job_name
-                     or g["metadata"]["name"].startswith(f"{job_name}-")), None)
-
-    def settled(self, name: str, phase: str) -> str:
-        """The name of the Gang of `name` (a Job, or a group label) once it is in `phase`."""
-        deadline = time.monotonic() + SETTLE_SECONDS
-        while (gang := self.gang(name)) is None or (gang.get("status") or {}).get("phase") != phase:
-            assert time.monotonic() < deadline, f"{name} not {phase}: {self.kubectl('get', 'gangs,pods', '-A')}"
-            time.sleep(0.5)
-        return gang["metadata"]["name"]
-
-    def pods(self, job_name: str) -> dict[str, str]:
-        """The Job's pods, each with the node it is bound to ('' for none)."""
-        listed = json.loads(self.kubectl("get", "pods", "-n", NS, "-l", f"batch.kubernetes.io/job-name={job_name}",
-                                         "-o", "json"))["items"]
-        return {pod["metadata"]["name"]: pod["spec"].get("nodeName", "") for pod in listed}
-
+class Playground(PlaygroundUser):
     def described_events(self, pod: str, wanted: str) -> str:
         """The Events section of `kubectl describe pod`, once it has a line saying `wanted`."""
         deadline = time.monotonic() + SETTLE_SECONDS
-        while wanted not in (events := self.kubectl("describe", "pod", pod, "-n", NS).split("\nEvents:", 1)[1]):
+        while wanted not in (events := self.kubectl("describe", "pod", pod, "-n", NS).stdout.split("\nEvents:", 1)[1]):
             assert time.monotonic() < deadline, f"{pod} never said {wanted!r}: {events}"
             time.sleep(0.5)
         return events
@@ -135,14 +101,14 @@ def playground(tmp_path_factory):
     served = Served(root, "--port", str(free_port()), "--spec", str(spec), "--work-dir", str(root / "work"))
     try:
         world = Playground(Path(line_after(served.banner(), "kubeconfig:")), root)
-        world.kubectl("apply", "-f", "-", stdin=SETUP)
-        world.kubectl("apply", "-f", "-", stdin=job("filler", 2, 8, "low"))
+        world.apply(SETUP)
+        world.apply(job("filler", 2, 8, "low"))
         world.settled("filler", "Running")
-        world.kubectl("apply", "-f", "-", stdin=HALF + "---\n" + job("huge", 2, 16, "low") + "---\n"
+        world.apply(HALF + "---\n" + job("huge", 2, 16, "low") + "---\n"
                       + job("wide", 4, 8, "low", f"gangkeeper.io/topology-required: {ZONE}"))
         for name in ("half", "huge", "wide"):
             world.settled(name, "Waiting")
-        world.kubectl("apply", "-f", "-", stdin=job("urgent", 5, 8, "high"))
+        world.apply(job("urgent", 5, 8, "high"))
         world.settled("urgent", "Running")
         yield world
     finally:
@@ -169,7 +135,7 @@ def test_a_member_that_fits_no_node_says_what_it_lacks_and_where_to_look(playgro
                               "16 on one node each)"), message
     assert message.endswith(f"(kubectl get gang {gang} -n {NS})")
     on_gang = json.loads(playground.kubectl("get", "events", "-n", NS, "--field-selector",
-                                            f"involvedObject.name={gang},reason=NoFit", "-o", "json"))["items"]
+                                            f"involvedObject.name={gang},reason=NoFit", "-o", "json").stdout)["items"]
     assert [f"Waiting: {event['message']} (kubectl get gang {gang} -n {NS})" for event in on_gang] == [message], \
         "the Gang's words"
 
@@ -187,7 +153,7 @@ def test_a_member_preempting_says_what_it_takes_then_that_it_was_released_with_i
     gang = playground.gang("urgent")["metadata"]["name"]
     for pod, node in playground.pods("urgent").items():
         listed = playground.kubectl("get", "events", "-n", NS, "--field-selector", f"involvedObject.name={pod}",
-                                    "-o", "json")
+                                    "-o", "json").stdout
         said = {event["reason"]: event["message"] for event in json.loads(listed)["items"]}
         assert said["Preempting"] == (f"Waiting: 5 members reserved; preempting 1 of lower priority, 2 pods (Job "
                                       f"filler); released once they are gone (kubectl get gang {gang} -n {NS})")

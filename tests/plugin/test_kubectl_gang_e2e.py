@@ -10,22 +10,15 @@ a Job that fits (on the free node), one that does not (too many GPUs) and one th
 """
 
 import json
-import os
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from demo.processes import free_port
-from tests.sim_cluster.playground import Served, line_after
+from tests.sim_cluster.playground import PlaygroundUser, Served, line_after
 
 pytestmark = pytest.mark.e2e
 
-BIN = Path(sys.executable).parent
-KUBECTL = BIN / "kubectl"
-SETTLE_SECONDS = 60
 SETUP = """\
 apiVersion: v1
 kind: Namespace
@@ -62,40 +55,6 @@ spec:
 """
 
 
-class Playground:
-    def __init__(self, kubeconfig: Path, work: Path):
-        self.kubeconfig, self.work = kubeconfig, work
-        # kubectl finds plugins on PATH; the user's kubeconfig comes from KUBECONFIG, as kubectl's does.
-        self.env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
-                    "KUBECONFIG": str(kubeconfig)}
-
-    def kubectl(self, *args: str, stdin: str | None = None, check: bool = True) -> subprocess.CompletedProcess:
-        result = subprocess.run([str(KUBECTL), *args], input=stdin, env=self.env, cwd=self.work, capture_output=True,
-                                text=True, timeout=60)
-        assert not check or result.returncode == 0, f"kubectl {' '.join(args)}: {result.stderr}"
-        return result
-
-    def apply(self, manifest: str) -> None:
-        self.kubectl("apply", "-f", "-", stdin=manifest)
-
-    def gang_phase(self, job_name: str) -> str | None:
-        gangs = json.loads(self.kubectl("get", "gangs", "-n", "team", "-o", "json").stdout)["items"]
-        return next(((g.get("status") or {}).get("phase") for g in gangs
-                     if g["metadata"]["name"].startswith(f"{job_name}-")), None)
-
-    def settled(self, job_name: str, phase: str) -> None:
-        deadline = time.monotonic() + SETTLE_SECONDS
-        while self.gang_phase(job_name) != phase:
-            assert time.monotonic() < deadline, f"{job_name} not {phase}: {self.kubectl('get', 'gangs,pods', '-A').stdout}"
-            time.sleep(0.5)
-
-    def pods(self, job_name: str) -> dict[str, str]:
-        """The Job's pods, each with the node it is bound to ('' for none)."""
-        listed = json.loads(self.kubectl("get", "pods", "-n", "team", "-l", f"batch.kubernetes.io/job-name={job_name}",
-                                         "-o", "json").stdout)["items"]
-        return {pod["metadata"]["name"]: pod["spec"].get("nodeName", "") for pod in listed}
-
-
 @pytest.fixture(scope="module")
 def playground(tmp_path_factory):
     root = tmp_path_factory.mktemp("kubectl-gang")
@@ -103,7 +62,7 @@ def playground(tmp_path_factory):
                     str(root / "work"))
     try:
         banner = served.banner()
-        world = Playground(Path(line_after(banner, "kubeconfig:")), root)
+        world = PlaygroundUser(Path(line_after(banner, "kubeconfig:")), root)
         world.apply(SETUP)
         world.apply(job("filler", 2, 8, "low"))
         world.settled("filler", "Running")

@@ -1,5 +1,6 @@
 """`gangkeeper sim serve`, the playground, started as a user starts it, its output read as printed."""
 
+import json
 import os
 import queue
 import signal
@@ -14,6 +15,8 @@ import pytest
 from sim.deployed import REPOSITORY
 
 GANGKEEPER = Path(sys.executable).parent / "gangkeeper"  # the command a user runs
+KUBECTL = GANGKEEPER.parent / "kubectl"  # `make install` puts kubectl beside it
+SETTLE_SECONDS = 60
 STARTUP_SECONDS = 45
 
 
@@ -59,3 +62,42 @@ class Served:
 
 def line_after(banner: list[str], prefix: str) -> str:
     return next(line for line in banner if line.startswith(prefix)).removeprefix(prefix).strip()
+
+
+class PlaygroundUser:
+    """A user's kubectl against a served playground: their kubeconfig from KUBECONFIG, and `.venv/bin`
+    first on PATH, where kubectl finds the `kubectl-gang` plugin. Jobs and Gangs in `namespace`."""
+
+    def __init__(self, kubeconfig: Path, work: Path, namespace: str = "team"):
+        self.kubeconfig, self.work, self.namespace = kubeconfig, work, namespace
+        self.env = {**os.environ, "PATH": f"{KUBECTL.parent}{os.pathsep}{os.environ.get('PATH', '')}",
+                    "KUBECONFIG": str(kubeconfig)}
+
+    def kubectl(self, *args: str, stdin: str | None = None, check: bool = True) -> subprocess.CompletedProcess:
+        result = subprocess.run([str(KUBECTL), *args], input=stdin, env=self.env, cwd=self.work, capture_output=True,
+                                text=True, timeout=60)
+        assert not check or result.returncode == 0, f"kubectl {' '.join(args)}: {result.stderr}"
+        return result
+
+    def apply(self, manifest: str) -> None:
+        self.kubectl("apply", "-f", "-", stdin=manifest)
+
+    def gang(self, name: str) -> dict | None:
+        """The Gang named `name`, or of the Job `name` (its name, then a suffix)."""
+        gangs = json.loads(self.kubectl("get", "gangs", "-n", self.namespace, "-o", "json").stdout)["items"]
+        return next((g for g in gangs if g["metadata"]["name"] == name
+                     or g["metadata"]["name"].startswith(f"{name}-")), None)
+
+    def settled(self, name: str, phase: str) -> str:
+        """The name of the Gang of `name` (a Job, or a group label) once it is in `phase`."""
+        deadline = time.monotonic() + SETTLE_SECONDS
+        while (gang := self.gang(name)) is None or (gang.get("status") or {}).get("phase") != phase:
+            assert time.monotonic() < deadline, f"{name} not {phase}: {self.kubectl('get', 'gangs,pods', '-A').stdout}"
+            time.sleep(0.5)
+        return gang["metadata"]["name"]
+
+    def pods(self, job_name: str) -> dict[str, str]:
+        """The Job's pods, each with the node it is bound to ('' for none)."""
+        listed = json.loads(self.kubectl("get", "pods", "-n", self.namespace, "-l",
+                                         f"batch.kubernetes.io/job-name={job_name}", "-o", "json").stdout)["items"]
+        return {pod["metadata"]["name"]: pod["spec"].get("nodeName", "") for pod in listed}

@@ -96,11 +96,11 @@ class TreeHold:
         return None
 
 
-class Emulation:
-    """Six 8-GPU nodes, two of them held by another team's Job for its first 300 s; the tree's pods
-    are those `size_of` sizes, `tree_size` of them."""
+class TreeCluster:
+    """An emulated cluster of `nodes` (a `sim.spec` text) with gangkeeper and an enforced namespace,
+    its invariants and its tree (`TreeHold`: pods `size_of` sizes, `tree_size` of them) watched."""
 
-    def __init__(self, size_of: Callable[[dict], int | None] = size_of, tree_size: int = sum(SIZES.values())) -> None:
+    def __init__(self, nodes: str, size_of: Callable[[dict], int | None], tree_size: int) -> None:
         self.clock = VirtualClock()
         self.start = self.clock.now()
         self.api, _ = gangkeeper_api(self.clock.now)
@@ -110,12 +110,19 @@ class Emulation:
                                              size_of=size_of), clock=self.clock.now)
         self.tree = TreeHold(lambda pod: size_of(pod) is not None, tree_size)
         self.controller = GangkeeperController(self.api, clock=self.clock.now, settings=SETTINGS)
-        spec = load("nodes: [{count: 6, gpusPerNode: 8}]\nworkloads: [{kind: Job, name: busy, namespace: others, "
-                    "size: 2, gpusPerPod: 8, durationSeconds: 300}]")
-        self.cluster = emulated_cluster(self.api, self.clock, spec=spec, extra=[self.controller, self.tree])
+        self.cluster = emulated_cluster(self.api, self.clock, spec=load(nodes), extra=[self.controller, self.tree])
 
     def at(self, seconds: float) -> None:
         self.cluster.run_until(self.start + seconds)
+
+
+class Emulation(TreeCluster):
+    """Six 8-GPU nodes, two of them held by another team's Job for its first 300 s; the tree's pods
+    are those `size_of` sizes, `tree_size` of them."""
+
+    def __init__(self, size_of: Callable[[dict], int | None] = size_of, tree_size: int = sum(SIZES.values())) -> None:
+        super().__init__("nodes: [{count: 6, gpusPerNode: 8}]\nworkloads: [{kind: Job, name: busy, namespace: "
+                         "others, size: 2, gpusPerPod: 8, durationSeconds: 300}]", size_of, tree_size)
 
     def running(self, group: str) -> int:
         return sum(1 for p in self.api.list(PODS, namespace=NS)
@@ -196,23 +203,14 @@ def tree_jobset() -> dict:
                                         for i in range(JOBSET_JOBS)]}}
 
 
-class Racks:
+class Racks(TreeCluster):
     """Two zones of 4 racks of 4 8-GPU nodes; one node of a rack in each zone held by another team's
     pod (zone a's for its first 300 s): 3 free racks a zone, 6 in all, until zone a has 4."""
 
     def __init__(self) -> None:
-        self.clock = VirtualClock()
-        self.start = self.clock.now()
-        self.api, _ = gangkeeper_api(self.clock.now)
-        self.api.create("namespaces", {"metadata": {"name": NS, "labels": {names.ENFORCE_LABEL: names.ENFORCE_VALUE}}})
-        self.api.create("namespaces", {"metadata": {"name": "others"}})
-        self.watch = Watch(self.api, Checker(bind_timeout=SETTINGS.bind_timeout_seconds, reaction=30.0,
-                                             size_of=lambda pod: 4 if _job_of(pod) else None), clock=self.clock.now)
-        self.controller = GangkeeperController(self.api, clock=self.clock.now, settings=SETTINGS)
-        self.tree = TreeHold(lambda pod: bool(_job_of(pod)), JOBSET_JOBS * 4)
-        spec = load("nodes: [{count: 32, gpusPerNode: 8, topology: ["
-                    f"{{label: {ZONE}, nodes: 16, values: [a, b]}}, {{label: {RACK}, nodes: 4}}]}}]")
-        self.cluster = emulated_cluster(self.api, self.clock, spec=spec, extra=[self.controller, self.tree])
+        super().__init__("nodes: [{count: 32, gpusPerNode: 8, topology: ["
+                         f"{{label: {ZONE}, nodes: 16, values: [a, b]}}, {{label: {RACK}, nodes: 4}}]}}]",
+                         lambda pod: 4 if _job_of(pod) else None, JOBSET_JOBS * 4)
         for zone, seconds in (("a", "300"), ("b", None)):
             node = next(n for n in self.api.list(NODES) if n["metadata"]["labels"][ZONE] == zone)
             annotations = {DURATION_ANNOTATION: seconds} if seconds else {}
@@ -220,9 +218,6 @@ class Racks:
                                    "spec": {"nodeName": node["metadata"]["name"], "restartPolicy": "Never",
                                             "containers": [{"name": "main", "image": "busybox:1.36", "resources": {
                                                 "limits": {"nvidia.com/gpu": "8"}}}]}}, namespace="others")
-
-    def at(self, seconds: float) -> None:
-        self.cluster.run_until(self.start + seconds)
 
     def placed(self) -> dict[str, set[tuple[str, str]]]:
         """Per replicated job, the (zone, rack) of its pods bound."""
