@@ -7,7 +7,8 @@ line and the metrics add. The load comes from another process (a thread per conn
 persistent HTTPS connections through http.client, the API server's way), so that on a small
 machine the client's GIL is never the server's.
 
-Two modes: closed loop at several concurrency levels (throughput and latency), and an offered
+Two modes: closed loop at several concurrency levels (throughput and latency; /mutate and /noop
+alternate in slices on one server, so that the ratio is measured side by side), and an offered
 rate (open loop: latency is measured from when a request was due, so a stalled server cannot
 hide its queue). Worker classes and counts are compared in the same run.
 """
@@ -38,6 +39,8 @@ LOOPBACK = "127.0.0.1"
 _SERVE = ("import json, sys\nfrom gangkeeper.webhook.server import serve\nfrom bench.webhook import app_with_noop\n"
           "serve(json.loads(sys.argv[1]), app_factory=app_with_noop, **json.loads(sys.argv[2]))")
 DEFAULT_SERVER = {"worker_class": "gthread", "workers": 2, "threads": 4}
+# Slices of each closed-loop figure, /mutate and /noop alternating (`_levels`).
+SLICES = 3
 COMPARED_SERVERS = tuple({"worker_class": kind, "workers": count, "threads": 4 if kind == "gthread" else 1}
                          for kind in ("sync", "gthread") for count in (1, 2, 4))
 
@@ -207,7 +210,8 @@ def _connection(port: int, ca_pem: bytes) -> http.client.HTTPSConnection:
 
 def drive(port: int, ca_pem: bytes, path: str, body: bytes, connections: int, duration_s: float,
           rate: float = 0.0) -> dict:
-    """Closed loop over `connections` persistent connections, or open loop at `rate` req/s."""
+    """Closed loop over `connections` persistent connections, or open loop at `rate` req/s: the
+    latency of each request answered, the number that failed, the seconds driven."""
     latencies: list[float] = []
     errors = [0]
     lock = threading.Lock()
@@ -231,7 +235,7 @@ def drive(port: int, ca_pem: bytes, path: str, body: bytes, connections: int, du
         thread.start()
     for thread in threads:
         thread.join()
-    return _summary(latencies, errors[0], duration_s)
+    return {"latencies": latencies, "errors": errors[0], "duration_s": duration_s}
 
 
 def _one_request(connection: http.client.HTTPSConnection, path: str, body: bytes, due: float, errors: list) -> float:
@@ -259,8 +263,10 @@ class _Schedule:
             return slot
 
 
-def _summary(latencies: list[float], errors: int, duration_s: float) -> dict:
-    ordered = sorted(latencies)
+def _summary(*slices: dict) -> dict:
+    """The figures of one endpoint over the slices that drove it."""
+    ordered = sorted(latency for piece in slices for latency in piece["latencies"])
+    errors, duration_s = sum(piece["errors"] for piece in slices), sum(piece["duration_s"] for piece in slices)
 
     def percentile(fraction: float) -> float:
         return round(ordered[min(len(ordered) - 1, int(fraction * len(ordered)))] * 1000, 2) if ordered else 0.0
@@ -285,28 +291,34 @@ def run(duration_s: float = 3.0, concurrency_levels=(1, 4, 16, 64), offered_rate
             bench_server = BenchServer(workdir, **settings)
             try:
                 bench_server.wait_ready(ca_pem)
-                return [load.submit(drive, bench_server.port, ca_pem, path, body, connections, duration_s,
-                                    rate).result() for path, connections, rate in plans]
+                return [load.submit(drive, bench_server.port, ca_pem, path, body, connections, seconds,
+                                    rate).result() for path, connections, rate, seconds in plans]
             finally:
                 bench_server.stop()
 
-        levels = _levels(measure, server, concurrency_levels, offered_rate)
-        compared = [{**settings, **measure(settings, [("/mutate", compare_concurrency, 0.0)])[0]}
+        levels = _levels(measure, server, concurrency_levels, offered_rate, duration_s)
+        compared = [{**settings, **_summary(*measure(settings, [("/mutate", compare_concurrency, 0.0, duration_s)]))}
                     for settings in compared_servers]
     return {"cpus": os.cpu_count(), "payload_bytes": len(body), "duration_s": duration_s, "server": dict(server),
             "compare_concurrency": compare_concurrency, **levels, "servers": compared}
 
 
-def _levels(measure, server: dict, concurrency_levels, offered_rate: float) -> dict:
-    plans = [(path, level, 0.0) for level in concurrency_levels for path in ("/mutate", "/noop")]
-    plans += [(path, 32, offered_rate) for path in ("/mutate", "/noop")]
+def _levels(measure, server: dict, concurrency_levels, offered_rate: float, duration_s: float) -> dict:
+    """At each concurrency, /mutate and /noop in turn, SLICES times each on one server: a drift of
+    the machine's speed during the run (other work, frequency) falls on both endpoints alike,
+    where one long run of each would put it all on one side of the ratio."""
+    piece = duration_s / SLICES
+    plans = [(path, level, 0.0, piece) for level in concurrency_levels for _ in range(SLICES)
+             for path in ("/mutate", "/noop")]
+    plans += [(path, 32, offered_rate, duration_s) for path in ("/mutate", "/noop")]
     results = iter(measure(server, plans))
     levels = []
     for level in concurrency_levels:
-        mutate, noop = next(results), next(results)
+        taken = [next(results) for _ in range(2 * SLICES)]
+        mutate, noop = _summary(*taken[0::2]), _summary(*taken[1::2])
         levels.append({"concurrency": level, "mutate": mutate, "noop": noop,
                        "ratio": round(mutate["rps"] / noop["rps"], 2) if noop["rps"] else 0.0})
-    mutate, noop = next(results), next(results)
+    mutate, noop = _summary(next(results)), _summary(next(results))
     return {"levels": levels, "offered": {"rate": offered_rate, "mutate": mutate, "noop": noop}}
 
 
@@ -326,7 +338,8 @@ def markdown(results: dict) -> str:
         "",
         f"{results['cpus']} CPUs, load generator in a separate process on the same machine, persistent HTTPS "
         f"connections; body {results['payload_bytes']} bytes (8-GPU PyTorchJob worker pod); "
-        f"{results['duration_s']} s per figure. Server: {server['workers']} × {server['worker_class']}"
+        f"{results['duration_s']} s per figure (closed loop: /mutate and /noop alternating in {SLICES} slices "
+        f"each). Server: {server['workers']} × {server['worker_class']}"
         f" ({server['threads']} threads).",
         "",
         "| concurrency | /mutate req/s | p50 ms | p99 ms | /noop req/s | p50 ms | p99 ms | ratio | errors |",

@@ -24,6 +24,7 @@ from gangkeeper.webhook import metrics
 from gangkeeper.webhook.mutate import mutate
 from gangkeeper.webhook.policy import Policy
 from gangkeeper.webhook.review import AdmissionRequest, ReviewError, allowed, denied, errored, parse_review, patched
+from gangkeeper.webhook.shapes import mutate_review
 from gangkeeper.webhook.validate import validate
 
 log = logging.getLogger("gangkeeper.webhook")
@@ -69,12 +70,12 @@ blueprint = Blueprint("webhook", __name__)
 
 @blueprint.post("/mutate")
 def mutate_view() -> Response:
-    return _admit("mutate", _answer_mutate)
+    return _admit("mutate", mutate_review, _answer_mutate)
 
 
 @blueprint.post("/validate")
 def validate_view() -> Response:
-    return _admit("validate", _answer_validate)
+    return _admit("validate", orjson.loads, _answer_validate)
 
 
 @blueprint.get("/healthz")
@@ -90,13 +91,15 @@ def metrics_view() -> Response:
 
 
 Answer = Callable[[AdmissionRequest, State], tuple[dict, str]]
+# JSON bytes to the document: the whole of it, or what the endpoint reads of it (webhook.shapes).
+Decode = Callable[[bytes], object]
 
 
-def _admit(endpoint: str, answer: Answer) -> Response:
+def _admit(endpoint: str, decode: Decode, answer: Answer) -> Response:
     started = time.perf_counter()
     state: State = current_app.extensions[_EXTENSION]
     try:
-        review_request = parse_review(_read_json(state.max_body_bytes))
+        review_request = parse_review(_read_json(state.max_body_bytes, decode))
     except (TransportError, ReviewError) as error:
         log.warning("%s: bad request from %s: %s", endpoint, request.remote_addr, error)
         metrics.observe(endpoint, "error", time.perf_counter() - started)
@@ -111,11 +114,11 @@ def _admit(endpoint: str, answer: Answer) -> Response:
     return _json(review, 200)
 
 
-def _read_json(max_bytes: int) -> object:
+def _read_json(max_bytes: int, decode: Decode) -> object:
     """The body as JSON, refused before parsing when it cannot be an AdmissionReview."""
     body = read_body(max_bytes)
     try:
-        return orjson.loads(body)
+        return decode(body)
     except (orjson.JSONDecodeError, RecursionError) as error:
         raise TransportError(f"body is not valid JSON: {error}") from None
 

@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from bench.webhook import BenchServer, _connection, _write_certificate, app_with_noop, worker_pod_review
+from bench.webhook import BenchServer, _connection, _summary, _write_certificate, app_with_noop, worker_pod_review
 
 
 def test_the_noop_baseline_pays_the_same_transport_checks_as_mutate():
@@ -31,3 +31,9 @@ def test_the_benchmark_server_serves_mutate_and_noop_from_the_repository_root(tm
             answer.read()
     finally:
         server.stop()
+
+
+def test_the_slices_of_one_endpoint_make_one_figure():
+    first = {"latencies": [0.001, 0.003], "errors": 0, "duration_s": 1.0}
+    second = {"latencies": [0.002], "errors": 1, "duration_s": 0.5}
+    assert _summary(first, second) == {"requests": 3, "errors": 1, "rps": 2.0, "p50_ms": 2.0, "p99_ms": 3.0}
