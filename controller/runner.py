@@ -27,6 +27,9 @@ Once the caches have synced, and after each consistency check, what they hold is
 the cyclic garbage collector's way (`settle_memory`): a full collection over the facts of
 50,000 pods takes a quarter of a second and would otherwise land, now and then, in the middle
 of a pass. The cached values hold no reference cycles, so reference counting alone frees them.
+After the caches first sync nothing is collected first: the lists made no cyclic garbage to
+find (a collection then found none among 1.08 million objects at 15,000 nodes, and took half a
+second of the restart); after a consistency check the index replaced is collected.
 """
 
 import gc
@@ -66,6 +69,11 @@ log = logging.getLogger("gangkeeper.controller")
 # One informer per workload kind that has an object to watch (gangkeeper.integrations).
 WORKLOADS = integrations.RESOURCES
 STOP_POLL_SECONDS = 0.25  # how often a loop waiting for a change looks whether it was told to stop
+# How long a change waits for the burst it may be the first of. What a pass costs batches a burst
+# anyway (changes queue while it runs), so the wait is for cheap passes only: as long as one at a
+# few hundred nodes. It is added to the time from a group's last member to its release (10 ms
+# cost 5 ms of the 16-member figure in `gangkeeper bench binding`, bench/RESULTS.md).
+DEBOUNCE_SECONDS = 0.002
 
 
 @dataclass(frozen=True)
@@ -88,7 +96,7 @@ class Controller:
 
     def __init__(self, kube: api.Kube, settings: Settings, audit: AuditLog, metrics: Metrics, *,
                  namespace: str | None = None, dry_run: bool = False, resync_seconds: float = 30.0,
-                 debounce_seconds: float = 0.01, consistency_seconds: float = 600.0, clock: Clock = Clock(),
+                 debounce_seconds: float = DEBOUNCE_SECONDS, consistency_seconds: float = 600.0, clock: Clock = Clock(),
                  make_informer: Callable[..., Informer] | None = None, concurrent_writes: int = CONCURRENT_WRITES):
         self.settings, self.metrics, self._clock = settings, metrics, clock
         self.resync_seconds, self.debounce_seconds = resync_seconds, debounce_seconds
@@ -229,7 +237,7 @@ class Controller:
     def _decide(self, is_leader: Callable[[], bool]) -> Outcome | None:
         self.apply_changes()
         if not self._settled and self.synced():
-            self.settle_memory()
+            self.settle_memory(collect=False)
             self._settled = True
         leading = self.synced() and is_leader()
         if leading and not self._leading:
@@ -296,10 +304,12 @@ class Controller:
         return differences
 
     @staticmethod
-    def settle_memory() -> None:
-        """Collect what is garbage now, then exempt everything alive from later collections."""
-        gc.unfreeze()
-        gc.collect()
+    def settle_memory(collect: bool = True) -> None:
+        """Collect what is garbage now (unless told not to: nothing is), then exempt everything
+        alive from later collections."""
+        if collect:
+            gc.unfreeze()
+            gc.collect()
         gc.freeze()
 
     def _queue(self, resource: str, key: str, value: Any) -> None:

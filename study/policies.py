@@ -175,7 +175,7 @@ class GangkeeperController:
         return {"asked": asked, "failed": failed}
 
 
-def _leave_memory_alone() -> None:
+def _leave_memory_alone(collect: bool = True) -> None:
     """Python's collector runs as it would in any process (see `GangkeeperController`)."""
 
 
