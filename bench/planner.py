@@ -26,6 +26,8 @@ import tracemalloc
 from dataclasses import replace
 from statistics import median
 
+from msgspec import structs
+
 from gangkeeper import names
 from gangkeeper.controller.cache.capacity import Ledger
 from gangkeeper.controller.checks.eligibility import NodePool
@@ -98,7 +100,7 @@ def _scenario(node_count: int, bound_pods: int, waiting_groups: int) -> dict:
 
 def _ruled(group: Group) -> Group:
     """The group requiring one zone, and in slices of `SLICE_SIZE` ranks, each in one rack, when it is that large."""
-    members = tuple(replace(member, rank=(position,)) for position, member in enumerate(group.members))
+    members = tuple(structs.replace(member, rank=(position,)) for position, member in enumerate(group.members))
     sliced = len(members) >= SLICE_SIZE
     rule = TopologyRule(required=ZONE_LABEL, slice_required=RACK_LABEL if sliced else None,
                         slice_size=SLICE_SIZE if sliced else None)

@@ -36,6 +36,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from msgspec import structs
+
 from gangkeeper.controller.cache.asked import PROVISIONING_REQUESTS, Asked
 from gangkeeper.controller.cache.budgets import POD_DISRUPTION_BUDGETS, Budgets
 from gangkeeper.controller.cache.capacity import Ledger
@@ -280,11 +282,11 @@ class ClusterIndex:
             self._booked.discard(key)
             return facts
         self._booked.add(key)
-        return replace(facts, member=replace(member, reserved_node=node))
+        return structs.replace(facts, member=structs.replace(member, reserved_node=node))
 
     def _own(self, key: str, facts: PodFacts) -> PodFacts:
         """The pod's facts as read from the pod, without the reservation its Gang holds."""
-        return replace(facts, member=replace(facts.member, reserved_node=None)) if key in self._booked else facts
+        return structs.replace(facts, member=structs.replace(facts.member, reserved_node=None)) if key in self._booked else facts
 
     def touch_all(self) -> None:
         """Decide on every group at the next pass (a new leadership term, a consistency check)."""

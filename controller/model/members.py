@@ -2,9 +2,11 @@
 to with the size its owner declares (`Group`), with the topology the group asks for."""
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from fractions import Fraction
 from types import MappingProxyType
+
+import msgspec
 
 from gangkeeper.controller.model.nodes import Toleration
 from gangkeeper.controller.model.rules import PodRules
@@ -55,8 +57,7 @@ class TopologyRule:
 NO_TOPOLOGY = TopologyRule()
 
 
-@dataclass(frozen=True, slots=True)
-class Member:
+class Member(msgspec.Struct, frozen=True, gc=False):
     """A pod of a group. `affinity_terms` is None when the pod has no required node affinity.
 
     `labels` and `rules` (required pod affinity and anti-affinity, spread constraints, host
@@ -84,7 +85,7 @@ class Member:
     phase: str
     gated: bool
     created: float | None
-    labels: Mapping[str, str] = field(default_factory=lambda: NO_LABELS)
+    labels: Mapping[str, str] = NO_LABELS
     rules: PodRules | None = None
     claims: tuple[ClaimRef, ...] = ()
     volume_claims: tuple[str, ...] = ()

@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Never
 
+import msgspec
+
 from gangkeeper.controller.model.members import Member
 from gangkeeper.controller.model.selectors import LabelSelector
 from gangkeeper.integrations.kind import SuspendState
@@ -25,8 +27,7 @@ class Owner:
     uid: str
 
 
-@dataclass(frozen=True, slots=True)
-class PodFacts:
+class PodFacts(msgspec.Struct, frozen=True, gc=False):
     """What decisions need of a pod besides its `Member`: group, owner, and how to patch it.
 
     `affinity_depth` says how much of `spec.affinity.nodeAffinity.required…` exists (0 to 3),

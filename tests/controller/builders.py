@@ -1,5 +1,9 @@
 """Raw API objects for controller tests, turned into the model the way the cache will."""
 
+import dataclasses
+
+import msgspec
+
 from gangkeeper import names
 from gangkeeper.controller.cache.capacity import Ledger
 from gangkeeper.controller.checks.eligibility import NodePool
@@ -8,6 +12,14 @@ from gangkeeper.controller.model.nodes import Node
 from gangkeeper.controller.reading.nodes import node_from_api
 from gangkeeper.controller.reading.pods import member_from_api
 from tests import builders
+
+
+def replace(value, **changes):
+    """`value` with `changes`, for any frozen value of the model: a dataclass (`Group`, `Node`) or
+    a msgspec Struct (`Member`, `PodFacts`, made by the million at a relist)."""
+    if isinstance(value, msgspec.Struct):
+        return msgspec.structs.replace(value, **changes)
+    return dataclasses.replace(value, **changes)
 
 GPU = builders.GPU
 

@@ -1,10 +1,10 @@
 """PodDisruptionBudgets as preemption reads them: whom each selects, how many it lets go."""
 
-from dataclasses import replace
+
 
 from gangkeeper.controller.cache.budgets import Budgets
 from gangkeeper.controller.reading.budgets import budget_from_api
-from tests.controller.builders import member
+from tests.controller.builders import member, replace
 
 
 def pdb(name, selector, allowed=None, namespace="team"):

@@ -1,7 +1,6 @@
 """The planner with a group's own topology rule: required, preferred, both, and slices (issue 13)."""
 
 from collections import Counter
-from dataclasses import replace
 
 import pytest
 from hypothesis import given, settings
@@ -16,7 +15,7 @@ from gangkeeper.controller.planning.plans import NoFit, Plan
 from gangkeeper.controller.planning.preemption import preempt
 from gangkeeper.controller.planning.queue import plan_pass
 from gangkeeper.controller.reading.pods import member_from_api
-from tests.controller.builders import busy, cluster, member, node
+from tests.controller.builders import busy, cluster, member, node, replace
 from tests.controller.generated import BUSY, GROUP, NODES, build
 from tests.controller.occupied import (
     HOSTNAME,

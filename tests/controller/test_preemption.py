@@ -1,6 +1,6 @@
 """Choosing what a group that does not fit preempts: whole groups and lone pods of lower priority."""
 
-from dataclasses import replace
+
 
 from gangkeeper.controller.cache.budgets import Budgets
 from gangkeeper.controller.cache.holders import candidate, elastic_extras, holders
@@ -10,7 +10,7 @@ from gangkeeper.controller.planning.preemption import preempt
 from gangkeeper.controller.reading.budgets import budget_from_api
 from gangkeeper.controller.reading.nodes import node_from_api
 from gangkeeper.controller.reading.pods import pod_facts
-from tests.controller.builders import cluster, member, node, node_object, pod_object
+from tests.controller.builders import cluster, member, node, node_object, pod_object, replace
 
 NODES = [node("n1"), node("n2")]
 

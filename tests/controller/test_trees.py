@@ -2,7 +2,6 @@
 as one, each inside the parent's domain; a tree's shape checked; the parent's status."""
 
 from collections import Counter
-from dataclasses import replace
 
 import pytest
 
@@ -21,7 +20,7 @@ from gangkeeper.controller.planning.queue import plan_pass
 from gangkeeper.controller.planning.trees import Tree, plan_tree, tree_key
 from gangkeeper.controller.reading.pods import pod_facts
 from gangkeeper.controller.reading.workloads import workload_from_api
-from tests.controller.builders import busy, cluster, member, node, node_object, pod_object
+from tests.controller.builders import busy, cluster, member, node, node_object, pod_object, replace
 from tests.controller.world import NS, Run, World, add_group, booked, member_object, nodes, of, reports
 
 ZONE = "topology.kubernetes.io/zone"

@@ -1,6 +1,6 @@
 """Pure: group sizes from owners, and the release patch."""
 
-from dataclasses import replace
+
 
 import pytest
 
@@ -20,6 +20,7 @@ from gangkeeper.controller.reading.pods import pod_facts
 from gangkeeper.controller.reading.workloads import workload_from_api
 from gangkeeper.integrations import lws, mpijob
 from tests import builders
+from tests.controller.builders import replace
 
 
 def pod(name, group, source, labels=None, annotations=None, owner=None, affinity=None):
