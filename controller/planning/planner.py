@@ -84,8 +84,9 @@ def apply(plan: Plan | NoFit, ledger: Ledger, occupancy: Occupancy | None = None
     """Count a plan's members as reserved (or a NoFit's placeable ones, to hold their capacity),
     in the ledger and, given one, in the occupancy (`pool` then names the nodes)."""
     placed = plan.assignments if isinstance(plan, Plan) else plan.partial
-    for member, node in placed:
-        ledger.reserve(member.uid, node, member.requests)
+    with ledger.in_one_go():  # members sharing a node change its figures once
+        for member, node in placed:
+            ledger.reserve(member.uid, node, member.requests)
     if occupancy is None:
         return
     if pool is None:
