@@ -93,6 +93,8 @@ def _occupancy_shortage(cls: MemberClass, partial: list[Assignment], pool: NodeP
     try:
         roomy = [name for name in examined
                  if members_fitting(cls.demand, subtract(ledger.free(name), taken.get(name, {})), 1) >= 1]
+        if not roomy:
+            return None  # no node has the resources for one more: what is short says why (`_resource_shortage`)
         if cls.devices or cls.extended:
             with_devices = [name for name in roomy
                             if occupancy.devices_fit(pool.nodes[name], cls.device_demand, rest[0].requests)]

@@ -126,6 +126,18 @@ def test_a_dra_group_too_large_for_many_nodes_with_devices_is_told_their_room_no
                                    "room for 40, at most 1 on one node (dra-39)")
 
 
+def test_a_dra_group_on_nodes_with_free_devices_and_no_cpu_left_is_told_cpu_is_short():
+    full = [pod_object(f"busy-{name}", gpus=0, cpu="94", gated=False, node_name=name, phase="Running")
+            for name in ("dra-1", "dra-2")]
+    index = world(hosts("dra-1", "dra-2", gpus=None),
+                  [device_class(), device_slice("dra-1", 4), device_slice("dra-2", 4), template()], full)
+    group = group_of(("team", "two"), [member_from_api(claiming(f"p{i}")) for i in range(2)], 2, 0.0)
+    outcome = plan(index, group)
+    assert isinstance(outcome, NoFit)
+    assert (outcome.reason, outcome.limiting) == (
+        "0 of 2 waiting members placeable: each member needs 4 cpu; 2 of 2 eligible nodes have less free", ("cpu",))
+
+
 def test_a_dra_group_that_fits_is_spread_over_the_nodes_with_devices():
     index = world(hosts("dra-1", "dra-2", "plain", gpus=None),
                   [device_class(), device_slice("dra-1", 4), device_slice("dra-2", 4), template()])
