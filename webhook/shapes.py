@@ -23,7 +23,8 @@ skipped, not refused): the API server has checked the object before it asks.
 from typing import Any, TypedDict
 
 import msgspec
-import orjson
+
+from gangkeeper.shaped import decoded
 
 
 class _Container(TypedDict, total=False):
@@ -85,9 +86,5 @@ _MUTATE_REVIEW = msgspec.json.Decoder(MutateReview)
 
 
 def mutate_review(body: bytes) -> Any:
-    """`body` decoded through `MutateReview`; else as orjson reads it (JSON off the shape, or
-    nested deeper than msgspec goes), or orjson's error (not JSON)."""
-    try:
-        return _MUTATE_REVIEW.decode(body)
-    except (msgspec.DecodeError, RecursionError):
-        return orjson.loads(body)
+    """`body` decoded through `MutateReview`; else read whole (`gangkeeper.shaped`)."""
+    return decoded(_MUTATE_REVIEW, body)

@@ -286,7 +286,9 @@ class ClusterIndex:
 
     def _own(self, key: str, facts: PodFacts) -> PodFacts:
         """The pod's facts as read from the pod, without the reservation its Gang holds."""
-        return structs.replace(facts, member=structs.replace(facts.member, reserved_node=None)) if key in self._booked else facts
+        if key not in self._booked:
+            return facts
+        return structs.replace(facts, member=structs.replace(facts.member, reserved_node=None))
 
     def touch_all(self) -> None:
         """Decide on every group at the next pass (a new leadership term, a consistency check)."""

@@ -26,6 +26,8 @@ from typing import Any, TypedDict
 import msgspec
 import orjson
 
+from gangkeeper.shaped import decoded
+
 
 class Reading:
     """Decoders for one shape: a list page (`items` of the shape) and a watch event (its `object`)."""
@@ -41,24 +43,15 @@ class Reading:
 
     def page(self, data: bytes) -> dict:
         """A list page with each item cut to the shape."""
-        return _decoded(self._page, data)
+        return decoded(self._page, data)
 
     def event(self, line: bytes) -> dict:
         """A watch event with its object cut to the shape. An ERROR event's object is a Status,
         not an object of the shape: it is read whole."""
-        event = _decoded(self._event, line)
+        event = decoded(self._event, line)
         if isinstance(event, dict) and event.get("type") == "ERROR":
             return orjson.loads(line)
         return event
-
-
-def _decoded(decoder: msgspec.json.Decoder, data: bytes) -> Any:
-    """`data` decoded through the shape; else as orjson reads it (JSON off the shape, or nested
-    deeper than msgspec goes), or orjson's ValueError (not JSON)."""
-    try:
-        return decoder.decode(data)
-    except (msgspec.DecodeError, RecursionError):
-        return orjson.loads(data)
 
 
 # --- the shapes the informers read -------------------------------------------------------------

@@ -21,6 +21,7 @@ def replace(value, **changes):
         return msgspec.structs.replace(value, **changes)
     return dataclasses.replace(value, **changes)
 
+
 GPU = builders.GPU
 
 

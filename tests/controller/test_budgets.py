@@ -1,7 +1,5 @@
 """PodDisruptionBudgets as preemption reads them: whom each selects, how many it lets go."""
 
-
-
 from gangkeeper.controller.cache.budgets import Budgets
 from gangkeeper.controller.reading.budgets import budget_from_api
 from tests.controller.builders import member, replace

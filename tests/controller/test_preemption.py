@@ -1,7 +1,5 @@
 """Choosing what a group that does not fit preempts: whole groups and lone pods of lower priority."""
 
-
-
 from gangkeeper.controller.cache.budgets import Budgets
 from gangkeeper.controller.cache.holders import candidate, elastic_extras, holders
 from gangkeeper.controller.cache.index import ClusterIndex

@@ -1,7 +1,5 @@
 """Pure: group sizes from owners, and the release patch."""
 
-
-
 import pytest
 
 from gangkeeper import names
